@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from core.models import ApiToken, Invite, Job, Membership, Project, WorkerHeartbeat
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    raw_id_fields = ["user"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+
+@admin.register(Invite)
+class InviteAdmin(admin.ModelAdmin):
+    list_display = ["project", "role", "uses", "max_uses", "expires_at", "revoked_at"]
+    list_filter = ["role"]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["id", "label", "kind", "state", "project", "created_at", "finished_at"]
+    list_filter = ["state", "kind", "queue"]
+    search_fields = ["label", "error"]
+    readonly_fields = ["traceback", "log", "result", "params"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "key_hint", "created_at", "last_used_at", "revoked_at"]
+    exclude = ["key_hash"]
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(admin.ModelAdmin):
+    list_display = ["hostname", "queues", "pid", "last_seen"]

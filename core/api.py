@@ -1,0 +1,147 @@
+"""JSON API for researchers' scripts: /api/, schema at /api/openapi.json, docs at /api/docs.
+
+Authenticate with `Authorization: Bearer <token>` (tokens from /account/tokens/), or with
+the browser session (CSRF-checked) for the app's own pages.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import NinjaAPI, Router, Schema
+from ninja.security import HttpBearer, django_auth
+
+from core import services
+from core.models import Job, Membership, Project
+
+
+class TokenAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        user = services.api_token_authenticate(raw=token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+api = NinjaAPI(
+    title="Earmark API",
+    version="1",
+    description=__doc__ or "",
+    auth=[TokenAuth(), django_auth],
+)
+
+
+class ProjectOut(Schema):
+    slug: str
+    name: str
+    description: str
+    role: str
+
+
+class JobOut(Schema):
+    id: int
+    kind: str
+    label: str
+    state: str
+    project: str | None
+    progress_done: int
+    progress_total: int | None
+    progress_message: str
+    percent: int | None
+    error: str
+    result: dict[str, Any]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    retry_of: int | None
+
+    @staticmethod
+    def resolve_project(job: Job) -> str | None:
+        return job.project.slug if job.project else None
+
+    @staticmethod
+    def resolve_retry_of(job: Job) -> int | None:
+        return job.retry_of_id
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+projects = Router(tags=["projects"])
+jobs = Router(tags=["jobs"])
+
+
+@projects.get("/", response=list[ProjectOut])
+def project_list(request: HttpRequest) -> list[dict[str, str]]:
+    rows = Membership.objects.filter(user=request.user).select_related("project")
+    return [
+        {
+            "slug": m.project.slug,
+            "name": m.project.name,
+            "description": m.project.description,
+            "role": m.role,
+        }
+        for m in rows
+    ]
+
+
+@projects.get("/{slug}", response={200: ProjectOut, 404: ErrorOut})
+def project_get(request: HttpRequest, slug: str) -> Any:
+    project = get_object_or_404(Project, slug=slug)
+    role = project.role_of(request.user)
+    if role is None:
+        return 404, {"detail": "No such project."}
+    return {
+        "slug": project.slug,
+        "name": project.name,
+        "description": project.description,
+        "role": role,
+    }
+
+
+def _visible_job(request: HttpRequest, job_id: int) -> Job:
+    return get_object_or_404(Job.objects.visible_to(request.user), pk=job_id)
+
+
+@jobs.get("/", response=list[JobOut])
+def job_list(
+    request: HttpRequest, state: str | None = None, project: str | None = None, limit: int = 50
+) -> Any:
+    rows = Job.objects.visible_to(request.user).select_related("project")
+    if state:
+        rows = rows.filter(state=state)
+    if project:
+        rows = rows.filter(project__slug=project)
+    return rows[: max(1, min(limit, 500))]
+
+
+@jobs.get("/{job_id}", response=JobOut)
+def job_get(request: HttpRequest, job_id: int) -> Job:
+    return _visible_job(request, job_id)
+
+
+@jobs.post("/{job_id}/retry", response={201: JobOut, 409: ErrorOut})
+def job_retry(request: HttpRequest, job_id: int) -> Any:
+    job = _visible_job(request, job_id)
+    try:
+        return 201, services.job_retry(job=job, user=request.user)
+    except ValidationError as exc:
+        return 409, {"detail": "; ".join(exc.messages)}
+
+
+@jobs.post("/{job_id}/cancel", response={200: JobOut, 409: ErrorOut})
+def job_cancel(request: HttpRequest, job_id: int) -> Any:
+    job = _visible_job(request, job_id)
+    try:
+        return 200, services.job_cancel(job=job)
+    except ValidationError as exc:
+        return 409, {"detail": "; ".join(exc.messages)}
+
+
+api.add_router("/projects", projects)
+api.add_router("/jobs", jobs)

@@ -1,0 +1,84 @@
+"""The offline demo: people in each role, a project, the ontology excerpt and six clips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
+from core.models import Job, Project, Role
+from core.services import job_run_inline, membership_add, project_create
+
+DEMO_PASSWORD = "earmark-demo"
+DEMO_USERS: dict[str, str] = {
+    "researcher": Role.RESEARCHER,
+    "reviewer": Role.REVIEWER,
+    "annotator": Role.ANNOTATOR,
+    "annotator2": Role.ANNOTATOR,
+}
+ONTOLOGY_EXCERPT = settings.BASE_DIR / "curation" / "fixtures" / "audioset_ontology_excerpt.json"
+
+
+def demo_seed(*, echo: Any = None) -> Project:
+    """Idempotent: users and project are created once; data jobs rerun only if missing."""
+    from curation.models import Clip, Label
+    from curation.synth import generate_demo_sounds
+
+    User = get_user_model()
+    admin, created = User.objects.get_or_create(
+        username="admin", defaults={"is_staff": True, "is_superuser": True}
+    )
+    if created:
+        admin.set_password(DEMO_PASSWORD)
+        admin.save()
+    users = {}
+    for username in DEMO_USERS:
+        users[username], created = User.objects.get_or_create(username=username)
+        if created:
+            users[username].set_password(DEMO_PASSWORD)
+            users[username].save()
+
+    project = Project.objects.filter(slug="demo").first() or project_create(
+        name="Demo: everyday sounds",
+        slug="demo",
+        created_by=users["researcher"],
+        description="Six synthetic clips tied to real AudioSet labels, to try every screen.",
+    )
+    for username, role in DEMO_USERS.items():
+        membership_add(project=project, user=users[username], role=role)
+
+    if not Label.objects.filter(mid="/m/0bt9lr").exists():
+        _run(
+            job_run_inline(
+                kind="ontology_import",
+                params={"path": str(ONTOLOGY_EXCERPT)},
+                label="Import ontology excerpt (demo)",
+                created_by=users["researcher"],
+                echo=echo,
+            )
+        )
+    if not Clip.objects.filter(source=Clip.Source.LOCAL).exists():
+        folder = Path(settings.VAR_DIR) / "demo-src"
+        labels = generate_demo_sounds(folder)
+        _run(
+            job_run_inline(
+                kind="clips_import_local",
+                params={
+                    "paths": [str(folder / name) for name in labels],
+                    "labels": labels,
+                    "videos": {n: str(folder / f"{Path(n).stem}.mp4") for n in labels},
+                },
+                label="Import demo clips",
+                project=project,
+                created_by=users["researcher"],
+                echo=echo,
+            )
+        )
+    return project
+
+
+def _run(job: Job) -> None:
+    if job.state != Job.State.SUCCEEDED:
+        raise RuntimeError(f"demo job #{job.pk} {job.state}: {job.error}")

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth.forms import UserCreationForm
+
+from core.models import Role
+
+
+class ProjectForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+
+class InviteForm(forms.Form):
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.ANNOTATOR)
+    expires_in_days = forms.IntegerField(min_value=1, max_value=365, initial=30, required=False)
+    max_uses = forms.IntegerField(min_value=1, required=False)
+
+
+class SignupForm(UserCreationForm):
+    pass
+
+
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What the token is for, e.g. 'laptop'.")

@@ -1,0 +1,117 @@
+"""Availability checks behind /healthz. Core checks decide the status code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+
+@dataclass
+class Check:
+    ok: bool
+    detail: str
+    core: bool = False
+
+
+def check_database() -> Check:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return Check(True, f"{connection.vendor} reachable", core=True)
+    except Exception as exc:
+        return Check(False, f"{connection.vendor}: {exc}", core=True)
+
+
+def check_broker() -> Check:
+    from earmark.celery import app
+
+    url = settings.CELERY_BROKER_URL
+    scheme = url.split("://", 1)[0]
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return Check(True, f"{scheme} broker reachable", core=True)
+    except Exception as exc:
+        return Check(False, f"{scheme} broker unreachable: {exc}", core=True)
+
+
+def check_workers() -> Check:
+    from core.models import WorkerHeartbeat
+
+    try:
+        alive = list(WorkerHeartbeat.alive())
+    except Exception as exc:
+        return Check(False, f"cannot read heartbeats: {exc}", core=True)
+    if not alive:
+        return Check(False, "no Celery worker has sent a heartbeat recently", core=True)
+    queues = sorted({q for w in alive for q in w.queues.split(",") if q})
+    missing = [q for q in ("default", "media", "text", "gpu") if q not in queues]
+    detail = f"{len(alive)} worker(s) alive; queues served: {', '.join(queues)}"
+    if missing:
+        detail += f"; no worker for: {', '.join(missing)}"
+    return Check(True, detail, core=True)
+
+
+def _version_line(command: list[str]) -> Check:
+    if shutil.which(command[0]) is None:
+        return Check(False, f"{command[0]} not found on PATH")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(False, f"{command[0]} failed to run: {exc}")
+    first = (done.stdout or done.stderr).strip().splitlines()
+    return Check(done.returncode == 0, first[0] if first else f"exit {done.returncode}")
+
+
+def check_ffmpeg() -> Check:
+    return _version_line([settings.FFMPEG_BINARY, "-version"])
+
+
+def check_java() -> Check:
+    return _version_line([settings.JAVA_BINARY, "-version"])
+
+
+def check_languagetool() -> Check:
+    if settings.LANGUAGETOOL_URL:
+        url = f"{settings.LANGUAGETOOL_URL}/v2/languages"
+        try:
+            with urllib.request.urlopen(url, timeout=3) as response:
+                response.read(1)
+            return Check(True, f"server at {settings.LANGUAGETOOL_URL}")
+        except Exception as exc:
+            return Check(False, f"server at {settings.LANGUAGETOOL_URL} unreachable: {exc}")
+    if settings.LTP_JAR_DIR_PATH:
+        jar_dir = Path(settings.LTP_JAR_DIR_PATH)
+        if any(jar_dir.glob("languagetool*.jar")):
+            return Check(True, f"offline install in {jar_dir}")
+        return Check(False, f"LTP_JAR_DIR_PATH={jar_dir} holds no languagetool*.jar")
+    cache = Path.home() / ".cache" / "language_tool_python"
+    if any(cache.glob("LanguageTool*/languagetool*.jar")):
+        return Check(True, f"downloaded copy in {cache}")
+    return Check(
+        False,
+        "not available: set LANGUAGETOOL_URL or LTP_JAR_DIR_PATH; grammar correction is skipped",
+    )
+
+
+CHECKS: dict[str, Callable[[], Check]] = {
+    "database": check_database,
+    "broker": check_broker,
+    "workers": check_workers,
+    "ffmpeg": check_ffmpeg,
+    "java": check_java,
+    "languagetool": check_languagetool,
+}
+
+
+def run_checks() -> tuple[bool, dict[str, dict[str, object]]]:
+    results = {name: check() for name, check in CHECKS.items()}
+    core_ok = all(r.ok for r in results.values() if r.core)
+    return core_ok, {name: asdict(r) for name, r in results.items()}

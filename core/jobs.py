@@ -1,0 +1,41 @@
+"""The registry of job kinds: name -> what runs it and on which queue.
+
+A handler is a service function `handler(*, job: Job, progress: Progress, **params) -> dict`;
+the dict it returns is stored as the job's result. Handlers are named by dotted path and
+imported only when a job runs, so heavy modules (torch) never load at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JobKind:
+    label: str
+    handler: str  # dotted path to the service function
+    queue: str  # default | media | text | gpu
+
+    def load(self) -> Any:
+        module, _, name = self.handler.rpartition(".")
+        return getattr(import_module(module), name)
+
+
+JOB_KINDS: dict[str, JobKind] = {
+    "ontology_import": JobKind(
+        "Import AudioSet ontology", "curation.services.ontology_import_job", "default"
+    ),
+    "clips_import_local": JobKind(
+        "Import local audio", "curation.services.clips_import_local_job", "media"
+    ),
+}
+
+
+def job_kind(name: str) -> JobKind:
+    try:
+        return JOB_KINDS[name]
+    except KeyError:
+        known = ", ".join(sorted(JOB_KINDS))
+        raise ValueError(f"Unknown job kind {name!r}; known kinds: {known}.") from None

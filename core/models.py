@@ -1,0 +1,275 @@
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+
+class Role(models.TextChoices):
+    RESEARCHER = "researcher", "Researcher"
+    REVIEWER = "reviewer", "Reviewer"
+    ANNOTATOR = "annotator", "Annotator"
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
+    )
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [
+            ("curate_project", "Can curate data, manage members and run jobs"),
+            ("review_project", "Can review submitted work"),
+            ("annotate_project", "Can do annotation work"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("project_detail", args=[self.slug])
+
+    def role_of(self, user: Any) -> Role | None:
+        if not user.is_authenticated:
+            return None
+        role = self.membership_set.filter(user=user).values_list("role", flat=True).first()
+        return Role(role) if role else None
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    role = models.CharField(max_length=20, choices=Role.choices)
+    joined_at = models.DateTimeField(default=timezone.now)
+    invite = models.ForeignKey("Invite", null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="membership_once_per_project"),
+            models.CheckConstraint(condition=Q(role__in=Role.values), name="membership_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} on {self.project}"
+
+
+def _new_invite_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class Invite(models.Model):
+    """A link that lets workers join a project with a given role."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invites")
+    token = models.CharField(max_length=64, unique=True, default=_new_invite_token)
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.ANNOTATOR)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    max_uses = models.PositiveIntegerField(null=True, blank=True)
+    uses = models.PositiveIntegerField(default=0)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(role__in=Role.values), name="invite_role_valid"),
+            models.CheckConstraint(
+                condition=Q(max_uses__isnull=True) | Q(uses__lte=models.F("max_uses")),
+                name="invite_uses_within_max",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} invite to {self.project}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("invite_accept", args=[self.token])
+
+    def unusable_reason(self, now: Any = None) -> str | None:
+        now = now or timezone.now()
+        if self.revoked_at:
+            return "This invite link was revoked."
+        if self.expires_at and self.expires_at <= now:
+            return "This invite link has expired."
+        if self.max_uses is not None and self.uses >= self.max_uses:
+            return "This invite link has been used as many times as allowed."
+        return None
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def visible_to(self, user: Any) -> JobQuerySet:
+        """Jobs of projects where the user is a researcher, plus site-wide jobs
+        (ontology and segment imports) for researchers; staff see everything."""
+        if user.is_staff:
+            return self
+        researcher_projects = Membership.objects.filter(user=user, role=Role.RESEARCHER)
+        if not researcher_projects.exists():
+            return self.none()
+        return self.filter(
+            Q(project__in=researcher_projects.values("project")) | Q(project__isnull=True)
+        )
+
+
+class Job(models.Model):
+    """One long-running piece of work (import, download, post-processing, training, export).
+
+    Celery tasks and management commands both run jobs through core.services.job_run, so
+    every job shows up on the jobs page with its state, progress and error.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINISHED_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    kind = models.CharField(max_length=60)
+    label = models.CharField(max_length=300)
+    params = models.JSONField(default=dict, blank=True)
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    queue = models.CharField(max_length=20, default="default")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    progress_done = models.PositiveBigIntegerField(default=0)
+    progress_total = models.PositiveBigIntegerField(null=True, blank=True)
+    progress_message = models.CharField(max_length=300, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries"
+    )
+    celery_task_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # the jobs page: newest first, optionally filtered by state
+            models.Index(fields=["state", "-created_at"], name="job_state_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=["queued", "running", "succeeded", "failed", "cancelled"]),
+                name="job_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    state__in=["succeeded", "failed", "cancelled"], finished_at__isnull=False
+                )
+                | Q(state__in=["queued", "running"], finished_at__isnull=True),
+                name="job_finished_iff_final",
+            ),
+            models.CheckConstraint(
+                condition=Q(progress_total__isnull=True)
+                | Q(progress_done__lte=models.F("progress_total")),
+                name="job_progress_within_total",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.label}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("job_detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in self.FINISHED_STATES
+
+    @property
+    def can_retry(self) -> bool:
+        return self.state in (self.State.FAILED, self.State.CANCELLED)
+
+    @property
+    def percent(self) -> int | None:
+        if self.state == self.State.SUCCEEDED:
+            return 100
+        if not self.progress_total:
+            return None
+        return min(100, round(100 * self.progress_done / self.progress_total))
+
+    @property
+    def duration(self) -> timedelta | None:
+        if not self.started_at:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A bearer token for /api/. Only its SHA-256 is stored; the raw key is shown once."""
+
+    PREFIX = "emk_"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True)
+    key_hint = models.CharField(max_length=12)  # first characters, to tell tokens apart
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_hint}…)"
+
+
+class WorkerHeartbeat(models.Model):
+    """Written every WORKER_HEARTBEAT_SECONDS by each Celery worker (see core.signals)."""
+
+    hostname = models.CharField(max_length=200, unique=True)
+    queues = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+    @classmethod
+    def alive(cls, now: Any = None) -> models.QuerySet[WorkerHeartbeat]:
+        now = now or timezone.now()
+        window = timedelta(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS)
+        return cls.objects.filter(last_seen__gte=now - window)

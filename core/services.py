@@ -1,0 +1,357 @@
+"""Workflows for projects, people, invites, API tokens and jobs."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import traceback as tb
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.text import slugify
+
+from core.jobs import job_kind
+from core.models import (
+    ApiToken,
+    Invite,
+    Job,
+    Membership,
+    Project,
+    Role,
+    WorkerHeartbeat,
+    hash_token,
+)
+
+log = logging.getLogger(__name__)
+
+
+# Projects and people -------------------------------------------------------------------
+
+
+def project_create(*, name: str, created_by: Any, description: str = "", slug: str = "") -> Project:
+    slug = slug or slugify(name)[:80]
+    if not slug:
+        raise ValidationError({"name": "The name needs at least one letter or digit."})
+    if Project.objects.filter(slug=slug).exists():
+        raise ValidationError({"slug": f"A project with the address {slug!r} already exists."})
+    with transaction.atomic():
+        project = Project(name=name, slug=slug, description=description, created_by=created_by)
+        project.full_clean()
+        project.save()
+        membership_add(project=project, user=created_by, role=Role.RESEARCHER)
+    return project
+
+
+def membership_add(
+    *, project: Project, user: Any, role: str, invite: Invite | None = None
+) -> Membership:
+    """Adds the user to the project, or changes their role there."""
+    with transaction.atomic():
+        membership, _ = Membership.objects.update_or_create(
+            project=project, user=user, defaults={"role": role, "invite": invite}
+        )
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return membership
+
+
+def invite_create(
+    *,
+    project: Project,
+    created_by: Any,
+    role: str = Role.ANNOTATOR,
+    expires_in_days: int | None = 30,
+    max_uses: int | None = None,
+) -> Invite:
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    invite = Invite(
+        project=project, created_by=created_by, role=role, expires_at=expires_at, max_uses=max_uses
+    )
+    invite.full_clean()
+    invite.save()
+    return invite
+
+
+def invite_revoke(*, invite: Invite) -> None:
+    if invite.revoked_at is None:
+        invite.revoked_at = timezone.now()
+        invite.save(update_fields=["revoked_at"])
+
+
+def invite_accept(*, token: str, user: Any) -> Membership:
+    """Joins the user to the invite's project. An existing member keeps the higher role."""
+    with transaction.atomic():
+        invite = Invite.objects.select_for_update().select_related("project").get(token=token)
+        reason = invite.unusable_reason()
+        if reason:
+            raise ValidationError(reason)
+        existing = Membership.objects.filter(project=invite.project, user=user).first()
+        if existing:
+            return existing
+        invite.uses = F("uses") + 1
+        invite.save(update_fields=["uses"])
+        return membership_add(project=invite.project, user=user, role=invite.role, invite=invite)
+
+
+def api_token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
+    """Returns the token row and the raw key, which is never stored and shown only once."""
+    raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(user=user, name=name, key_hash=hash_token(raw), key_hint=raw[:10])
+    token.full_clean()
+    token.save()
+    return token, raw
+
+
+def api_token_authenticate(*, raw: str) -> Any | None:
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(key_hash=hash_token(raw), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    if token is None:
+        return None
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token.user
+
+
+def api_token_revoke(*, token: ApiToken) -> None:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+
+
+# Jobs ----------------------------------------------------------------------------------
+
+
+class JobCancelled(Exception):
+    pass
+
+
+class Progress:
+    """Reports a running job's progress to the database, at most every `interval` seconds.
+
+    Handlers call `progress(done, total, message)`; a cancel request made on the jobs
+    page surfaces here as JobCancelled, so long loops stop at their next report.
+    """
+
+    def __init__(
+        self, job: Job, *, interval: float = 0.5, echo: Callable[[str], None] | None = None
+    ) -> None:
+        self.job = job
+        self.interval = interval
+        self.echo = echo
+        self._last_write = 0.0
+
+    def __call__(self, done: int, total: int | None = None, message: str = "") -> None:
+        now = time.monotonic()
+        final = total is not None and done >= total
+        if not final and now - self._last_write < self.interval:
+            return
+        self._last_write = now
+        total = total if total is not None else self.job.progress_total
+        done = min(done, total) if total is not None else done
+        Job.objects.filter(pk=self.job.pk).update(
+            progress_done=done,
+            progress_total=total,
+            progress_message=message[:300],
+            updated_at=timezone.now(),
+        )
+        self.job.progress_done, self.job.progress_total = done, total
+        if self.echo:
+            of = f"/{total}" if total else ""
+            self.echo(f"  {done}{of} {message}".rstrip())
+        if Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists():
+            raise JobCancelled("Cancelled on request.")
+
+    def log(self, line: str) -> None:
+        stamp = timezone.now().strftime("%H:%M:%S")
+        self.job.log += f"[{stamp}] {line}\n"
+        Job.objects.filter(pk=self.job.pk).update(log=self.job.log)
+        if self.echo:
+            self.echo(line)
+
+
+def job_create(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    created_by: Any = None,
+    project: Project | None = None,
+    label: str = "",
+    retry_of: Job | None = None,
+) -> Job:
+    spec = job_kind(kind)
+    job = Job(
+        kind=kind,
+        label=label or spec.label,
+        params=params,
+        project=project,
+        created_by=created_by,
+        queue=spec.queue,
+        retry_of=retry_of,
+    )
+    job.full_clean()
+    job.save()
+    return job
+
+
+def job_enqueue(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    created_by: Any = None,
+    project: Project | None = None,
+    label: str = "",
+    retry_of: Job | None = None,
+) -> Job:
+    """Creates the job and sends it to its queue once the surrounding transaction commits."""
+    from core.tasks import run_job
+
+    job = job_create(
+        kind=kind,
+        params=params,
+        created_by=created_by,
+        project=project,
+        label=label,
+        retry_of=retry_of,
+    )
+    job.celery_task_id = str(uuid.uuid4())
+    job.save(update_fields=["celery_task_id"])
+    transaction.on_commit(
+        lambda: run_job.apply_async(args=[job.pk], queue=job.queue, task_id=job.celery_task_id)
+    )
+    return job
+
+
+def job_run(*, job_id: int, worker: str = "", echo: Callable[[str], None] | None = None) -> Job:
+    """Runs a queued job to completion and records the outcome. Idempotent: a job that is
+    not queued (delivered twice, cancelled meanwhile) is left as it is."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if job.state != Job.State.QUEUED:
+            log.info("job %s is %s, not running it", job.pk, job.state)
+            return job
+        job.state = Job.State.RUNNING
+        job.started_at = timezone.now()
+        job.worker = worker
+        job.save(update_fields=["state", "started_at", "worker", "updated_at"])
+
+    progress = Progress(job, echo=echo)
+    try:
+        handler = job_kind(job.kind).load()
+        result = handler(job=job, progress=progress, **job.params)
+    except JobCancelled:
+        _job_finish(job, Job.State.CANCELLED, error="Cancelled on request.")
+    except Exception as exc:
+        log.exception("job %s (%s) failed", job.pk, job.kind)
+        _job_finish(job, Job.State.FAILED, error=_describe(exc), traceback=tb.format_exc())
+    else:
+        _job_finish(job, Job.State.SUCCEEDED, result=result or {})
+    return job
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(exc.messages)
+    return str(exc) or type(exc).__name__
+
+
+def _job_finish(
+    job: Job,
+    state: str,
+    *,
+    result: dict[str, Any] | None = None,
+    error: str = "",
+    traceback: str = "",
+) -> None:
+    job.refresh_from_db()
+    job.state = state
+    job.finished_at = timezone.now()
+    job.error = error
+    job.traceback = traceback
+    if result is not None:
+        job.result = result
+    if state == Job.State.SUCCEEDED and job.progress_total:
+        job.progress_done = job.progress_total
+    job.save()
+
+
+def job_retry(*, job: Job, user: Any) -> Job:
+    if not job.can_retry:
+        raise ValidationError(f"Job #{job.pk} is {job.state}; only failed or cancelled jobs retry.")
+    return job_enqueue(
+        kind=job.kind,
+        params=job.params,
+        created_by=user,
+        project=job.project,
+        label=job.label,
+        retry_of=job,
+    )
+
+
+def job_cancel(*, job: Job) -> Job:
+    """A queued job is cancelled at once; a running one stops at its next progress report."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.state == Job.State.QUEUED:
+            job.state = Job.State.CANCELLED
+            job.finished_at = timezone.now()
+            job.error = "Cancelled before it started."
+            job.save()
+        elif job.state == Job.State.RUNNING:
+            job.cancel_requested = True
+            job.save(update_fields=["cancel_requested", "updated_at"])
+        else:
+            raise ValidationError(f"Job #{job.pk} already finished ({job.state}).")
+    return job
+
+
+def jobs_fail_lost(*, now: datetime | None = None) -> int:
+    """Marks running jobs failed when their worker has stopped sending heartbeats."""
+    now = now or timezone.now()
+    alive = set(WorkerHeartbeat.alive(now).values_list("hostname", flat=True))
+    grace = timedelta(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS)
+    lost = 0
+    for job in Job.objects.filter(state=Job.State.RUNNING, updated_at__lt=now - grace):
+        if not job.worker or job.worker in alive:
+            continue  # run inline by a command, or its worker is alive and busy
+        _job_finish(
+            job,
+            Job.State.FAILED,
+            error=f"Worker {job.worker} stopped responding while running this job.",
+        )
+        lost += 1
+    return lost
+
+
+def require_role(project: Project, user: Any, *roles: str) -> Role:
+    """Raises PermissionDenied unless the user holds one of `roles` on the project."""
+    role = project.role_of(user)
+    if user.is_staff and role is None:
+        return Role.RESEARCHER
+    if role is None or (roles and role not in roles):
+        raise PermissionDenied("You do not have access to this project.")
+    return role
+
+
+def job_run_inline(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    created_by: Any = None,
+    project: Project | None = None,
+    label: str = "",
+    echo: Callable[[str], None] | None = None,
+) -> Job:
+    """Runs a job in this process (management commands): no broker needed, and the job
+    still shows on the jobs page like one run by a worker."""
+    job = job_create(kind=kind, params=params, created_by=created_by, project=project, label=label)
+    return job_run(job_id=job.pk, echo=echo)

@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from core import services
+from core.forms import ApiTokenForm, InviteForm, ProjectForm, SignupForm
+from core.health import run_checks
+from core.models import ApiToken, Invite, Job, Membership, Project, Role
+
+
+def _project_for(request: HttpRequest, slug: str, *roles: str) -> tuple[Project, Role]:
+    """404 for projects the user is not in (no existence leak), 403 for a missing role."""
+    project = get_object_or_404(Project, slug=slug)
+    if project.role_of(request.user) is None and not request.user.is_staff:
+        raise Http404("No such project.")
+    return project, services.require_role(project, request.user, *roles)
+
+
+def _job_for(request: HttpRequest, pk: int) -> Job:
+    return get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    memberships = Membership.objects.filter(user=request.user).select_related("project")
+    return render(request, "core/home.html", {"memberships": memberships})
+
+
+@login_required
+@permission_required("core.add_project", raise_exception=True)
+def project_new(request: HttpRequest) -> HttpResponse:
+    form = ProjectForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            project = services.project_create(created_by=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            return redirect(project)
+    return render(request, "core/project_new.html", {"form": form})
+
+
+@login_required
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = _project_for(request, slug)
+    context: dict[str, object] = {"project": project, "role": role}
+    if role in (Role.RESEARCHER, Role.REVIEWER):
+        context["memberships"] = project.membership_set.select_related("user").order_by(
+            "role", "user__username"
+        )
+    if role == Role.RESEARCHER:
+        context["invites"] = project.invites.all()[:20]
+        context["invite_form"] = InviteForm()
+        context["jobs"] = Job.objects.filter(project=project)[:10]
+    return render(request, "core/project_detail.html", context)
+
+
+@login_required
+@require_POST
+def invite_new(request: HttpRequest, slug: str) -> HttpResponse:
+    project, _ = _project_for(request, slug, Role.RESEARCHER)
+    form = InviteForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Invite not created: {form.errors.as_text()}")
+        return redirect(project)
+    invite = services.invite_create(project=project, created_by=request.user, **form.cleaned_data)
+    messages.success(request, f"Invite link created for {invite.get_role_display().lower()}s.")
+    return redirect(project)
+
+
+@login_required
+@require_POST
+def invite_revoke(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    project, _ = _project_for(request, slug, Role.RESEARCHER)
+    invite = get_object_or_404(Invite, project=project, pk=pk)
+    services.invite_revoke(invite=invite)
+    messages.success(request, "Invite link revoked.")
+    return redirect(project)
+
+
+def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
+    invite = get_object_or_404(Invite.objects.select_related("project"), token=token)
+    reason = invite.unusable_reason()
+    form = None if request.user.is_authenticated else SignupForm(request.POST or None)
+    if request.method == "POST" and not reason:
+        if form is not None:
+            if not form.is_valid():
+                return render(request, "core/invite_accept.html", {"invite": invite, "form": form})
+            user = form.save()
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        try:
+            services.invite_accept(token=token, user=request.user)
+        except ValidationError as exc:
+            reason = "; ".join(exc.messages)
+        else:
+            messages.success(request, f"Welcome to {invite.project.name}.")
+            return redirect(invite.project)
+    return render(
+        request, "core/invite_accept.html", {"invite": invite, "form": form, "reason": reason}
+    )
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm("core.view_job"):
+        raise PermissionDenied("Only researchers see jobs.")
+    jobs = Job.objects.visible_to(request.user).select_related("project", "created_by")
+    state = request.GET.get("state", "")
+    if state in Job.State.values:
+        jobs = jobs.filter(state=state)
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "core/job_list.html",
+        {"page": page, "state": state, "states": Job.State.choices},
+    )
+
+
+@login_required
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _job_for(request, pk)
+    return render(request, "core/job_detail.html", {"job": job})
+
+
+@login_required
+@require_POST
+def job_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _job_for(request, pk)
+    try:
+        new_job = services.job_retry(job=job, user=request.user)
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+        return redirect(job)
+    messages.success(request, f"Retrying as job #{new_job.pk}.")
+    return redirect(new_job)
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _job_for(request, pk)
+    try:
+        services.job_cancel(job=job)
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    return redirect(job)
+
+
+@login_required
+def token_list(request: HttpRequest) -> HttpResponse:
+    form = ApiTokenForm(request.POST or None)
+    new_key = None
+    if request.method == "POST" and form.is_valid():
+        _, new_key = services.api_token_create(user=request.user, name=form.cleaned_data["name"])
+        form = ApiTokenForm()
+    tokens = ApiToken.objects.filter(user=request.user)
+    return render(
+        request, "core/token_list.html", {"form": form, "tokens": tokens, "new_key": new_key}
+    )
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, user=request.user, pk=pk)
+    services.api_token_revoke(token=token)
+    messages.success(request, f"Token {token.name!r} revoked.")
+    return redirect("token_list")
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    ok, checks = run_checks()
+    return JsonResponse(
+        {"status": "ok" if ok else "down", "checks": checks}, status=200 if ok else 503
+    )

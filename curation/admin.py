@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from curation.models import Clip, Label
+
+
+@admin.register(Label)
+class LabelAdmin(admin.ModelAdmin):
+    list_display = ["name", "mid", "abstract", "blacklisted"]
+    list_filter = ["abstract", "blacklisted"]
+    search_fields = ["name", "mid", "description"]
+    filter_horizontal = ["children"]
+
+
+@admin.register(Clip)
+class ClipAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "source", "status", "duration_seconds", "created_at"]
+    list_filter = ["source", "status"]
+    search_fields = ["youtube_id", "original_name"]
+    raw_id_fields = ["labels"]

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Label(models.Model):
+    """An AudioSet ontology class, e.g. /m/0bt9lr "Dog"."""
+
+    mid = models.CharField("AudioSet id", max_length=40, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    citation_uri = models.CharField(max_length=500, blank=True)
+    positive_examples = models.JSONField(default=list, blank=True)
+    # ontology.json "restrictions": abstract classes group others and are never labels
+    # of clips; blacklisted ones are too ambiguous or obscure to rate reliably.
+    abstract = models.BooleanField(default=False)
+    blacklisted = models.BooleanField(default=False)
+    children = models.ManyToManyField("self", symmetrical=False, related_name="parents", blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Clip(models.Model):
+    """A 10 s (or shorter) piece of audio, from YouTube via AudioSet or a local file."""
+
+    class Source(models.TextChoices):
+        YOUTUBE = "youtube", "YouTube (AudioSet segment)"
+        LOCAL = "local", "Local file"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Not fetched yet"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Fetch failed"
+        UNAVAILABLE = "unavailable", "Unavailable at source"
+
+    source = models.CharField(max_length=10, choices=Source.choices)
+    youtube_id = models.CharField(max_length=20, blank=True)
+    start_seconds = models.DecimalField(max_digits=9, decimal_places=3, default=0)
+    end_seconds = models.DecimalField(max_digits=9, decimal_places=3, default=10)
+    original_name = models.CharField(max_length=300, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True)
+    audio = models.FileField(upload_to="clips/audio/", blank=True)
+    video = models.FileField(upload_to="clips/video/", blank=True)
+    peaks = models.JSONField(default=list, blank=True)  # max |amplitude| per bucket, 0..1
+    duration_seconds = models.FloatField(null=True, blank=True)
+    sample_rate = models.PositiveIntegerField(null=True, blank=True)
+    content_sha256 = models.CharField(max_length=64, blank=True)
+    labels = models.ManyToManyField(Label, related_name="clips", blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            # AudioSet clips are (YouTube id, start); importing a list twice must not duplicate.
+            models.UniqueConstraint(
+                fields=["youtube_id", "start_seconds"],
+                condition=Q(source="youtube"),
+                name="clip_youtube_segment_once",
+            ),
+            models.UniqueConstraint(
+                fields=["content_sha256"],
+                condition=Q(source="local") & ~Q(content_sha256=""),
+                name="clip_local_content_once",
+            ),
+            models.CheckConstraint(
+                condition=Q(source="local") | ~Q(youtube_id=""), name="clip_youtube_has_id"
+            ),
+            models.CheckConstraint(
+                condition=Q(end_seconds__gt=models.F("start_seconds")), name="clip_end_after_start"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="ready") | ~Q(audio=""), name="clip_ready_has_audio"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        if self.source == self.Source.YOUTUBE:
+            return f"{self.youtube_id}@{self.start_seconds:g}"
+        return self.original_name or f"clip {self.pk}"

@@ -1,0 +1,250 @@
+"""Curation workflows: ontology import, local audio import."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.files import File
+from django.db import transaction
+
+from curation import media
+from curation.models import Clip, Label
+
+ProgressFn = Callable[..., None]
+
+
+def _no_progress(*_: Any, **__: Any) -> None:
+    pass
+
+
+# Ontology ------------------------------------------------------------------------------
+
+_LABEL_FIELDS = (
+    "name",
+    "description",
+    "citation_uri",
+    "positive_examples",
+    "abstract",
+    "blacklisted",
+)
+
+
+def _parse_ontology(path: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{path.name}: not valid JSON ({exc})") from None
+    if not isinstance(entries, list):
+        raise ValidationError(f"{path.name}: expected a JSON list of ontology classes")
+    rows = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"{path.name}: entry {index}"
+        if not isinstance(entry, dict):
+            raise ValidationError(f"{where}: expected an object, got {type(entry).__name__}")
+        mid, name = entry.get("id"), entry.get("name")
+        if not isinstance(mid, str) or not mid.strip():
+            raise ValidationError(f"{where}: missing 'id'")
+        if not isinstance(name, str) or not name.strip():
+            raise ValidationError(f"{where} (id {mid}): missing 'name'")
+        if mid in seen:
+            raise ValidationError(f"{where}: id {mid} appears twice")
+        seen.add(mid)
+        restrictions = entry.get("restrictions") or []
+        children = entry.get("child_ids") or []
+        if not isinstance(children, list) or not isinstance(restrictions, list):
+            raise ValidationError(f"{where} (id {mid}): child_ids and restrictions must be lists")
+        rows.append(
+            {
+                "mid": mid,
+                "name": name.strip(),
+                "description": entry.get("description") or "",
+                "citation_uri": entry.get("citation_uri") or "",
+                "positive_examples": entry.get("positive_examples") or [],
+                "abstract": "abstract" in restrictions,
+                "blacklisted": "blacklist" in restrictions,
+                "child_ids": children,
+            }
+        )
+    for row in rows:
+        unknown = [c for c in row["child_ids"] if c not in seen]
+        if unknown:
+            raise ValidationError(
+                f"{path.name}: {row['mid']} ({row['name']}) lists unknown child ids {unknown}"
+            )
+    return rows
+
+
+def ontology_import(*, path: Path, progress: ProgressFn = _no_progress) -> dict[str, int]:
+    """Loads AudioSet's ontology.json. Idempotent: re-running updates changed classes
+    and the tree, and reports what changed. Nothing is written if the file is invalid."""
+    rows = _parse_ontology(Path(path))
+    total = len(rows)
+    created = updated = unchanged = 0
+    with transaction.atomic():
+        existing = {label.mid: label for label in Label.objects.all()}
+        for done, row in enumerate(rows, start=1):
+            label = existing.get(row["mid"])
+            values = {f: row[f] for f in _LABEL_FIELDS}
+            if label is None:
+                existing[row["mid"]] = Label.objects.create(mid=row["mid"], **values)
+                created += 1
+            elif any(getattr(label, f) != v for f, v in values.items()):
+                for field, value in values.items():
+                    setattr(label, field, value)
+                label.save(update_fields=list(_LABEL_FIELDS))
+                updated += 1
+            else:
+                unchanged += 1
+            if done % 50 == 0:
+                progress(done, total + 1, "classes")
+        Edge = Label.children.through
+        Edge.objects.filter(from_label__in=[existing[r["mid"]] for r in rows]).delete()
+        Edge.objects.bulk_create(
+            [
+                Edge(from_label_id=existing[r["mid"]].pk, to_label_id=existing[c].pk)
+                for r in rows
+                for c in r["child_ids"]
+            ]
+        )
+    progress(total + 1, total + 1, "tree linked")
+    return {"classes": total, "created": created, "updated": updated, "unchanged": unchanged}
+
+
+def ontology_import_job(*, job: Any, progress: ProgressFn, path: str) -> dict[str, int]:
+    return ontology_import(path=Path(path), progress=progress)
+
+
+# Local audio -----------------------------------------------------------------------------
+
+MAX_LOCAL_SECONDS = 60.0
+
+
+def _prepare_local(src: Path, workdir: Path) -> dict[str, Any]:
+    if not src.is_file():
+        raise media.MediaError(f"{src}: no such file")
+    info = media.probe(src)
+    if info.duration_seconds > MAX_LOCAL_SECONDS:
+        raise media.MediaError(
+            f"{src.name}: {info.duration_seconds:.1f} s long; clips may last at most "
+            f"{MAX_LOCAL_SECONDS:.0f} s"
+        )
+    wav = workdir / f"{src.stem}.wav"
+    media.decode_audio(src, wav)
+    return {
+        "src": src,
+        "wav": wav,
+        "sha256": media.sha256_of(wav),
+        "peaks": media.waveform_peaks(wav),
+        "duration": info.duration_seconds,
+    }
+
+
+def clips_import_local(
+    *,
+    paths: list[Path],
+    labels: dict[str, list[str]] | None = None,
+    videos: dict[str, Path] | None = None,
+    skip_broken: bool = False,
+    progress: ProgressFn = _no_progress,
+) -> dict[str, Any]:
+    """Imports local audio files as clips: decoded to mono WAV, hashed, peaks computed.
+
+    `labels` maps a file name to AudioSet ids; `videos` maps a file name to a video hint.
+    Broken files stop the import, naming each one, before anything is stored — unless
+    `skip_broken`, which imports the rest and lists the broken ones in the result.
+    Re-importing the same audio is a no-op.
+    """
+    labels = labels or {}
+    videos = videos or {}
+    wanted_mids = {mid for mids in labels.values() for mid in mids}
+    known = {label.mid: label for label in Label.objects.filter(mid__in=wanted_mids)}
+    missing = sorted(wanted_mids - set(known))
+    if missing:
+        raise ValidationError(f"Unknown AudioSet label ids {missing}; import the ontology first.")
+
+    total = len(paths) * 2
+    prepared, broken = [], []
+    with tempfile.TemporaryDirectory(prefix="earmark-import-") as tmp:
+        for done, path in enumerate(paths, start=1):
+            try:
+                prepared.append(_prepare_local(Path(path), Path(tmp)))
+            except media.MediaError as exc:
+                broken.append(str(exc))
+            progress(done, total, f"checked {Path(path).name}")
+        if broken and not skip_broken:
+            raise ValidationError(
+                f"{len(broken)} of {len(paths)} file(s) cannot be imported, nothing was: "
+                + "; ".join(broken)
+            )
+        created = skipped = 0
+        for done, item in enumerate(prepared, start=len(paths) + 1):
+            name = item["src"].name
+            if Clip.objects.filter(
+                source=Clip.Source.LOCAL, content_sha256=item["sha256"]
+            ).exists():
+                skipped += 1
+                continue
+            _store_local_clip(item, [known[m] for m in labels.get(name, [])], videos.get(name))
+            created += 1
+            progress(done, total, f"stored {name}")
+    progress(total, total, "done")
+    return {"files": len(paths), "created": created, "already_present": skipped, "broken": broken}
+
+
+def _store_local_clip(item: dict[str, Any], labels: list[Label], video: Path | None) -> Clip:
+    clip = Clip(
+        source=Clip.Source.LOCAL,
+        original_name=item["src"].name,
+        start_seconds=0,
+        end_seconds=round(item["duration"], 3),
+        duration_seconds=item["duration"],
+        sample_rate=media.AUDIO_SAMPLE_RATE,
+        content_sha256=item["sha256"],
+        peaks=item["peaks"],
+        status=Clip.Status.READY,
+    )
+    stored: list[Any] = []
+    try:
+        with transaction.atomic():
+            with item["wav"].open("rb") as handle:
+                clip.audio.save(f"{item['sha256'][:16]}.wav", File(handle), save=False)
+                stored.append(clip.audio)
+            if video is not None:
+                with Path(video).open("rb") as handle:
+                    clip.video.save(
+                        f"{item['sha256'][:16]}{Path(video).suffix}", File(handle), save=False
+                    )
+                    stored.append(clip.video)
+            clip.save()
+            clip.labels.set(labels)
+    except Exception:
+        for field_file in stored:  # keep MEDIA_ROOT free of files no row points at
+            field_file.storage.delete(field_file.name)
+        raise
+    return clip
+
+
+def clips_import_local_job(
+    *,
+    job: Any,
+    progress: ProgressFn,
+    paths: list[str],
+    labels: dict[str, list[str]] | None = None,
+    videos: dict[str, str] | None = None,
+    skip_broken: bool = False,
+) -> dict[str, Any]:
+    return clips_import_local(
+        paths=[Path(p) for p in paths],
+        labels=labels,
+        videos={k: Path(v) for k, v in (videos or {}).items()},
+        skip_broken=skip_broken,
+        progress=progress,
+    )

@@ -1,0 +1,84 @@
+"""Typed readers for environment variables.
+
+Every reader raises ImproperlyConfigured naming the variable when its value is
+malformed, so a typo stops start-up instead of surfacing as a strange failure later.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off."
+    )
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} is below the minimum of {minimum}.")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_database(name: str, default: str) -> dict[str, object]:
+    raw = os.environ.get(name) or default
+    scheme = urlsplit(raw).scheme
+    if scheme not in {"sqlite", "postgres", "postgresql", "pgsql"}:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: unsupported scheme {scheme!r}; use postgres://… or sqlite:///…"
+        )
+    try:
+        config: dict[str, object] = dict(dj_database_url.parse(raw, conn_max_age=60))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a database URL: {exc}") from None
+    if scheme != "sqlite" and not config.get("NAME"):
+        raise ImproperlyConfigured(f"{name}={raw!r} names no database (…/DBNAME).")
+    return config
+
+
+BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "pyamqp", "filesystem", "memory"}
+
+
+def env_broker(name: str, default: str) -> str:
+    raw = os.environ.get(name) or default
+    scheme = urlsplit(raw).scheme
+    if scheme not in BROKER_SCHEMES:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: unsupported broker scheme {scheme!r}; "
+            f"use one of {', '.join(sorted(BROKER_SCHEMES))}."
+        )
+    return raw

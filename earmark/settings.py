@@ -1,0 +1,174 @@
+"""Earmark settings: one file, read from the environment.
+
+Embedded defaults (SQLite and a filesystem broker under var/) let the app run with
+no servers; production points DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at
+Redis or RabbitMQ. See README.md for every variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
+
+from earmark.env import env_bool, env_broker, env_database, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("EARMARK_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+
+DEBUG = env_bool("DEBUG", default=False)
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set it in the environment (DEBUG=1 allows a dev default)."
+        )
+    SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "core",
+    "curation",
+    "annotation",
+    "modeling",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "earmark.urls"
+WSGI_APPLICATION = "earmark.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "core.context_processors.roles",
+            ],
+        },
+    },
+]
+
+# Database ----------------------------------------------------------------------------
+DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'earmark.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        # Web, workers and beat share the file: wait for locks instead of failing,
+        # and take the write lock up front so two writers never deadlock on upgrade.
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # A file, not :memory:, so a real worker process started by the tests sees the data.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-earmark.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Auth --------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# I18n --------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+# Files -------------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
+MEDIA_URL = "/media/"
+# Uploads are checked again per feature (type, duration); this caps the request itself.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+WHITENOISE_USE_FINDERS = DEBUG
+
+# Celery ------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_broker("CELERY_BROKER_URL", "filesystem://")
+BROKER_DIR = VAR_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's filesystem transport: producers and consumers share one folder, no server.
+    for folder in ("queue", "control"):
+        (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Job state, progress and results live in core.Job so pages can show them; Celery's own
+# result store would duplicate that.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_QUEUES = [Queue("default"), Queue("media"), Queue("text"), Queue("gpu")]
+CELERY_TASK_ACKS_LATE = True  # a worker that dies mid-job leaves the message for another
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long jobs: don't hoard messages on one worker
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE = {
+    "jobs-fail-lost": {"task": "core.tasks.jobs_fail_lost", "schedule": 60.0},
+}
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+
+WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
+
+# External tools -----------------------------------------------------------------------
+FFMPEG_BINARY = env_str("FFMPEG_BINARY", "ffmpeg")
+FFPROBE_BINARY = env_str("FFPROBE_BINARY", "ffprobe")
+JAVA_BINARY = env_str("JAVA_BINARY", "java")
+# LanguageTool: a server URL (remote or self-hosted) wins; else LTP_JAR_DIR_PATH, an
+# offline install language-tool-python starts locally; else its download cache.
+LANGUAGETOOL_URL = env_str("LANGUAGETOOL_URL").rstrip("/")
+LTP_JAR_DIR_PATH = env_str("LTP_JAR_DIR_PATH")
+
+# Logging -----------------------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,15 @@
+"""Test settings: the real settings, with a test secret and fast password hashing.
+
+Celery stays asynchronous: unit tests run jobs through core.services.job_run directly,
+and tests/core/test_worker.py drives a real worker process on the configured broker.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+
+from earmark.settings import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

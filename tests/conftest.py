@@ -1,0 +1,82 @@
+"""Personas and shared fixtures.
+
+Alice researches the "sounds" project; Rey reviews it; Ann and Abe annotate it.
+Olive is an outsider: a researcher on another project, who must see nothing of Alice's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from core.models import Project, Role
+from core.services import membership_add, project_create
+
+PASSWORD = "correct-horse-battery"
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+ONTOLOGY_EXCERPT = (
+    Path(__file__).resolve().parents[1] / "curation" / "fixtures" / "audioset_ontology_excerpt.json"
+)
+
+
+def make_user(username: str, **extra: Any) -> Any:
+    return get_user_model().objects.create_user(username=username, password=PASSWORD, **extra)
+
+
+@pytest.fixture
+def alice(db: None) -> Any:
+    return make_user("alice")
+
+
+@pytest.fixture
+def rey(db: None) -> Any:
+    return make_user("rey")
+
+
+@pytest.fixture
+def ann(db: None) -> Any:
+    return make_user("ann")
+
+
+@pytest.fixture
+def abe(db: None) -> Any:
+    return make_user("abe")
+
+
+@pytest.fixture
+def olive(db: None) -> Any:
+    user = make_user("olive")
+    project_create(name="Olive's birds", slug="birds", created_by=user)
+    return user
+
+
+@pytest.fixture
+def staff(db: None) -> Any:
+    return make_user("stella", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def project(alice: Any, rey: Any, ann: Any, abe: Any) -> Project:
+    project = project_create(name="Everyday sounds", slug="sounds", created_by=alice)
+    membership_add(project=project, user=rey, role=Role.REVIEWER)
+    membership_add(project=project, user=ann, role=Role.ANNOTATOR)
+    membership_add(project=project, user=abe, role=Role.ANNOTATOR)
+    return project
+
+
+def login(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA} (CI keeps ../shared beside the clone)")
+    return SHARED_DATA
