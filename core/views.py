@@ -25,6 +25,9 @@ def _project_for(request: HttpRequest, slug: str, *roles: str) -> tuple[Project,
 
 
 def _job_for(request: HttpRequest, pk: int) -> Job:
+    """403 for users who see no jobs at all (as on the jobs list), 404 for others' jobs."""
+    if not request.user.has_perm("core.view_job"):
+        raise PermissionDenied("Only researchers see jobs.")
     return get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
 
 

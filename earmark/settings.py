@@ -136,6 +136,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(BROKER_DIR / "queue"),
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
+        "polling_interval": 0.25,  # seconds between folder scans; 1 s made every job wait
     }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Job state, progress and results live in core.Job so pages can show them; Celery's own

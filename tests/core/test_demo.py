@@ -1,0 +1,96 @@
+"""core.demo.demo_seed: the offline demo, built from synthetic audio and the ontology excerpt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from core.demo import DEMO_PASSWORD, DEMO_USERS, demo_seed
+from core.models import Job, Membership, Project, Role
+from curation.models import Clip, Label
+from curation.synth import DEMO_SOUNDS
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seeded(settings: Any, tmp_path: Path) -> Project:
+    settings.VAR_DIR = tmp_path / "var"
+    settings.MEDIA_ROOT = tmp_path / "var" / "media"
+    return demo_seed()
+
+
+def _counts() -> dict[str, int]:
+    return {
+        "users": get_user_model().objects.count(),
+        "projects": Project.objects.count(),
+        "memberships": Membership.objects.count(),
+        "labels": Label.objects.count(),
+        "edges": Label.children.through.objects.count(),
+        "clips": Clip.objects.count(),
+        "clip_labels": Clip.labels.through.objects.count(),
+        "jobs": Job.objects.count(),
+    }
+
+
+def test_it_creates_a_user_per_role_with_the_demo_password(seeded: Project) -> None:
+    for username, role in DEMO_USERS.items():
+        user = get_user_model().objects.get(username=username)
+        assert user.check_password(DEMO_PASSWORD)
+        assert seeded.role_of(user) == role
+        assert user.groups.filter(name=role).exists()
+
+
+def test_it_creates_a_staff_admin(seeded: Project) -> None:
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_staff
+    assert admin.is_superuser
+    assert admin.check_password(DEMO_PASSWORD)
+
+
+def test_it_creates_the_demo_project_led_by_the_researcher(seeded: Project) -> None:
+    assert seeded.slug == "demo"
+    assert seeded.created_by.username == "researcher"
+    roles = dict(seeded.membership_set.values_list("user__username", "role"))
+    assert roles == {**DEMO_USERS}
+    assert roles["researcher"] == Role.RESEARCHER
+
+
+def test_it_imports_six_ready_clips_with_video_hints_and_labels(
+    seeded: Project, tmp_path: Path
+) -> None:
+    clips = Clip.objects.all()
+    assert clips.count() == len(DEMO_SOUNDS) == 6
+    media = tmp_path / "var" / "media"
+    for clip in clips:
+        assert clip.status == Clip.Status.READY
+        assert clip.source == Clip.Source.LOCAL
+        assert clip.video.name.endswith(".mp4")
+        assert Path(clip.audio.path).is_relative_to(media)
+        assert Path(clip.video.path).is_file()
+        assert clip.duration_seconds == pytest.approx(10.0, abs=0.05)
+        expected = set(DEMO_SOUNDS[clip.original_name][1])
+        assert set(clip.labels.values_list("mid", flat=True)) == expected
+
+
+def test_it_records_two_succeeded_jobs(seeded: Project) -> None:
+    jobs = Job.objects.order_by("pk")
+    assert [(j.kind, j.state) for j in jobs] == [
+        ("ontology_import", Job.State.SUCCEEDED),
+        ("clips_import_local", Job.State.SUCCEEDED),
+    ]
+    assert jobs[1].project == seeded
+    assert jobs[1].result["created"] == 6
+
+
+def test_it_changes_nothing_when_run_twice(seeded: Project) -> None:
+    before = _counts()
+    assert before["clips"] == 6
+
+    again = demo_seed()
+
+    assert again == seeded
+    assert _counts() == before

@@ -1,0 +1,208 @@
+"""Settings come from the environment; a malformed variable must stop start-up by name."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from earmark.env import env_bool, env_broker, env_database, env_int, env_list
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS_FILE = ROOT / "earmark" / "settings.py"
+SQLITE_DEFAULT = "sqlite:////tmp/earmark-default.sqlite3"
+
+# (variable, malformed value, the reader settings.py calls it with)
+MALFORMED: list[tuple[str, str, Callable[[], Any]]] = [
+    ("DEBUG", "maybe", lambda: env_bool("DEBUG")),
+    ("WORKER_HEARTBEAT_SECONDS", "abc", lambda: env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)),
+    ("WORKER_HEARTBEAT_SECONDS", "0", lambda: env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)),
+    ("DATABASE_URL", "mysql://x/y", lambda: env_database("DATABASE_URL", SQLITE_DEFAULT)),
+    ("DATABASE_URL", "postgres://host", lambda: env_database("DATABASE_URL", SQLITE_DEFAULT)),
+    ("CELERY_BROKER_URL", "kafka://x", lambda: env_broker("CELERY_BROKER_URL", "filesystem://")),
+]
+MALFORMED_IDS = [f"{name}={value}" for name, value, _ in MALFORMED]
+
+
+def _startup_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
+    """The current environment minus everything settings.py reads, plus `overrides`."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key
+        not in {
+            "DEBUG",
+            "SECRET_KEY",
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "WORKER_HEARTBEAT_SECONDS",
+            "DJANGO_SETTINGS_MODULE",
+        }
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="earmark.settings",
+        EARMARK_VAR_DIR=str(tmp_path / "var"),
+        SECRET_KEY="startup-test-secret",
+    )
+    env.update(overrides)
+    return env
+
+
+def _django_setup(env: dict[str, str], code: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(){code}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+# Readers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value", "read"), MALFORMED, ids=MALFORMED_IDS)
+def test_it_names_the_variable_when_a_value_is_malformed(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, read: Callable[[], Any]
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured, match=name):
+        read()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("1", True), ("TRUE", True), (" yes ", True), ("on", True), ("0", False), ("off", False)],
+)
+def test_it_parses_booleans(monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool) -> None:
+    monkeypatch.setenv("DEBUG", raw)
+    assert env_bool("DEBUG", default=not expected) is expected
+
+
+def test_it_uses_the_boolean_default_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DEBUG", raising=False)
+    assert env_bool("DEBUG", default=True) is True
+
+
+def test_it_parses_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKER_HEARTBEAT_SECONDS", "25")
+    assert env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1) == 25
+
+
+def test_it_uses_the_integer_default_when_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKER_HEARTBEAT_SECONDS", "")
+    assert env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1) == 10
+
+
+def test_it_splits_lists_on_commas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ALLOWED_HOSTS", " example.org, ,earmark.test ")
+    assert env_list("ALLOWED_HOSTS", ["localhost"]) == ["example.org", "earmark.test"]
+
+
+def test_it_defaults_to_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    config = env_database("DATABASE_URL", SQLITE_DEFAULT)
+    assert config["ENGINE"] == "django.db.backends.sqlite3"
+    assert config["NAME"] == "/tmp/earmark-default.sqlite3"
+
+
+def test_it_parses_a_postgres_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgres://earmark:s3cret@db.internal:6543/earmark")
+    config = env_database("DATABASE_URL", SQLITE_DEFAULT)
+    assert config["ENGINE"] == "django.db.backends.postgresql"
+    assert (config["NAME"], config["USER"], config["PASSWORD"]) == ("earmark", "earmark", "s3cret")
+    assert (config["HOST"], config["PORT"]) == ("db.internal", 6543)
+
+
+def test_it_accepts_a_redis_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://cache.internal:6379/2")
+    assert env_broker("CELERY_BROKER_URL", "filesystem://") == "redis://cache.internal:6379/2"
+
+
+def test_it_defaults_to_the_filesystem_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    assert env_broker("CELERY_BROKER_URL", "filesystem://") == "filesystem://"
+
+
+# settings.py ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bare_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An environment where settings.py falls back to its defaults, writing under tmp_path."""
+    for name in ("DEBUG", "SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EARMARK_VAR_DIR", str(tmp_path / "var"))
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_it_refuses_to_start_without_a_secret_key_unless_debugging() -> None:
+    with pytest.raises(ImproperlyConfigured, match="SECRET_KEY"):
+        runpy.run_path(str(SETTINGS_FILE))
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_it_allows_a_dev_secret_key_when_debugging(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEBUG", "1")
+    namespace = runpy.run_path(str(SETTINGS_FILE))
+    assert namespace["DEBUG"] is True
+    assert namespace["SECRET_KEY"].startswith("dev-only-")
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_it_runs_without_servers_by_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SECRET_KEY", "x")
+    namespace = runpy.run_path(str(SETTINGS_FILE))
+    assert namespace["DATABASES"]["default"]["ENGINE"] == "django.db.backends.sqlite3"
+    assert namespace["DATABASES"]["default"]["NAME"] == str(tmp_path / "var" / "earmark.sqlite3")
+    assert namespace["CELERY_BROKER_URL"] == "filesystem://"
+    assert (tmp_path / "var" / "broker" / "queue").is_dir()
+
+
+# Real start-up -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [(name, value) for name, value, _ in MALFORMED] + [("SECRET_KEY", "")],
+    ids=[*MALFORMED_IDS, "SECRET_KEY="],
+)
+def test_it_stops_django_setup_naming_the_bad_variable(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    done = _django_setup(_startup_env(tmp_path, **{name: value}))
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr
+    assert name in done.stderr
+
+
+def test_it_starts_django_with_postgres_and_redis_urls(tmp_path: Path) -> None:
+    env = _startup_env(
+        tmp_path,
+        DATABASE_URL="postgres://earmark@db.internal:5432/earmark",
+        CELERY_BROKER_URL="redis://cache.internal:6379/0",
+        WORKER_HEARTBEAT_SECONDS="5",
+    )
+    done = _django_setup(
+        env,
+        "; from django.conf import settings as s"
+        "; print(s.DATABASES['default']['ENGINE'], s.CELERY_BROKER_URL,"
+        " s.WORKER_HEARTBEAT_SECONDS)",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "django.db.backends.postgresql",
+        "redis://cache.internal:6379/0",
+        "5",
+    ]
