@@ -33,9 +33,26 @@ def main() -> None:
 
     app.control.purge()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "earmark", "worker", "-Q", "default", "-P", "solo",
-         "-n", "bench@%h", "--without-mingle", "--without-gossip", "-l", "WARNING"],
-        cwd=ROOT, env={**os.environ, "WORKER_HEARTBEAT_SECONDS": "1"},
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "earmark",
+            "worker",
+            "-Q",
+            "default",
+            "-P",
+            "solo",
+            "-n",
+            "bench@%h",
+            "--without-mingle",
+            "--without-gossip",
+            "-l",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "WORKER_HEARTBEAT_SECONDS": "1"},
     )
     try:
         deadline = time.monotonic() + 60
@@ -59,10 +76,14 @@ def main() -> None:
         worker.wait(30)
     broker = settings.CELERY_BROKER_URL.split("://")[0]
     db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    print(f"machine: {platform.machine()}, python {platform.python_version()}, "
-          f"broker {broker}, database {db}, {args.jobs} sequential jobs")
-    print(f"enqueue→succeeded: median {statistics.median(latencies) * 1000:.0f} ms, "
-          f"max {max(latencies) * 1000:.0f} ms")
+    print(
+        f"machine: {platform.machine()}, python {platform.python_version()}, "
+        f"broker {broker}, database {db}, {args.jobs} sequential jobs"
+    )
+    print(
+        f"enqueue→succeeded: median {statistics.median(latencies) * 1000:.0f} ms, "
+        f"max {max(latencies) * 1000:.0f} ms"
+    )
     print(f"created→started (queue wait): median {statistics.median(queue_waits) * 1000:.0f} ms")
 
 

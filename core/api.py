@@ -9,11 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import NinjaAPI, Router, Schema
-from ninja.security import HttpBearer, django_auth
+from ninja.responses import Status
+from ninja.security import HttpBearer, SessionAuth
 
 from core import services
 from core.models import Job, Membership, Project
@@ -27,11 +29,21 @@ class TokenAuth(HttpBearer):
         return user
 
 
+class SessionCookieAuth(SessionAuth):
+    """The browser session, CSRF-checked; skipped when there is no session cookie, so a
+    script with a wrong token gets 401 rather than a CSRF error."""
+
+    def _get_key(self, request: HttpRequest) -> str | None:
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+            return None
+        return super()._get_key(request)
+
+
 api = NinjaAPI(
     title="Earmark API",
     version="1",
     description=__doc__ or "",
-    auth=[TokenAuth(), django_auth],
+    auth=[TokenAuth(), SessionCookieAuth()],
 )
 
 
@@ -95,7 +107,7 @@ def project_get(request: HttpRequest, slug: str) -> Any:
     project = get_object_or_404(Project, slug=slug)
     role = project.role_of(request.user)
     if role is None:
-        return 404, {"detail": "No such project."}
+        return Status(404, {"detail": "No such project."})
     return {
         "slug": project.slug,
         "name": project.name,
@@ -129,18 +141,18 @@ def job_get(request: HttpRequest, job_id: int) -> Job:
 def job_retry(request: HttpRequest, job_id: int) -> Any:
     job = _visible_job(request, job_id)
     try:
-        return 201, services.job_retry(job=job, user=request.user)
+        return Status(201, services.job_retry(job=job, user=request.user))
     except ValidationError as exc:
-        return 409, {"detail": "; ".join(exc.messages)}
+        return Status(409, {"detail": "; ".join(exc.messages)})
 
 
 @jobs.post("/{job_id}/cancel", response={200: JobOut, 409: ErrorOut})
 def job_cancel(request: HttpRequest, job_id: int) -> Any:
     job = _visible_job(request, job_id)
     try:
-        return 200, services.job_cancel(job=job)
+        return Status(200, services.job_cancel(job=job))
     except ValidationError as exc:
-        return 409, {"detail": "; ".join(exc.messages)}
+        return Status(409, {"detail": "; ".join(exc.messages)})
 
 
 api.add_router("/projects", projects)

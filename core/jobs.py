@@ -27,6 +27,9 @@ JOB_KINDS: dict[str, JobKind] = {
     "ontology_import": JobKind(
         "Import AudioSet ontology", "curation.services.ontology_import_job", "default"
     ),
+    "segments_import": JobKind(
+        "Import AudioSet segments", "curation.services.segments_import_job", "default"
+    ),
     "clips_import_local": JobKind(
         "Import local audio", "curation.services.clips_import_local_job", "media"
     ),

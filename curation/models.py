@@ -33,6 +33,11 @@ class Clip(models.Model):
         YOUTUBE = "youtube", "YouTube (AudioSet segment)"
         LOCAL = "local", "Local file"
 
+    class SegmentList(models.TextChoices):
+        BALANCED = "balanced", "AudioSet balanced train"
+        EVAL = "eval", "AudioSet eval"
+        UNBALANCED = "unbalanced", "AudioSet unbalanced train"
+
     class Status(models.TextChoices):
         PENDING = "pending", "Not fetched yet"
         READY = "ready", "Ready"
@@ -40,6 +45,8 @@ class Clip(models.Model):
         UNAVAILABLE = "unavailable", "Unavailable at source"
 
     source = models.CharField(max_length=10, choices=Source.choices)
+    # the AudioSet list the segment was first imported from; blank for local files
+    segment_list = models.CharField(max_length=10, choices=SegmentList.choices, blank=True)
     youtube_id = models.CharField(max_length=20, blank=True)
     start_seconds = models.DecimalField(max_digits=9, decimal_places=3, default=0)
     end_seconds = models.DecimalField(max_digits=9, decimal_places=3, default=10)
@@ -57,6 +64,10 @@ class Clip(models.Model):
 
     class Meta:
         ordering = ["pk"]
+        indexes = [
+            # subset building filters clips by the list they came from
+            models.Index(fields=["segment_list"], name="clip_segment_list"),
+        ]
         constraints = [
             # AudioSet clips are (YouTube id, start); importing a list twice must not duplicate.
             models.UniqueConstraint(

@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.files import File
-from django.db import transaction
+from django.db import connection, transaction
 
 from curation import media
 from curation.models import Clip, Label
+from curation.segments import SegmentFormatError, count_lines, read_segments
 
 ProgressFn = Callable[..., None]
 
@@ -248,3 +250,136 @@ def clips_import_local_job(
         skip_broken=skip_broken,
         progress=progress,
     )
+
+
+# AudioSet segment lists -------------------------------------------------------------------
+
+SEGMENT_BATCH = 5000
+
+
+def segments_import(
+    *,
+    path: Path,
+    segment_list: str,
+    progress: ProgressFn = _no_progress,
+    batch_size: int = SEGMENT_BATCH,
+) -> dict[str, int]:
+    """Streams an AudioSet segment CSV into clips and their labels.
+
+    One transaction per file: a malformed row (or an unknown label) stops the import with
+    the file, line and reason, and nothing from that file is kept. Clips are de-duplicated
+    by (YouTube id, start) within the file and against earlier imports; a repeated segment
+    gains the union of its labels. Memory holds one batch at a time.
+    """
+    path = Path(path)
+    if segment_list not in Clip.SegmentList.values:
+        raise ValidationError(
+            f"Unknown segment list {segment_list!r}; use one of {', '.join(Clip.SegmentList.values)}."
+        )
+    if not path.is_file():
+        raise ValidationError(f"{path}: no such file")
+    label_pks = dict(Label.objects.values_list("mid", "pk"))
+    if not label_pks:
+        raise ValidationError("No ontology loaded; run import_ontology first.")
+    total_lines = count_lines(path)
+    stats = {
+        "rows": 0,
+        "clips_created": 0,
+        "clips_existing": 0,
+        "repeated_rows": 0,
+        "label_links": 0,
+    }
+    try:
+        with transaction.atomic():
+            batch: dict[tuple[str, Decimal], list[Any]] = {}
+            for segment in read_segments(path):
+                stats["rows"] += 1
+                unknown = [m for m in segment.label_ids if m not in label_pks]
+                if unknown:
+                    raise SegmentFormatError(
+                        f"{path.name}, line {segment.line}: label id(s) {', '.join(unknown)} "
+                        "are not in the imported ontology"
+                    )
+                key = (segment.youtube_id, segment.start)
+                if key in batch:
+                    stats["repeated_rows"] += 1
+                    batch[key][1].update(label_pks[m] for m in segment.label_ids)
+                    continue
+                batch[key] = [segment.end, {label_pks[m] for m in segment.label_ids}]
+                if len(batch) >= batch_size:
+                    _flush_segments(batch, segment_list, stats)
+                    batch = {}
+                    progress(segment.line, total_lines, f"{stats['rows']:,} rows")
+            _flush_segments(batch, segment_list, stats)
+    except SegmentFormatError as exc:
+        raise ValidationError(f"{exc} — nothing from this file was imported.") from None
+    progress(total_lines, total_lines, f"{stats['rows']:,} rows")
+    return stats
+
+
+def _flush_segments(
+    batch: dict[tuple[str, Decimal], list[Any]], segment_list: str, stats: dict[str, int]
+) -> None:
+    if not batch:
+        return
+    existing = _clip_pks(batch)
+    new_keys = [key for key in batch if key not in existing]
+    _insert_youtube_clips(
+        [(youtube_id, start, batch[(youtube_id, start)][0]) for youtube_id, start in new_keys],
+        segment_list,
+    )
+    pks = _clip_pks(batch)
+    link_table = Clip.labels.through._meta.db_table
+    links = [(pks[key], label_pk) for key, (_, labels) in batch.items() for label_pk in labels]
+    with connection.cursor() as cursor:
+        # ON CONFLICT: a segment imported before keeps its links and gains the new ones
+        cursor.executemany(
+            f"INSERT INTO {link_table} (clip_id, label_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            links,
+        )
+    stats["clips_created"] += len(new_keys)
+    stats["clips_existing"] += len(batch) - len(new_keys)
+    stats["label_links"] += len(links)
+
+
+def _clip_pks(batch: dict[tuple[str, Decimal], Any]) -> dict[tuple[str, Decimal], int]:
+    rows = Clip.objects.filter(
+        source=Clip.Source.YOUTUBE, youtube_id__in={youtube_id for youtube_id, _ in batch}
+    ).values_list("youtube_id", "start_seconds", "pk")
+    return {
+        (youtube_id, start): pk for youtube_id, start, pk in rows if (youtube_id, start) in batch
+    }
+
+
+def _insert_youtube_clips(rows: list[tuple[str, Decimal, Decimal]], segment_list: str) -> None:
+    """Inserts clips through the cursor: bulk_create spent most of a 2 M-row import
+    preparing 19 columns per object. Every column still gets its model default,
+    prepared by its own field, so the SQL follows the model as it grows."""
+    if not rows:
+        return
+    fields = [f for f in Clip._meta.concrete_fields if not f.primary_key]
+    given = {"source": Clip.Source.YOUTUBE, "segment_list": segment_list}
+    template = {
+        f.attname: f.get_db_prep_save(given.get(f.attname, f.get_default()), connection)
+        for f in fields
+    }
+    by_name = {f.attname: f for f in fields}
+    varying = ("youtube_id", "start_seconds", "end_seconds")
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    values = []
+    for row in rows:
+        record = dict(template)
+        for name, value in zip(varying, row, strict=True):
+            record[name] = by_name[name].get_db_prep_save(value, connection)
+        values.append([record[f.attname] for f in fields])
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {Clip._meta.db_table} ({columns}) VALUES ({placeholders})", values
+        )
+
+
+def segments_import_job(
+    *, job: Any, progress: ProgressFn, path: str, segment_list: str
+) -> dict[str, int]:
+    return segments_import(path=Path(path), segment_list=segment_list, progress=progress)

@@ -88,6 +88,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     # A file, not :memory:, so a real worker process started by the tests sees the data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-earmark.sqlite3")}
+else:
+    # A second connection to the same database, so a job's progress is visible while
+    # the job's own work is still inside one long transaction (see core.services.Progress).
+    DATABASES["progress"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
+PROGRESS_DB = "progress"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Auth --------------------------------------------------------------------------------

@@ -1,0 +1,295 @@
+"""The JSON API: schema, bearer tokens, per-project visibility, retry, and CSRF for sessions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from core.models import ApiToken, Job, Project
+from core.services import api_token_create, api_token_revoke, job_create
+from tests.conftest import login
+
+
+def _bearer(raw: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+
+def _token(user: Any) -> str:
+    return api_token_create(user=user, name="script")[1]
+
+
+def _job(project: Project | None, *, state: str = Job.State.QUEUED) -> Job:
+    job = job_create(kind="ontology_import", params={"path": "x"}, project=project)
+    if state != Job.State.QUEUED:
+        finished_at = timezone.now() if state in Job.FINISHED_STATES else None
+        Job.objects.filter(pk=job.pk).update(state=state, finished_at=finished_at, error="boom")
+        job.refresh_from_db()
+    return job
+
+
+def _ids(response: Any) -> set[int]:
+    return {row["id"] for row in response.json()}
+
+
+# Schema --------------------------------------------------------------------------------
+
+
+def test_it_publishes_an_openapi_schema_listing_jobs_and_projects(db: None) -> None:
+    response = Client().get("/api/openapi.json")
+    assert response.status_code == 200
+    schema = json.loads(response.content)
+    assert schema["openapi"].startswith("3.")
+    assert {"/api/jobs/", "/api/projects/", "/api/jobs/{job_id}/retry"} <= set(schema["paths"])
+
+
+def test_it_documents_bearer_authentication(db: None) -> None:
+    response = Client().get("/api/openapi.json")
+    assert response.status_code == 200
+    schemes = response.json()["components"]["securitySchemes"]
+    assert {"type": "http", "scheme": "bearer"}.items() <= schemes["TokenAuth"].items()
+
+
+# Tokens --------------------------------------------------------------------------------
+
+
+def test_it_authenticates_a_bearer_token(project: Project, alice: Any) -> None:
+    response = Client().get("/api/projects/", **_bearer(_token(alice)))
+    assert response.status_code == 200
+    assert response.json() == [
+        {"slug": "sounds", "name": "Everyday sounds", "description": "", "role": "researcher"}
+    ]
+
+
+def test_it_records_when_a_token_was_last_used(project: Project, alice: Any) -> None:
+    token, raw = api_token_create(user=alice, name="script")
+    response = Client().get("/api/projects/", **_bearer(raw))
+    assert response.status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+
+
+def test_it_rejects_a_revoked_token(project: Project, alice: Any) -> None:
+    token, raw = api_token_create(user=alice, name="script")
+    api_token_revoke(token=token)
+    response = Client().get("/api/projects/", **_bearer(raw))
+    assert response.status_code == 401
+    token.refresh_from_db()
+    assert token.last_used_at is None
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Bearer emk_not-a-real-token", "Bearer ", "Token {raw}", "{raw}"],
+    ids=["wrong key", "empty key", "wrong scheme", "no scheme"],
+)
+def test_it_rejects_a_wrong_token(project: Project, alice: Any, header: str) -> None:
+    raw = _token(alice)
+    response = Client().get("/api/projects/", HTTP_AUTHORIZATION=header.format(raw=raw))
+    assert response.status_code == 401
+
+
+def test_it_rejects_the_token_of_a_deactivated_user(project: Project, alice: Any) -> None:
+    raw = _token(alice)
+    alice.is_active = False
+    alice.save()
+    response = Client().get("/api/projects/", **_bearer(raw))
+    assert response.status_code == 401
+
+
+# Visibility ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def jobs(project: Project, olive: Any) -> dict[str, Job]:
+    return {
+        "sounds": _job(project),
+        "birds": _job(Project.objects.get(slug="birds")),
+        "site-wide": _job(None),
+    }
+
+
+def test_it_lists_only_jobs_of_projects_a_token_holder_researches(
+    jobs: dict[str, Job], olive: Any
+) -> None:
+    response = Client().get("/api/jobs/", **_bearer(_token(olive)))
+    assert response.status_code == 200
+    assert _ids(response) == {jobs["birds"].pk, jobs["site-wide"].pk}
+
+
+def test_it_lists_the_researchers_own_project_jobs(jobs: dict[str, Job], alice: Any) -> None:
+    response = Client().get("/api/jobs/", **_bearer(_token(alice)))
+    assert response.status_code == 200
+    assert _ids(response) == {jobs["sounds"].pk, jobs["site-wide"].pk}
+
+
+@pytest.mark.parametrize("persona", ["rey", "ann"])
+def test_it_lists_no_jobs_for_reviewers_and_annotators(
+    jobs: dict[str, Job], persona: str, request: pytest.FixtureRequest
+) -> None:
+    user = request.getfixturevalue(persona)
+    response = Client().get("/api/jobs/", **_bearer(_token(user)))
+    assert response.status_code == 200
+    assert response.json() == []
+
+
+def test_it_filters_jobs_by_project(jobs: dict[str, Job], alice: Any) -> None:
+    response = Client().get("/api/jobs/", {"project": "sounds"}, **_bearer(_token(alice)))
+    assert response.status_code == 200
+    assert _ids(response) == {jobs["sounds"].pk}
+
+
+def test_it_hides_another_projects_job(jobs: dict[str, Job], olive: Any) -> None:
+    response = Client().get(f"/api/jobs/{jobs['sounds'].pk}", **_bearer(_token(olive)))
+    assert response.status_code == 404
+
+
+def test_it_describes_a_visible_job(jobs: dict[str, Job], alice: Any) -> None:
+    response = Client().get(f"/api/jobs/{jobs['sounds'].pk}", **_bearer(_token(alice)))
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["id"], body["kind"], body["state"], body["project"]) == (
+        jobs["sounds"].pk,
+        "ontology_import",
+        "queued",
+        "sounds",
+    )
+
+
+def test_it_hides_a_project_the_token_holder_is_not_in(jobs: dict[str, Job], olive: Any) -> None:
+    response = Client().get("/api/projects/sounds", **_bearer(_token(olive)))
+    assert response.status_code == 404
+
+
+# Retry and cancel ----------------------------------------------------------------------
+
+
+def test_it_retries_a_failed_job_with_a_token(
+    project: Project, alice: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    failed = _job(project, state=Job.State.FAILED)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = Client().post(f"/api/jobs/{failed.pk}/retry", **_bearer(_token(alice)))
+    assert response.status_code == 201
+    assert len(callbacks) == 1
+    retry = Job.objects.get(retry_of=failed)
+    assert response.json()["id"] == retry.pk
+    assert response.json()["retry_of"] == failed.pk
+    assert (retry.state, retry.created_by) == (Job.State.QUEUED, alice)
+
+
+def test_it_answers_409_when_retrying_a_succeeded_job(project: Project, alice: Any) -> None:
+    done = _job(project, state=Job.State.SUCCEEDED)
+    response = Client().post(f"/api/jobs/{done.pk}/retry", **_bearer(_token(alice)))
+    assert response.status_code == 409
+    assert "only failed or cancelled jobs retry" in response.json()["detail"]
+    assert not Job.objects.filter(retry_of=done).exists()
+
+
+def test_it_cancels_a_queued_job_with_a_token(project: Project, alice: Any) -> None:
+    job = _job(project)
+    response = Client().post(f"/api/jobs/{job.pk}/cancel", **_bearer(_token(alice)))
+    assert response.status_code == 200
+    assert response.json()["state"] == "cancelled"
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+
+
+def test_it_answers_409_when_cancelling_a_finished_job(project: Project, alice: Any) -> None:
+    job = _job(project, state=Job.State.FAILED)
+    response = Client().post(f"/api/jobs/{job.pk}/cancel", **_bearer(_token(alice)))
+    assert response.status_code == 409
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED
+
+
+# CSRF ----------------------------------------------------------------------------------
+
+
+def test_it_rejects_a_session_post_without_a_csrf_token(project: Project, alice: Any) -> None:
+    failed = _job(project, state=Job.State.FAILED)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post(f"/api/jobs/{failed.pk}/retry")
+    assert response.status_code == 403
+    assert not Job.objects.filter(retry_of=failed).exists()
+
+
+def test_it_accepts_a_session_post_with_a_csrf_token(
+    project: Project, alice: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    failed = _job(project, state=Job.State.FAILED)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    client.get(reverse("home"))  # sets the csrftoken cookie
+    csrf = client.cookies["csrftoken"].value
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(f"/api/jobs/{failed.pk}/retry", HTTP_X_CSRFTOKEN=csrf)
+    assert response.status_code == 201
+    assert Job.objects.filter(retry_of=failed).exists()
+
+
+def test_it_needs_no_csrf_token_with_a_bearer_token(
+    project: Project, alice: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    failed = _job(project, state=Job.State.FAILED)
+    with django_capture_on_commit_callbacks(execute=False):
+        response = Client(enforce_csrf_checks=True).post(
+            f"/api/jobs/{failed.pk}/retry", **_bearer(_token(alice))
+        )
+    assert response.status_code == 201
+    assert Job.objects.filter(retry_of=failed).exists()
+
+
+# /account/tokens/ ----------------------------------------------------------------------
+
+
+def _create_token_on_page(client: Client) -> tuple[Any, str]:
+    response = client.post(reverse("token_list"), {"name": "laptop"})
+    match = re.search(rb'value="(emk_[^"]+)" data-testid="new-token"', response.content)
+    assert match, "the new key is not on the page"
+    return response, match.group(1).decode()
+
+
+def test_it_shows_a_new_raw_key_on_the_tokens_page(alice: Any) -> None:
+    response, raw = _create_token_on_page(login(alice))
+    assert response.status_code == 200
+    assert len(raw) > 30
+
+
+def test_it_shows_the_raw_key_only_once(alice: Any) -> None:
+    client = login(alice)
+    _, raw = _create_token_on_page(client)
+    response = client.get(reverse("token_list"))
+    assert response.status_code == 200
+    assert raw.encode() not in response.content
+    assert raw[:10].encode() in response.content  # the hint tells tokens apart
+
+
+def test_it_stores_only_the_hash_of_the_key(alice: Any) -> None:
+    _, raw = _create_token_on_page(login(alice))
+    token = ApiToken.objects.get(user=alice)
+    assert token.key_hash == hashlib.sha256(raw.encode()).hexdigest()
+    stored = [str(value) for value in ApiToken.objects.filter(pk=token.pk).values().get().values()]
+    assert all(raw not in value for value in stored)
+
+
+def test_it_accepts_the_key_shown_on_the_tokens_page(project: Project, alice: Any) -> None:
+    _, raw = _create_token_on_page(login(alice))
+    response = Client().get("/api/projects/", **_bearer(raw))
+    assert response.status_code == 200
+
+
+def test_it_rejects_a_key_revoked_on_the_tokens_page(project: Project, alice: Any) -> None:
+    client = login(alice)
+    _, raw = _create_token_on_page(client)
+    token = ApiToken.objects.get(user=alice)
+    response = client.post(reverse("token_revoke", args=[token.pk]))
+    assert response.status_code == 302
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 401

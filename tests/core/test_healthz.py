@@ -1,0 +1,204 @@
+"""/healthz: 200 when the database, the broker and a worker are up; 503 naming what is not.
+
+External tools (ffmpeg, java, LanguageTool) are reported but never decide the status.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.utils import timezone
+
+from core.models import WorkerHeartbeat
+from earmark.celery import app as celery_app
+
+UNREACHABLE_BROKER = "redis://127.0.0.1:1/0"
+
+
+def _fake_tool(folder: Path, name: str, *, line: str, stream: str = "stdout") -> str:
+    """An executable that prints one version line, like `ffmpeg -version` or `java -version`."""
+    path = folder / name
+    redirect = " >&2" if stream == "stderr" else ""
+    path.write_text(f"#!/bin/sh\necho '{line}'{redirect}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def tools(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fast, predictable stand-ins for ffmpeg and java; no LanguageTool anywhere."""
+    settings.FFMPEG_BINARY = _fake_tool(tmp_path, "ffmpeg", line="ffmpeg version 7.1-test")
+    settings.JAVA_BINARY = _fake_tool(
+        tmp_path, "java", line='openjdk version "21.0.5-test"', stream="stderr"
+    )
+    settings.LANGUAGETOOL_URL = ""
+    settings.LTP_JAR_DIR_PATH = ""
+    monkeypatch.setenv("HOME", str(tmp_path))  # no downloaded LanguageTool in ~/.cache
+
+
+@pytest.fixture
+def heartbeat(db: None) -> WorkerHeartbeat:
+    return WorkerHeartbeat.objects.create(
+        hostname="celery@health", queues="default,gpu,media,text", pid=4242
+    )
+
+
+@pytest.fixture
+def unreachable_broker(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Points Django settings and the already-configured Celery app at a closed port.
+
+    Celery reads its broker URL from the CELERY_BROKER_URL variable before its own
+    config, so the variable is overridden too (it is set in the PostgreSQL+Redis run).
+    """
+    previous = celery_app.conf.broker_url
+    settings.CELERY_BROKER_URL = UNREACHABLE_BROKER
+    monkeypatch.setenv("CELERY_BROKER_URL", UNREACHABLE_BROKER)
+    celery_app.conf.broker_url = UNREACHABLE_BROKER
+    try:
+        yield
+    finally:
+        celery_app.conf.broker_url = previous
+
+
+def _healthz() -> Any:
+    return Client().get("/healthz")
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_reports_ok_when_database_broker_and_worker_are_up() -> None:
+    response = _healthz()
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert {name: body["checks"][name]["ok"] for name in ("database", "broker", "workers")} == {
+        "database": True,
+        "broker": True,
+        "workers": True,
+    }
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_names_the_queues_the_live_workers_serve() -> None:
+    response = _healthz()
+    assert response.status_code == 200
+    assert response.json()["checks"]["workers"]["detail"] == (
+        "1 worker(s) alive; queues served: default, gpu, media, text"
+    )
+
+
+def test_it_warns_about_queues_no_worker_serves(db: None) -> None:
+    WorkerHeartbeat.objects.create(hostname="celery@cpu", queues="default,media", pid=1)
+    response = _healthz()
+    assert response.status_code == 200
+    assert response.json()["checks"]["workers"]["detail"].endswith("no worker for: text, gpu")
+
+
+def test_it_is_down_without_a_worker_heartbeat(db: None) -> None:
+    response = _healthz()
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "down"
+    assert body["checks"]["workers"] == {
+        "ok": False,
+        "detail": "no Celery worker has sent a heartbeat recently",
+        "core": True,
+    }
+
+
+def test_it_is_down_when_the_only_heartbeat_is_stale(heartbeat: WorkerHeartbeat) -> None:
+    stale = timedelta(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS + 5)
+    WorkerHeartbeat.objects.filter(pk=heartbeat.pk).update(last_seen=timezone.now() - stale)
+    response = _healthz()
+    assert response.status_code == 503
+    assert response.json()["status"] == "down"
+    assert response.json()["checks"]["workers"]["ok"] is False
+
+
+def test_it_counts_a_heartbeat_inside_the_window(heartbeat: WorkerHeartbeat) -> None:
+    recent = timedelta(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS - 5)
+    WorkerHeartbeat.objects.filter(pk=heartbeat.pk).update(last_seen=timezone.now() - recent)
+    response = _healthz()
+    assert response.status_code == 200
+    assert response.json()["checks"]["workers"]["ok"] is True
+
+
+@pytest.mark.usefixtures("heartbeat", "unreachable_broker")
+def test_it_is_down_when_the_broker_is_unreachable() -> None:
+    response = _healthz()
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "down"
+    assert body["checks"]["broker"]["ok"] is False
+    assert body["checks"]["broker"]["detail"].startswith("redis broker unreachable:")
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_reports_ffmpeg_and_java_versions() -> None:
+    response = _healthz()
+    assert response.status_code == 200
+    checks = response.json()["checks"]
+    assert checks["ffmpeg"] == {"ok": True, "detail": "ffmpeg version 7.1-test", "core": False}
+    assert checks["java"] == {"ok": True, "detail": 'openjdk version "21.0.5-test"', "core": False}
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_stays_up_without_languagetool() -> None:
+    response = _healthz()
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+    languagetool = response.json()["checks"]["languagetool"]
+    assert languagetool["ok"] is False
+    assert languagetool["detail"].startswith("not available")
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_reports_a_languagetool_jar_dir_without_jars(settings: Any, tmp_path: Path) -> None:
+    settings.LTP_JAR_DIR_PATH = str(tmp_path)
+    response = _healthz()
+    assert response.status_code == 200
+    assert response.json()["checks"]["languagetool"] == {
+        "ok": False,
+        "detail": f"LTP_JAR_DIR_PATH={tmp_path} holds no languagetool*.jar",
+        "core": False,
+    }
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_finds_an_offline_languagetool(settings: Any, tmp_path: Path) -> None:
+    (tmp_path / "languagetool-server.jar").write_bytes(b"")
+    settings.LTP_JAR_DIR_PATH = str(tmp_path)
+    response = _healthz()
+    assert response.status_code == 200
+    assert response.json()["checks"]["languagetool"]["ok"] is True
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_stays_up_without_ffmpeg_and_java(settings: Any) -> None:
+    settings.FFMPEG_BINARY = "/nonexistent/ffmpeg"
+    settings.JAVA_BINARY = "/nonexistent/java"
+    response = _healthz()
+    assert response.status_code == 200
+    checks = response.json()["checks"]
+    assert checks["ffmpeg"]["ok"] is False
+    assert checks["ffmpeg"]["detail"] == "/nonexistent/ffmpeg not found on PATH"
+    assert checks["java"]["ok"] is False
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_is_never_cached() -> None:
+    response = _healthz()
+    assert response.status_code == 200
+    assert "no-cache" in response["Cache-Control"]
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_it_refuses_post() -> None:
+    response = Client().post("/healthz")
+    assert response.status_code == 405
