@@ -26,7 +26,7 @@ def main() -> None:
     from curation.synth import DEMO_SOUNDS, write_wav
 
     print(
-        f"machine: {platform.machine()} {platform.processor() or ''}, python {platform.python_version()}"
+        f"machine: {platform.machine()}, python {platform.python_version()}"
     )
     ontology = SHARED / "audioset" / "ontology.json"
     if ontology.exists():
@@ -54,7 +54,7 @@ def main() -> None:
     result = clips_import_local(paths=paths)
     elapsed = time.perf_counter() - start
     print(
-        f"local import of {args.clips} × 10 s WAV (44.1 kHz → 32 kHz mono, peaks, hash): "
+        f"local import of {args.clips} x 10 s WAV (44.1 kHz → 32 kHz mono, peaks, hash): "
         f"{elapsed:.2f} s, {elapsed / args.clips * 1000:.0f} ms/clip  created={result['created']}"
     )
 

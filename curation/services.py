@@ -274,7 +274,8 @@ def segments_import(
     path = Path(path)
     if segment_list not in Clip.SegmentList.values:
         raise ValidationError(
-            f"Unknown segment list {segment_list!r}; use one of {', '.join(Clip.SegmentList.values)}."
+            f"Unknown segment list {segment_list!r}; "
+            f"use one of {', '.join(Clip.SegmentList.values)}."
         )
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")

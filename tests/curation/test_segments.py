@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import io
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+
+from core.models import Job
+from curation.models import Clip, Label
+from curation.services import ontology_import, segments_import
+from tests.conftest import FIXTURES
+
+BALANCED = FIXTURES / "segments" / "balanced_head.csv"
+SPREADSHEET = FIXTURES / "segments" / "unbalanced_spreadsheet_head.csv"
+HEADER = "# Segments csv\n# num_ytids=1\n# YTID, start_seconds, end_seconds, positive_labels\n"
+
+
+@pytest.fixture
+def ontology(db: None) -> None:
+    ontology_import(path=FIXTURES / "audioset_ontology.json")
+
+
+def write_csv(tmp_path: Path, *rows: str, name: str = "segments.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(HEADER + "".join(f"{row}\n" for row in rows))
+    return path
+
+
+def labels_of(youtube_id: str, start: str = "30") -> set[str]:
+    clip = Clip.objects.get(youtube_id=youtube_id, start_seconds=Decimal(start))
+    return set(clip.labels.values_list("mid", flat=True))
+
+
+def test_it_imports_the_official_format(ontology: None) -> None:
+    result = segments_import(path=BALANCED, segment_list="balanced")
+
+    assert result["rows"] == 50
+    assert result["clips_created"] == 50
+    clip = Clip.objects.get(youtube_id="--PJHxphWEs")
+    assert (clip.start_seconds, clip.end_seconds) == (Decimal("30.000"), Decimal("40.000"))
+    assert clip.source == Clip.Source.YOUTUBE
+    assert clip.segment_list == Clip.SegmentList.BALANCED
+    assert clip.status == Clip.Status.PENDING
+    assert labels_of("--PJHxphWEs") == {"/m/09x0r", "/t/dd00088"}
+
+
+def test_it_reads_the_spreadsheet_mangled_format(ontology: None) -> None:
+    result = segments_import(path=SPREADSHEET, segment_list="unbalanced")
+
+    assert result["clips_created"] == 20
+    assert labels_of("---1_cCGK4M", start="0") == {
+        "/m/01g50p",
+        "/m/0284vy3",
+        "/m/06d_3",
+        "/m/07jdr",
+        "/m/07rwm0c",
+    }
+    clip = Clip.objects.get(youtube_id="---1_cCGK4M")
+    assert clip.end_seconds == Decimal("10")
+
+
+def test_it_does_not_duplicate_clips_on_reimport(ontology: None) -> None:
+    segments_import(path=BALANCED, segment_list="balanced")
+    links = Clip.labels.through.objects.count()
+
+    result = segments_import(path=BALANCED, segment_list="balanced")
+
+    assert result["clips_created"] == 0
+    assert result["clips_existing"] == 50
+    assert Clip.objects.count() == 50
+    assert Clip.labels.through.objects.count() == links
+
+
+def test_it_merges_the_labels_of_a_segment_repeated_in_one_file(
+    ontology: None, tmp_path: Path
+) -> None:
+    path = write_csv(
+        tmp_path,
+        'abcdefghijk, 30.000, 40.000, "/m/09x0r"',
+        'abcdefghijk, 30.000, 40.000, "/m/0bt9lr"',
+    )
+
+    result = segments_import(path=path, segment_list="eval")
+
+    assert result["repeated_rows"] == 1
+    assert Clip.objects.count() == 1
+    assert labels_of("abcdefghijk") == {"/m/09x0r", "/m/0bt9lr"}
+
+
+def test_it_adds_new_labels_to_a_clip_from_an_earlier_file(ontology: None, tmp_path: Path) -> None:
+    segments_import(
+        path=write_csv(tmp_path, 'abcdefghijk, 30, 40, "/m/09x0r"', name="a.csv"),
+        segment_list="eval",
+    )
+    segments_import(
+        path=write_csv(tmp_path, 'abcdefghijk, 30, 40, "/m/0bt9lr"', name="b.csv"),
+        segment_list="eval",
+    )
+
+    assert Clip.objects.count() == 1
+    assert labels_of("abcdefghijk") == {"/m/09x0r", "/m/0bt9lr"}
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        ('too_short, 30, 40, "/m/09x0r"', "is not a YouTube id"),
+        ('abcdefghijk, thirty, 40, "/m/09x0r"', "start 'thirty' is not a number"),
+        ('abcdefghijk, 40, 30, "/m/09x0r"', "end 30.000 is not after start 40.000"),
+        ('abcdefghijk, 0, 600, "/m/09x0r"', "more than 60 s"),
+        ("abcdefghijk, 30, 40", "expected 4 columns"),
+        ('abcdefghijk, 30, 40, ""', "no labels"),
+        ('abcdefghijk, 30, 40, "dog"', "'dog' is not an AudioSet label id"),
+        ('abcdefghijk, 30, 40, "/m/zzzzzzz"', "/m/zzzzzzz are not in the imported ontology"),
+    ],
+)
+def test_it_names_the_file_line_and_reason_of_a_malformed_row(
+    ontology: None, tmp_path: Path, row: str, reason: str
+) -> None:
+    path = write_csv(tmp_path, 'zyxwvutsrqp, 0, 10, "/m/09x0r"', row)
+
+    with pytest.raises(ValidationError) as error:
+        segments_import(path=path, segment_list="eval")
+
+    message = error.value.messages[0]
+    assert "segments.csv, line 5" in message
+    assert reason in message
+    assert "nothing from this file was imported" in message
+
+
+def test_it_keeps_nothing_from_a_file_that_fails_after_several_batches(
+    ontology: None, tmp_path: Path
+) -> None:
+    segments_import(path=BALANCED, segment_list="balanced")
+    good = [f'clip{n:07d}, 0, 10, "/m/09x0r"' for n in range(7)]
+    path = write_csv(tmp_path, *good, "clip9999999, 0, 10, not-a-label")
+
+    with pytest.raises(ValidationError, match="line 11"):
+        segments_import(path=path, segment_list="eval", batch_size=2)
+
+    assert Clip.objects.count() == 50
+    assert not Clip.objects.filter(youtube_id__startswith="clip").exists()
+
+
+def test_it_refuses_to_import_before_the_ontology(db: None) -> None:
+    with pytest.raises(ValidationError, match="run import_ontology first"):
+        segments_import(path=BALANCED, segment_list="balanced")
+
+
+def test_it_refuses_an_unknown_segment_list(ontology: None) -> None:
+    with pytest.raises(ValidationError, match="Unknown segment list 'training'"):
+        segments_import(path=BALANCED, segment_list="training")
+
+
+def test_it_refuses_a_file_that_is_not_text(ontology: None, tmp_path: Path) -> None:
+    path = tmp_path / "binary.csv"
+    path.write_bytes(b"\xff\xfe\x00\x81" * 100)
+
+    with pytest.raises(ValidationError, match=r"binary\.csv"):
+        segments_import(path=path, segment_list="eval")
+    assert Clip.objects.count() == 0
+
+
+def test_it_runs_as_a_command_recorded_as_a_job(ontology: None) -> None:
+    call_command("import_segments", str(BALANCED), "--source", "balanced", stdout=io.StringIO())
+
+    job = Job.objects.get(kind="segments_import")
+    assert job.state == Job.State.SUCCEEDED
+    assert job.result["clips_created"] == 50
+    assert job.progress_done == job.progress_total
+
+
+def test_it_fails_the_command_with_the_line_of_a_bad_row(ontology: None, tmp_path: Path) -> None:
+    path = write_csv(tmp_path, "abcdefghijk, 0, 10, nope")
+
+    with pytest.raises(CommandError, match="line 4"):
+        call_command("import_segments", str(path), "--source", "eval", stdout=io.StringIO())
+    assert Job.objects.get(kind="segments_import").state == Job.State.FAILED
+
+
+@pytest.mark.shared_data
+def test_it_imports_the_real_balanced_and_eval_lists(shared_data: Path, db: None) -> None:
+    audioset = shared_data / "audioset"
+    ontology_import(path=audioset / "ontology.json")
+
+    segments_import(path=audioset / "balanced_train_segments.csv", segment_list="balanced")
+    segments_import(path=audioset / "eval_segments.csv", segment_list="eval")
+
+    assert Label.objects.count() == 632
+    assert Clip.objects.count() == 42_531
+    assert Clip.objects.filter(segment_list="eval").count() == 20_371
+    assert labels_of("--PJHxphWEs") == {"/m/09x0r", "/t/dd00088"}
+    assert labels_of("zzya4dDVRLk") == {"/m/01v_m0", "/m/0hdsk"}
+    assert labels_of("zzbTaK7CXJY") == {"/m/03m9d0z", "/m/07qwyj0", "/t/dd00092"}
