@@ -1,8 +1,41 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+
+class SuperCategory(models.TextChoices):
+    """AudioCaps' augmented super-categories for word-label hints."""
+
+    ALARM = "alarm", "Alarm"
+    MECHANICAL = "mechanical", "Mechanical"
+    DOMESTIC = "domestic", "Domestic / home"
+    OTHER_THINGS = "other_things", "Other things"
+    SOURCE_AMBIGUOUS = "source_ambiguous", "Source-ambiguous"
+    ANIMAL = "animal", "Animal"
+    NATURAL = "natural", "Natural"
+    HUMAN = "human", "Human"
+
+
+class WordLabel(models.Model):
+    """A plain word shown to annotators as a hint ("dog", "siren"), grouping AudioSet labels."""
+
+    name = models.CharField(max_length=80, unique=True)
+    super_category = models.CharField(max_length=20, choices=SuperCategory.choices)
+
+    class Meta:
+        ordering = ["super_category", "name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(super_category__in=SuperCategory.values),
+                name="wordlabel_super_category_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Label(models.Model):
@@ -40,6 +73,7 @@ class Clip(models.Model):
 
     class Status(models.TextChoices):
         PENDING = "pending", "Not fetched yet"
+        FETCHING = "fetching", "Fetching"
         READY = "ready", "Ready"
         FAILED = "failed", "Fetch failed"
         UNAVAILABLE = "unavailable", "Unavailable at source"
@@ -59,6 +93,9 @@ class Clip(models.Model):
     duration_seconds = models.FloatField(null=True, blank=True)
     sample_rate = models.PositiveIntegerField(null=True, blank=True)
     content_sha256 = models.CharField(max_length=64, blank=True)
+    fetch_attempts = models.PositiveSmallIntegerField(default=0)
+    fetched_at = models.DateTimeField(null=True, blank=True)
+    silent = models.BooleanField(default=False)  # flagged: fetched audio is (near) silent
     labels = models.ManyToManyField(Label, related_name="clips", blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -95,3 +132,76 @@ class Clip(models.Model):
         if self.source == self.Source.YOUTUBE:
             return f"{self.youtube_id}@{self.start_seconds:g}"
         return self.original_name or f"clip {self.pk}"
+
+
+class Recipe(models.Model):
+    """How to tailor a subset; `spec` is a curation.recipes.RecipeSpec as JSON."""
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="recipes")
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80)
+    spec = models.JSONField(default=dict)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "slug"], name="recipe_slug_per_project")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Split(models.TextChoices):
+    TRAIN = "train", "Train"
+    VAL = "val", "Validation"
+    TEST = "test", "Test"
+
+
+class Subset(models.Model):
+    """The clips one build of a recipe selected, with its report."""
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="subsets")
+    recipe = models.ForeignKey(
+        Recipe, null=True, blank=True, on_delete=models.SET_NULL, related_name="subsets"
+    )
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80)
+    spec = models.JSONField(default=dict)  # the recipe as it was when built
+    report = models.JSONField(default=dict, blank=True)
+    chart = models.FileField(upload_to="subsets/charts/", blank=True)
+    built_at = models.DateTimeField(default=timezone.now)
+    clips = models.ManyToManyField(Clip, through="SubsetClip", related_name="subsets")
+
+    class Meta:
+        ordering = ["-built_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "slug"], name="subset_slug_per_project")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SubsetClip(models.Model):
+    subset = models.ForeignKey(Subset, on_delete=models.CASCADE)
+    clip = models.ForeignKey(Clip, on_delete=models.PROTECT)
+    split = models.CharField(max_length=5, choices=Split.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["subset", "clip"], name="subsetclip_once"),
+            models.CheckConstraint(condition=Q(split__in=Split.values), name="subsetclip_split"),
+        ]
+        indexes = [
+            # the subset page and batch publishing read one split of one subset
+            models.Index(fields=["subset", "split"], name="subsetclip_subset_split"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.clip} in {self.subset} ({self.split})"
