@@ -30,6 +30,7 @@ JOB_KINDS: dict[str, JobKind] = {
     "segments_import": JobKind(
         "Import AudioSet segments", "curation.services.segments_import_job", "default"
     ),
+    "subset_build": JobKind("Build subset", "curation.services.subset_build_job", "default"),
     "clips_import_local": JobKind(
         "Import local audio", "curation.services.clips_import_local_job", "media"
     ),

@@ -51,6 +51,14 @@ class Label(models.Model):
     abstract = models.BooleanField(default=False)
     blacklisted = models.BooleanField(default=False)
     children = models.ManyToManyField("self", symmetrical=False, related_name="parents", blank=True)
+    # Researchers' curation: what annotators cannot describe from audio alone.
+    needs_visuals = models.BooleanField(default=False)
+    needs_expertise = models.BooleanField(default=False)
+    excluded = models.BooleanField(default=False)
+    curation_note = models.TextField(blank=True)
+    word_label = models.ForeignKey(
+        WordLabel, null=True, blank=True, on_delete=models.SET_NULL, related_name="labels"
+    )
 
     class Meta:
         ordering = ["name"]

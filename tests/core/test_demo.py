@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,16 +11,36 @@ from django.contrib.auth import get_user_model
 
 from core.demo import DEMO_PASSWORD, DEMO_USERS, demo_seed
 from core.models import Job, Membership, Project, Role
+from curation import synth
 from curation.models import Clip, Label
 from curation.synth import DEMO_SOUNDS
 
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(scope="module")
+def demo_sounds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[str]]]:
+    """The synthetic WAVs and videos, generated once for the module (ffmpeg is slow)."""
+    folder = tmp_path_factory.mktemp("demo-sounds")
+    return folder, synth.generate_demo_sounds(folder)
+
+
 @pytest.fixture
-def seeded(settings: Any, tmp_path: Path) -> Project:
+def seeded(
+    settings: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    demo_sounds: tuple[Path, dict[str, list[str]]],
+) -> Project:
     settings.VAR_DIR = tmp_path / "var"
     settings.MEDIA_ROOT = tmp_path / "var" / "media"
+    generated, labels = demo_sounds
+
+    def copy_demo_sounds(folder: Path, **_: Any) -> dict[str, list[str]]:
+        shutil.copytree(generated, folder, dirs_exist_ok=True)
+        return labels
+
+    monkeypatch.setattr(synth, "generate_demo_sounds", copy_demo_sounds)
     return demo_seed()
 
 
