@@ -19,11 +19,13 @@ DEMO_USERS: dict[str, str] = {
     "annotator2": Role.ANNOTATOR,
 }
 ONTOLOGY_EXCERPT = settings.BASE_DIR / "curation" / "fixtures" / "audioset_ontology_excerpt.json"
+WORD_LABELS = settings.BASE_DIR / "curation" / "fixtures" / "word_labels_demo.csv"
 
 
 def demo_seed(*, echo: Any = None) -> Project:
     """Idempotent: users and project are created once; data jobs rerun only if missing."""
-    from curation.models import Clip, Label
+    from curation.models import Clip, Label, WordLabel
+    from curation.services import word_labels_import
     from curation.synth import generate_demo_sounds
 
     User = get_user_model()
@@ -59,6 +61,8 @@ def demo_seed(*, echo: Any = None) -> Project:
                 echo=echo,
             )
         )
+    if not WordLabel.objects.exists():
+        word_labels_import(path=WORD_LABELS)
     if not Clip.objects.filter(source=Clip.Source.LOCAL).exists():
         folder = Path(settings.VAR_DIR) / "demo-src"
         labels = generate_demo_sounds(folder)
