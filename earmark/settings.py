@@ -12,7 +12,15 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
-from earmark.env import env_bool, env_broker, env_database, env_int, env_list, env_str
+from earmark.env import (
+    env_bool,
+    env_broker,
+    env_database,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("EARMARK_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -29,7 +37,6 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -160,6 +167,20 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
+
+# Clip fetching ------------------------------------------------------------------------
+# The page yt-dlp fetches for a YouTube clip; tests and offline mirrors point it elsewhere.
+CLIP_SOURCE_URL_TEMPLATE = env_str(
+    "CLIP_SOURCE_URL_TEMPLATE", "https://www.youtube.com/watch?v={youtube_id}"
+)
+if "{youtube_id}" not in CLIP_SOURCE_URL_TEMPLATE:
+    raise ImproperlyConfigured(
+        f"CLIP_SOURCE_URL_TEMPLATE={CLIP_SOURCE_URL_TEMPLATE!r} must contain {{youtube_id}}."
+    )
+# Seconds between two downloads started by one worker process: be polite to the source.
+FETCH_RATE_LIMIT_SECONDS = env_float("FETCH_RATE_LIMIT_SECONDS", 1.0, minimum=0.0)
+# A clip whose fetch failed this many times stays failed; fetch runs skip it from then on.
+FETCH_MAX_ATTEMPTS = env_int("FETCH_MAX_ATTEMPTS", 3, minimum=1)
 
 # External tools -----------------------------------------------------------------------
 FFMPEG_BINARY = env_str("FFMPEG_BINARY", "ffmpeg")
