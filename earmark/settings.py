@@ -163,6 +163,8 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE = {
     "jobs-fail-lost": {"task": "core.tasks.jobs_fail_lost", "schedule": 60.0},
+    # the claim path expires a worker's own late assignment at once; this frees the rest
+    "assignments-expire": {"task": "annotation.tasks.assignments_expire", "schedule": 60.0},
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 

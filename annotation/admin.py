@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from annotation.models import Assignment, Batch, Caption, Hit
+
+
+@admin.register(Batch)
+class BatchAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "split", "state", "captions_per_clip", "published_at"]
+    list_filter = ["state", "split"]
+    search_fields = ["name"]
+    raw_id_fields = ["subset", "created_by"]
+
+
+@admin.register(Hit)
+class HitAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "priority", "taken", "max_assignments"]
+    raw_id_fields = ["batch"]
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "worker", "state", "accepted_at", "deadline", "submitted_at"]
+    list_filter = ["state"]
+    raw_id_fields = ["hit", "worker"]
+
+
+@admin.register(Caption)
+class CaptionAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "clip", "assignment", "created_at"]
+    search_fields = ["text"]
+    raw_id_fields = ["assignment", "clip"]

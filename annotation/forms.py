@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+
+from annotation.models import Batch
+from annotation.services import MAX_CAPTIONS_PER_CLIP, MAX_CLIPS_PER_HIT
+from core.models import Project
+from curation.models import Split, Subset
+
+
+class BatchForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    subset = forms.ModelChoiceField(queryset=Subset.objects.none(), to_field_name="slug")
+    split = forms.ChoiceField(choices=Split.choices, initial=Split.VAL)
+    captions_per_clip = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_CAPTIONS_PER_CLIP,
+        required=False,
+        help_text="Empty: 1 for train, 5 for val and test (as AudioCaps).",
+    )
+    clips_per_hit = forms.IntegerField(min_value=1, max_value=MAX_CLIPS_PER_HIT, initial=5)
+    reward_cents = forms.IntegerField(min_value=0, initial=20, label="Reward per HIT (cents)")
+    time_allotted_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=30)
+    lifetime_hours = forms.IntegerField(min_value=1, max_value=24 * 365, initial=7 * 24)
+    auto_approve_days = forms.IntegerField(min_value=0, max_value=30, initial=3)
+    min_words = forms.IntegerField(min_value=1, max_value=200, initial=3)
+    max_words = forms.IntegerField(min_value=1, max_value=200, initial=40)
+
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["subset"].queryset = Subset.objects.filter(project=project)
+
+    def publish_kwargs(self) -> dict[str, Any]:
+        """The cleaned form as batch_publish arguments."""
+        data = self.cleaned_data
+        return {
+            "name": data["name"],
+            "subset": data["subset"],
+            "split": data["split"],
+            "captions_per_clip": data["captions_per_clip"],
+            "clips_per_hit": data["clips_per_hit"],
+            "reward_cents": data["reward_cents"],
+            "time_allotted": timedelta(minutes=data["time_allotted_minutes"]),
+            "lifetime": timedelta(hours=data["lifetime_hours"]),
+            "auto_approve_delay": timedelta(days=data["auto_approve_days"]),
+            "min_words": data["min_words"],
+            "max_words": data["max_words"],
+        }
+
+
+class BatchStateForm(forms.Form):
+    state = forms.ChoiceField(choices=Batch.State.choices)

@@ -1,0 +1,288 @@
+"""Batches of HITs, workers' assignments and their captions.
+
+The vocabulary is MTurk's: a researcher publishes a Batch of HITs (Human Intelligence
+Tasks), each HIT holds a few clips and wants `max_assignments` workers; a worker's claim on
+a HIT is an Assignment, which ends submitted, approved or rejected, or goes back to the
+pool when it is returned or expires. `Hit.taken` counts the assignments holding a slot,
+and the database refuses to let it pass `max_assignments`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F, Q
+from django.urls import reverse
+from django.utils import timezone
+
+from curation.models import Split
+
+
+class Batch(models.Model):
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        PUBLISHED = "published", "Published"
+        PAUSED = "paused", "Paused"
+        FINISHED = "finished", "Finished"
+
+    class Mode(models.TextChoices):
+        # Clotho-style "edit" and "score" stages will join here.
+        CAPTION = "caption", "Caption"
+
+    # state -> states it may move to
+    TRANSITIONS: dict[str, set[str]] = {
+        State.DRAFT: {State.PUBLISHED},
+        State.PUBLISHED: {State.PAUSED, State.FINISHED},
+        State.PAUSED: {State.PUBLISHED, State.FINISHED},
+        State.FINISHED: set(),
+    }
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="batches")
+    subset = models.ForeignKey("curation.Subset", on_delete=models.PROTECT, related_name="batches")
+    split = models.CharField(max_length=5, choices=Split.choices)
+    name = models.CharField(max_length=200)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.DRAFT)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.CAPTION)
+    captions_per_clip = models.PositiveSmallIntegerField()
+    clips_per_hit = models.PositiveSmallIntegerField()
+    reward_cents = models.PositiveIntegerField(help_text="paid per approved HIT")
+    time_allotted = models.DurationField(help_text="how long a worker may hold a HIT")
+    lifetime = models.DurationField(help_text="how long after publishing HITs are offered")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    auto_approve_delay = models.DurationField(default=timedelta(days=3))
+    min_words = models.PositiveSmallIntegerField(default=3)
+    max_words = models.PositiveSmallIntegerField(default=40)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=["draft", "published", "paused", "finished"]),
+                name="batch_state_valid",
+            ),
+            models.CheckConstraint(condition=Q(mode__in=["caption"]), name="batch_mode_valid"),
+            models.CheckConstraint(condition=Q(split__in=Split.values), name="batch_split_valid"),
+            models.CheckConstraint(
+                condition=Q(captions_per_clip__gte=1, clips_per_hit__gte=1),
+                name="batch_sizes_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(min_words__gte=1, min_words__lte=F("max_words")),
+                name="batch_word_limits_ordered",
+            ),
+            models.CheckConstraint(
+                condition=Q(state="draft", published_at__isnull=True, expires_at__isnull=True)
+                | (~Q(state="draft") & Q(published_at__isnull=False, expires_at__isnull=False)),
+                name="batch_published_has_dates",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("batch_detail", args=[self.project.slug, self.pk])
+
+    def is_open(self, now: datetime | None = None) -> bool:
+        """Whether workers may claim HITs of this batch now."""
+        now = now or timezone.now()
+        return self.state == self.State.PUBLISHED and bool(
+            self.expires_at and self.expires_at > now
+        )
+
+    def move_to(self, state: str, *, now: datetime | None = None) -> None:
+        if state not in self.TRANSITIONS[self.state]:
+            raise ValidationError(
+                f"A {self.get_state_display().lower()} batch cannot become {state}."
+            )
+        if self.state == self.State.DRAFT:
+            self.published_at = now or timezone.now()
+            self.expires_at = self.published_at + self.lifetime
+        self.state = state
+        self.save(update_fields=["state", "published_at", "expires_at"])
+
+
+class Hit(models.Model):
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="hits")
+    # Higher first; the active-learning issue will fill it from model uncertainty.
+    priority = models.FloatField(default=0)
+    max_assignments = models.PositiveSmallIntegerField()
+    # Assignments holding a slot (accepted, submitted, approved). Changed only with F()
+    # under the row lock, so the check constraint below is the last word on over-filling.
+    taken = models.PositiveSmallIntegerField(default=0)
+    clips = models.ManyToManyField("curation.Clip", through="HitClip", related_name="hits")
+
+    class Meta:
+        ordering = ["-priority", "id"]
+        indexes = [
+            # hit_claim: open HITs, highest priority first, oldest first among equals
+            models.Index(
+                fields=["-priority", "id"],
+                condition=Q(taken__lt=F("max_assignments")),
+                name="hit_open_by_priority",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(taken__gte=0, taken__lte=F("max_assignments")),
+                name="hit_taken_within_max",
+            ),
+            models.CheckConstraint(condition=Q(max_assignments__gte=1), name="hit_wants_someone"),
+        ]
+
+    def __str__(self) -> str:
+        return f"HIT #{self.pk} of {self.batch}"
+
+
+class HitClip(models.Model):
+    hit = models.ForeignKey(Hit, on_delete=models.CASCADE, related_name="hit_clips")
+    clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["hit", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["hit", "clip"], name="hitclip_clip_once"),
+            models.UniqueConstraint(fields=["hit", "position"], name="hitclip_position_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.clip} in {self.hit}"
+
+
+class Assignment(models.Model):
+    class State(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted"
+        SUBMITTED = "submitted", "Submitted"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        RETURNED = "returned", "Returned"
+        # MTurk calls an assignment whose time allotted ran out "Abandoned"; the local
+        # engine writes EXPIRED for that, and ABANDONED is kept for assignments mirrored
+        # from MTurk so they keep its state name.
+        ABANDONED = "abandoned", "Abandoned"
+        EXPIRED = "expired", "Expired"
+
+    # states that hold one of the HIT's slots (Hit.taken counts them)
+    HOLDING = (State.ACCEPTED, State.SUBMITTED, State.APPROVED)
+    # states that keep the worker off the HIT's clips: a rejected worker does not retry
+    BLOCKING = (State.ACCEPTED, State.SUBMITTED, State.APPROVED, State.REJECTED)
+    RELEASED = (State.REJECTED, State.RETURNED, State.ABANDONED, State.EXPIRED)
+    TRANSITIONS: dict[str, set[str]] = {
+        State.ACCEPTED: {State.SUBMITTED, State.RETURNED, State.ABANDONED, State.EXPIRED},
+        State.SUBMITTED: {State.APPROVED, State.REJECTED},
+    }
+
+    hit = models.ForeignKey(Hit, on_delete=models.CASCADE, related_name="assignments")
+    worker = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="assignments"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACCEPTED)
+    accepted_at = models.DateTimeField(default=timezone.now)
+    deadline = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    feedback = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-accepted_at", "-id"]
+        indexes = [
+            # assignments_expire: accepted assignments past their deadline
+            models.Index(
+                fields=["deadline"], condition=Q(state="accepted"), name="assignment_open_deadline"
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(
+                    state__in=[
+                        "accepted",
+                        "submitted",
+                        "approved",
+                        "rejected",
+                        "returned",
+                        "abandoned",
+                        "expired",
+                    ]
+                ),
+                name="assignment_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(deadline__gt=F("accepted_at")), name="assignment_deadline_after_accept"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state__in=["submitted", "approved", "rejected"])
+                | Q(submitted_at__isnull=False),
+                name="assignment_submitted_has_time",
+            ),
+            # A worker comes back to a HIT only after letting go of it (returned, expired).
+            models.UniqueConstraint(
+                fields=["hit", "worker"],
+                condition=Q(state__in=["accepted", "submitted", "approved", "rejected"]),
+                name="assignment_once_per_worker_hit",
+            ),
+            # One HIT at a time per worker; also stops two tabs claiming twice at once.
+            models.UniqueConstraint(
+                fields=["worker"], condition=Q(state="accepted"), name="assignment_one_open"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"assignment #{self.pk} ({self.state}) of {self.hit}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("assignment_detail", args=[self.pk])
+
+    def is_late(self, now: datetime | None = None) -> bool:
+        return self.deadline <= (now or timezone.now())
+
+    def move_to(self, state: str, *, now: datetime | None = None, feedback: str = "") -> None:
+        """One step of the state machine; the caller holds the row lock and, for released
+        states, gives the HIT its slot back."""
+        if state not in self.TRANSITIONS.get(self.state, set()):
+            raise ValidationError(
+                f"This assignment is {self.get_state_display().lower()}; it cannot become {state}."
+            )
+        now = now or timezone.now()
+        fields: dict[str, Any] = {"state": state}
+        if state == self.State.SUBMITTED:
+            fields["submitted_at"] = now
+        if state in (self.State.APPROVED, self.State.REJECTED):
+            fields["reviewed_at"] = now
+            fields["feedback"] = feedback
+        if state in self.RELEASED:
+            fields["released_at"] = now
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self.save(update_fields=list(fields))
+
+
+class Caption(models.Model):
+    """What a worker wrote for one clip, exactly as typed (after trimming whitespace).
+    Templates escape it; post-processing stores its cleaned versions elsewhere."""
+
+    MAX_CHARS = 500  # AudioCaps captions average about 9 words; 500 is generous
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="captions")
+    clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="captions")
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["assignment", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "clip"], name="caption_once_per_clip"),
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:60]

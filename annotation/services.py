@@ -1,0 +1,415 @@
+"""Workflows for batches, the assignment engine and captions.
+
+Slots: a HIT wants `max_assignments` captions of each of its clips; `Hit.taken` counts the
+assignments holding a slot. A claim takes a slot with a conditional F() increment on a row
+it has locked; every release (returned, expired, rejected) gives it back with an F()
+decrement. The check constraint 0 <= taken <= max_assignments makes over-filling an
+IntegrityError even if this code were wrong.
+
+Locking: on PostgreSQL a claim locks its HIT with SELECT … FOR UPDATE SKIP LOCKED, so
+workers racing for the top of the queue spread over the next HITs instead of waiting in
+line; assignment transitions lock the assignment row first. SQLite has no row locks, but
+every atomic() block there starts with BEGIN IMMEDIATE (settings), which serialises
+writers: slower, equally correct.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, QuerySet
+from django.utils import timezone
+
+from annotation.models import Assignment, Batch, Caption, Hit, HitClip
+from core.models import Membership, Role
+from core.services import require_role
+from curation.models import Clip, Split, Subset, SubsetClip
+
+# AudioCaps collected one caption per training clip and five per validation/test clip.
+DEFAULT_CAPTIONS_PER_CLIP: dict[str, int] = {Split.TRAIN: 1, Split.VAL: 5, Split.TEST: 5}
+MAX_CAPTIONS_PER_CLIP = 20
+MAX_CLIPS_PER_HIT = 50
+EXPIRE_CHUNK = 500
+
+# Bidirectional embeddings, overrides and isolates: they make text display differently
+# from its characters (a caption that reads backwards on review pages), never needed here.
+BIDI_CONTROLS = frozenset(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+ALLOWED_WHITESPACE = frozenset("\t\n\r")
+
+
+# Batches -------------------------------------------------------------------------------
+
+
+def batch_publish(
+    *,
+    subset: Subset,
+    split: str,
+    name: str,
+    clips_per_hit: int,
+    reward_cents: int,
+    time_allotted: timedelta,
+    lifetime: timedelta,
+    created_by: Any,
+    captions_per_clip: int | None = None,
+    auto_approve_delay: timedelta = timedelta(days=3),
+    min_words: int = 3,
+    max_words: int = 40,
+    mode: str = Batch.Mode.CAPTION,
+    publish: bool = True,
+) -> Batch:
+    """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
+    publishes it unless `publish` is false. `created_by` None means a trusted caller (a
+    management command); anyone else must be a researcher of the subset's project."""
+    if created_by is not None:
+        require_role(subset.project, created_by, Role.RESEARCHER)
+    if split not in Split.values:
+        raise ValidationError({"split": f"Unknown split {split!r}; use one of {Split.values}."})
+    split = str(Split(split).value)
+    if captions_per_clip is None:
+        captions_per_clip = DEFAULT_CAPTIONS_PER_CLIP.get(split, 1)
+    _check_batch_numbers(
+        captions_per_clip=captions_per_clip,
+        clips_per_hit=clips_per_hit,
+        time_allotted=time_allotted,
+        lifetime=lifetime,
+        min_words=min_words,
+        max_words=max_words,
+    )
+    in_split = SubsetClip.objects.filter(subset=subset, split=split)
+    # Only fetched clips: a HIT whose audio is missing cannot be captioned.
+    clip_ids = list(
+        in_split.filter(clip__status=Clip.Status.READY)
+        .order_by("clip_id")
+        .values_list("clip_id", flat=True)
+    )
+    if not clip_ids:
+        waiting = in_split.count()
+        raise ValidationError(
+            {
+                "split": f"Subset {subset.slug!r} has no fetched clips in its {split!r} split"
+                + (f" ({waiting} not fetched yet; fetch them first)." if waiting else ".")
+            }
+        )
+    with transaction.atomic():
+        batch = Batch(
+            project=subset.project,
+            subset=subset,
+            split=split,
+            name=name,
+            mode=mode,
+            captions_per_clip=captions_per_clip,
+            clips_per_hit=clips_per_hit,
+            reward_cents=reward_cents,
+            time_allotted=time_allotted,
+            lifetime=lifetime,
+            auto_approve_delay=auto_approve_delay,
+            min_words=min_words,
+            max_words=max_words,
+            created_by=created_by,
+        )
+        batch.full_clean()
+        batch.save()
+        groups = [clip_ids[i : i + clips_per_hit] for i in range(0, len(clip_ids), clips_per_hit)]
+        hits = Hit.objects.bulk_create(
+            [Hit(batch=batch, max_assignments=captions_per_clip) for _ in groups], batch_size=1000
+        )
+        HitClip.objects.bulk_create(
+            [
+                HitClip(hit=hit, clip_id=clip_id, position=position)
+                for hit, group in zip(hits, groups, strict=True)
+                for position, clip_id in enumerate(group)
+            ],
+            batch_size=2000,
+        )
+        if publish:
+            batch.move_to(Batch.State.PUBLISHED)
+    return batch
+
+
+def _check_batch_numbers(
+    *,
+    captions_per_clip: int,
+    clips_per_hit: int,
+    time_allotted: timedelta,
+    lifetime: timedelta,
+    min_words: int,
+    max_words: int,
+) -> None:
+    errors: dict[str, str] = {}
+    if not 1 <= captions_per_clip <= MAX_CAPTIONS_PER_CLIP:
+        errors["captions_per_clip"] = f"Ask for 1 to {MAX_CAPTIONS_PER_CLIP} captions per clip."
+    if not 1 <= clips_per_hit <= MAX_CLIPS_PER_HIT:
+        errors["clips_per_hit"] = f"Put 1 to {MAX_CLIPS_PER_HIT} clips in a HIT."
+    if time_allotted <= timedelta(0):
+        errors["time_allotted"] = "Workers need some time to do a HIT."
+    if lifetime <= timedelta(0):
+        errors["lifetime"] = "The batch needs a lifetime longer than zero."
+    if not 1 <= min_words <= max_words:
+        errors["min_words"] = "The minimum word count must be at least 1 and at most the maximum."
+    if errors:
+        raise ValidationError(errors)
+
+
+def batch_move(*, batch: Batch, state: str, user: Any) -> Batch:
+    """Publishes, pauses, resumes or finishes a batch (researchers of its project).
+    Pausing or finishing stops new claims; accepted assignments keep their time, as on
+    MTurk, and may still be submitted."""
+    require_role(batch.project, user, Role.RESEARCHER)
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().get(pk=batch.pk)
+        batch.move_to(state)
+    return batch
+
+
+def batch_progress(*, batch: Batch) -> dict[str, int]:
+    """Captions wanted, and how many are submitted, approved, rejected; HITs in progress."""
+    clips = HitClip.objects.filter(hit__batch=batch).count()
+    by_state = dict(
+        Caption.objects.filter(assignment__hit__batch=batch)
+        .values_list("assignment__state")
+        .annotate(n=Count("id"))
+        .values_list("assignment__state", "n")
+    )
+    return {
+        "clips": clips,
+        "wanted": clips * batch.captions_per_clip,
+        "submitted": by_state.get(Assignment.State.SUBMITTED, 0),
+        "approved": by_state.get(Assignment.State.APPROVED, 0),
+        "rejected": by_state.get(Assignment.State.REJECTED, 0),
+        "in_progress": Assignment.objects.filter(
+            hit__batch=batch, state=Assignment.State.ACCEPTED
+        ).count(),
+    }
+
+
+# The assignment engine -----------------------------------------------------------------
+
+
+def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) -> QuerySet[Hit]:
+    """HITs the worker may take now, best first: open batches of projects where the worker
+    annotates, with a free slot, and none of whose clips the worker already holds, did or
+    had rejected (in any batch)."""
+    annotated = Membership.objects.filter(user=worker, role=Role.ANNOTATOR).values("project_id")
+    worked_clips = HitClip.objects.filter(
+        hit__assignments__worker=worker, hit__assignments__state__in=Assignment.BLOCKING
+    ).values("clip_id")
+    # NOT IN (uncorrelated) rather than NOT EXISTS: PostgreSQL hashes the blocked HITs
+    # once per claim instead of probing the worker's history once per candidate HIT.
+    blocked_hits = HitClip.objects.filter(clip_id__in=worked_clips).values("hit_id")
+    hits = Hit.objects.filter(
+        batch__state=Batch.State.PUBLISHED,
+        batch__expires_at__gt=now,
+        batch__project__in=annotated,
+        taken__lt=F("max_assignments"),
+    ).exclude(pk__in=blocked_hits)
+    if batch is not None:
+        hits = hits.filter(batch=batch)
+    return hits.order_by("-priority", "id")
+
+
+def hit_claim(
+    *, worker: Any, batch: Batch | None = None, now: datetime | None = None
+) -> Assignment | None:
+    """The worker's current assignment, or a new one on the best HIT they may do, or None.
+
+    One HIT at a time: a worker holding an accepted assignment gets it back, whichever
+    `batch` is asked for. A current assignment whose time ran out is expired here rather
+    than waiting for the periodic sweep, so a worker is never stuck behind it.
+    """
+    now = now or timezone.now()
+    try:
+        with transaction.atomic():
+            current = (
+                Assignment.objects.select_for_update()
+                .filter(worker=worker, state=Assignment.State.ACCEPTED)
+                .first()
+            )
+            if current is not None and not current.is_late(now):
+                return current
+            if current is not None:
+                _release(current, Assignment.State.EXPIRED, now)
+            # LIMIT 1 … FOR UPDATE SKIP LOCKED: a HIT another claim is filling right now is
+            # passed over for the next one; PostgreSQL re-checks `taken < max` on the row
+            # it locks, so a HIT filled meanwhile is passed over too.
+            hit = (
+                claimable_hits(worker=worker, now=now, batch=batch)
+                .select_related("batch")
+                .select_for_update(skip_locked=True, of=("self",))
+                .first()
+            )
+            if hit is None:
+                return None
+            # belt and braces: the conditional increment re-checks the free slot itself
+            took = Hit.objects.filter(pk=hit.pk, taken__lt=F("max_assignments")).update(
+                taken=F("taken") + 1
+            )
+            if not took:
+                return None
+            deadline = now + hit.batch.time_allotted
+            return Assignment.objects.create(
+                hit=hit, worker=worker, accepted_at=now, deadline=deadline
+            )
+    except IntegrityError:
+        # The same worker claimed in another request meanwhile (assignment_one_open):
+        # that claim won, and it is the worker's current assignment.
+        current = Assignment.objects.filter(worker=worker, state=Assignment.State.ACCEPTED).first()
+        if current is None:
+            raise
+        return current
+
+
+def _release(assignment: Assignment, state: str, now: datetime) -> None:
+    """Moves a locked assignment to a released state and gives its HIT the slot back.
+    The UPDATE takes the HIT's row lock, so concurrent claims and releases serialise."""
+    assignment.move_to(state, now=now)
+    Hit.objects.filter(pk=assignment.hit_id).update(taken=F("taken") - 1)
+
+
+def _locked(assignment: Assignment) -> Assignment:
+    return Assignment.objects.select_for_update().select_related("hit__batch").get(pk=assignment.pk)
+
+
+def caption_problem(text: str, *, min_words: int, max_words: int) -> str | None:
+    """Why a (trimmed) caption is refused, or None. The text is stored raw, so this only
+    refuses what no caption needs: control characters, bidi overrides, huge texts."""
+    if not text:
+        return "is empty"
+    if len(text) > Caption.MAX_CHARS:
+        return f"is {len(text):,} characters long; the limit is {Caption.MAX_CHARS:,}"
+    for char in text:
+        if char in BIDI_CONTROLS:
+            return (
+                f"contains a text-direction control character (U+{ord(char):04X}); "
+                "please type the caption without it"
+            )
+        if char not in ALLOWED_WHITESPACE and unicodedata.category(char) in ("Cc", "Cs"):
+            return f"contains a control character (U+{ord(char):04X}); please remove it"
+    words = len(text.split())
+    if words < min_words:
+        return f"has {words} word{'s' if words != 1 else ''}; write at least {min_words}"
+    if words > max_words:
+        return f"has {words} words; the limit is {max_words}"
+    return None
+
+
+def assignment_submit(
+    *, assignment: Assignment, worker: Any, captions: dict[int, str], now: datetime | None = None
+) -> Assignment:
+    """Stores one caption per clip of the HIT and marks the assignment submitted.
+
+    Refused (ValidationError, nothing stored) when a clip lacks a caption, a caption is
+    refused by caption_problem, or the time ran out; in that last case the assignment is
+    expired and its slot released.
+    """
+    now = now or timezone.now()
+    if assignment.worker_id != worker.pk:
+        raise PermissionDenied("This is another worker's assignment.")
+    late = False
+    with transaction.atomic():
+        assignment = _locked(assignment)
+        if assignment.state == Assignment.State.ACCEPTED and assignment.is_late(now):
+            _release(assignment, Assignment.State.EXPIRED, now)
+            late = True
+        else:
+            texts = _checked_captions(assignment, captions)
+            assignment.move_to(Assignment.State.SUBMITTED, now=now)
+            Caption.objects.bulk_create(
+                Caption(assignment=assignment, clip_id=clip_id, text=text, created_at=now)
+                for clip_id, text in texts.items()
+            )
+    if late:
+        raise ValidationError("The time allotted for this HIT ran out; it went back to the pool.")
+    return assignment
+
+
+def _checked_captions(assignment: Assignment, captions: dict[int, str]) -> dict[int, str]:
+    if assignment.state != Assignment.State.ACCEPTED:
+        raise ValidationError(
+            f"This assignment is already {assignment.get_state_display().lower()}."
+        )
+    batch = assignment.hit.batch
+    clip_ids = list(
+        HitClip.objects.filter(hit=assignment.hit_id)
+        .order_by("position")
+        .values_list("clip_id", flat=True)
+    )
+    given = {int(clip_id): text for clip_id, text in captions.items()}
+    errors: dict[str, list[str]] = {}
+    if unknown := sorted(set(given) - set(clip_ids)):
+        errors["__all__"] = [f"Clips {unknown} are not part of this HIT."]
+    texts: dict[int, str] = {}
+    for number, clip_id in enumerate(clip_ids, start=1):
+        text = (given.get(clip_id) or "").strip()
+        problem = caption_problem(text, min_words=batch.min_words, max_words=batch.max_words)
+        if problem:
+            errors[f"caption-{clip_id}"] = [f"The caption for clip {number} {problem}."]
+        texts[clip_id] = text
+    if errors:
+        raise ValidationError(errors)
+    return texts
+
+
+def assignment_return(
+    *, assignment: Assignment, worker: Any, now: datetime | None = None
+) -> Assignment:
+    """The worker gives the HIT back without submitting; its slot goes back to the pool."""
+    if assignment.worker_id != worker.pk:
+        raise PermissionDenied("This is another worker's assignment.")
+    with transaction.atomic():
+        assignment = _locked(assignment)
+        _release(assignment, Assignment.State.RETURNED, now or timezone.now())
+    return assignment
+
+
+def assignment_review(
+    *,
+    assignment: Assignment,
+    reviewer: Any,
+    approve: bool,
+    feedback: str = "",
+    now: datetime | None = None,
+) -> Assignment:
+    """Approves or rejects a submitted assignment. A rejection re-opens its slot, for
+    another worker: the rejected worker is kept off those clips."""
+    require_role(assignment.hit.batch.project, reviewer, Role.RESEARCHER, Role.REVIEWER)
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = _locked(assignment)
+        if approve:
+            assignment.move_to(Assignment.State.APPROVED, now=now, feedback=feedback)
+        else:
+            assignment.move_to(Assignment.State.REJECTED, now=now, feedback=feedback)
+            Hit.objects.filter(pk=assignment.hit_id).update(taken=F("taken") - 1)
+    return assignment
+
+
+def assignments_expire(*, now: datetime | None = None) -> int:
+    """Expires accepted assignments past their deadline and releases their slots; returns
+    how many. Rows another transaction holds (a submit in flight) are left for the next
+    sweep, and each chunk commits on its own so no sweep holds many locks for long."""
+    now = now or timezone.now()
+    expired = 0
+    while True:
+        with transaction.atomic():
+            stale = list(
+                Assignment.objects.select_for_update(skip_locked=True)
+                .filter(state=Assignment.State.ACCEPTED, deadline__lte=now)
+                .order_by("deadline", "id")
+                .values_list("pk", "hit_id")[:EXPIRE_CHUNK]
+            )
+            Assignment.objects.filter(pk__in=[pk for pk, _ in stale]).update(
+                state=Assignment.State.EXPIRED, released_at=now
+            )
+            per_hit: dict[int, int] = {}
+            for _, hit_id in stale:
+                per_hit[hit_id] = per_hit.get(hit_id, 0) + 1
+            # in id order, so two sweeps never wait on each other's HITs crosswise
+            for hit_id in sorted(per_hit):
+                Hit.objects.filter(pk=hit_id).update(taken=F("taken") - per_hit[hit_id])
+        expired += len(stale)
+        if len(stale) < EXPIRE_CHUNK:
+            return expired

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="annotation.tasks.assignments_expire")
+def assignments_expire() -> int:
+    from annotation.services import assignments_expire as expire
+
+    return expire()

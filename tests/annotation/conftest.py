@@ -1,0 +1,82 @@
+"""Clips, subsets and batches for the annotation tests (personas come from tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from decimal import Decimal
+from itertools import count
+from typing import Any
+
+import pytest
+
+from annotation.models import Assignment, Batch
+from annotation.services import batch_publish
+from core.models import Project
+from curation.models import Clip, Split, Subset, SubsetClip
+
+_youtube_ids = count()
+
+CAPTION = "a dog barks while cars pass by"
+
+
+def make_clips(n: int) -> list[Clip]:
+    return Clip.objects.bulk_create(
+        Clip(
+            source=Clip.Source.YOUTUBE,
+            youtube_id=f"yt{next(_youtube_ids):09d}",  # 11 characters, like YouTube's
+            start_seconds=Decimal(30),
+            end_seconds=Decimal(40),
+            status=Clip.Status.READY,
+            audio="clips/audio/fetched.wav",
+        )
+        for _ in range(n)
+    )
+
+
+def make_subset(project: Project, clips: list[Clip], split: str = Split.VAL) -> Subset:
+    slug = f"subset-{Subset.objects.count() + 1}"
+    subset = Subset.objects.create(project=project, name=slug.title(), slug=slug)
+    SubsetClip.objects.bulk_create(SubsetClip(subset=subset, clip=c, split=split) for c in clips)
+    return subset
+
+
+def publish(subset: Subset, **overrides: Any) -> Batch:
+    kwargs: dict[str, Any] = {
+        "subset": subset,
+        "split": Split.VAL,
+        "name": "Validation captions",
+        "captions_per_clip": 2,
+        "clips_per_hit": 1,
+        "reward_cents": 10,
+        "time_allotted": timedelta(minutes=30),
+        "lifetime": timedelta(days=7),
+        "created_by": subset.project.created_by,
+        **overrides,
+    }
+    return batch_publish(**kwargs)
+
+
+def captions_for(assignment: Assignment, text: str = CAPTION) -> dict[int, str]:
+    clip_ids = assignment.hit.hit_clips.values_list("clip_id", flat=True)
+    return {clip_id: text for clip_id in clip_ids}
+
+
+MakeBatch = Callable[..., Batch]
+
+
+@pytest.fixture
+def make_batch(project: Project) -> MakeBatch:
+    """make_batch(clips=3, captions_per_clip=2, …): a published batch on fresh clips."""
+
+    def make(*, clips: int = 3, split: str = Split.VAL, **overrides: Any) -> Batch:
+        subset = make_subset(project, make_clips(clips), split)
+        return publish(subset, split=split, **overrides)
+
+    return make
+
+
+@pytest.fixture
+def batch(make_batch: MakeBatch) -> Batch:
+    """Three clips, one per HIT, two captions each."""
+    return make_batch()
