@@ -25,9 +25,7 @@ def main() -> None:
     from curation.services import clips_import_local, ontology_import
     from curation.synth import DEMO_SOUNDS, write_wav
 
-    print(
-        f"machine: {platform.machine()}, python {platform.python_version()}"
-    )
+    print(f"machine: {platform.machine()}, python {platform.python_version()}")
     ontology = SHARED / "audioset" / "ontology.json"
     if ontology.exists():
         start = time.perf_counter()

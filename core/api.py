@@ -6,7 +6,6 @@ the browser session (CSRF-checked) for the app's own pages.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +18,8 @@ from ninja.security import HttpBearer, SessionAuth
 
 from core import services
 from core.models import Job, Membership, Project
+from core.schemas import ErrorOut, JobOut
+from curation.api import router as curation_router
 
 
 class TokenAuth(HttpBearer):
@@ -52,36 +53,6 @@ class ProjectOut(Schema):
     name: str
     description: str
     role: str
-
-
-class JobOut(Schema):
-    id: int
-    kind: str
-    label: str
-    state: str
-    project: str | None
-    progress_done: int
-    progress_total: int | None
-    progress_message: str
-    percent: int | None
-    error: str
-    result: dict[str, Any]
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    retry_of: int | None
-
-    @staticmethod
-    def resolve_project(job: Job) -> str | None:
-        return job.project.slug if job.project else None
-
-    @staticmethod
-    def resolve_retry_of(job: Job) -> int | None:
-        return job.retry_of_id
-
-
-class ErrorOut(Schema):
-    detail: str
 
 
 projects = Router(tags=["projects"])
@@ -157,3 +128,5 @@ def job_cancel(request: HttpRequest, job_id: int) -> Any:
 
 api.add_router("/projects", projects)
 api.add_router("/jobs", jobs)
+
+api.add_router("/", curation_router)  # /api/projects/{slug}/recipes…, /api/labels

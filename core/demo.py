@@ -80,7 +80,30 @@ def demo_seed(*, echo: Any = None) -> Project:
                 echo=echo,
             )
         )
+    _demo_curation(project, users["researcher"])
     return project
+
+
+def _demo_curation(project: Project, researcher: Any) -> None:
+    """A hand-picked subset of the local clips, so the subset, clip and audio pages have
+    something to show (a project plays only clips in its subsets), and a starter recipe."""
+    from curation.models import Clip, Subset
+    from curation.recipes import PRESETS
+    from curation.services import recipe_save, subset_from_clips
+
+    if not Subset.objects.filter(project=project, slug="demo-clips").exists():
+        subset_from_clips(
+            project=project,
+            name="Demo clips",
+            slug="demo-clips",
+            clip_ids=Clip.objects.filter(source=Clip.Source.LOCAL).values_list("pk", flat=True),
+            val_size=1,
+            test_size=1,
+        )
+    if not project.recipes.exists():
+        recipe_save(
+            project=project, name="AudioCaps-like", spec=PRESETS["audiocaps"], created_by=researcher
+        )
 
 
 def _run(job: Job) -> None:

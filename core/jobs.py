@@ -34,6 +34,7 @@ JOB_KINDS: dict[str, JobKind] = {
     "clips_import_local": JobKind(
         "Import local audio", "curation.services.clips_import_local_job", "media"
     ),
+    "clips_fetch": JobKind("Fetch clips", "curation.services.clips_fetch_job", "media"),
 }
 
 

@@ -62,9 +62,14 @@ def probe(path: Path) -> MediaInfo:
 
 
 def decode_audio(
-    src: Path, dst: Path, *, start: float = 0.0, duration: float | None = None
+    src: Path,
+    dst: Path,
+    *,
+    start: float = 0.0,
+    duration: float | None = None,
+    sample_rate: int = AUDIO_SAMPLE_RATE,
 ) -> None:
-    """Decodes `src` to 16-bit mono WAV at AUDIO_SAMPLE_RATE."""
+    """Decodes `src` to 16-bit mono WAV at `sample_rate` (AUDIO_SAMPLE_RATE unless told)."""
     command = [settings.FFMPEG_BINARY, "-nostdin", "-v", "error", "-y", "-ss", f"{start:.3f}"]
     if duration is not None:
         command += ["-t", f"{duration:.3f}"]
@@ -75,7 +80,7 @@ def decode_audio(
         "-ac",
         "1",
         "-ar",
-        str(AUDIO_SAMPLE_RATE),
+        str(sample_rate),
         "-c:a",
         "pcm_s16le",
         str(dst),

@@ -5,14 +5,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import tempfile
+import time
 import tomllib
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.core.files.base import ContentFile
@@ -20,7 +25,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from curation import media
+from curation import fetch, media
 from curation.models import Clip, Label, Recipe, Subset, SubsetClip, SuperCategory, WordLabel
 from curation.recipes import (
     FLAGS,
@@ -332,6 +337,295 @@ def clips_import_local_job(
     )
 
 
+# Fetching ---------------------------------------------------------------------------------
+
+# A claim older than this belongs to a run that died (worker killed, machine lost): one
+# fetch is bounded by yt-dlp's and ffmpeg's timeouts to a few minutes.
+FETCH_STALE_AFTER = timedelta(minutes=15)
+FETCH_POLL_SECONDS = 1.0
+
+log = logging.getLogger(__name__)
+
+# (clip id, its fetch_attempts when the run began) — see _clip_claim
+FetchTicket = tuple[int, int]
+
+
+def _clip_claim(*, clip_id: int, attempts: int | None, stale_after: timedelta) -> Clip | None:
+    """Marks a due clip `fetching`, counting the attempt, and returns it; None when the clip
+    is not due or another worker holds it.
+
+    Due: pending; failed with attempts left; fetching for longer than `stale_after` (its
+    run died). Counting at claim time means an interrupted attempt counts too, so a clip
+    that kills its worker every time stops being retried. `attempts` is the clip's count
+    when the caller's run began: a clip another worker of the same run has attempted
+    since is left alone, so one run tries each clip once. `fetched_at` holds the claim
+    time while fetching, and the time of the outcome afterwards.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        # skip_locked: two workers claiming the same clip must not queue on its row lock
+        clip = Clip.objects.select_for_update(skip_locked=True).filter(pk=clip_id).first()
+        if clip is None or clip.source != Clip.Source.YOUTUBE:
+            return None
+        if attempts is not None and clip.fetch_attempts != attempts:
+            return None
+        out_of_attempts = clip.fetch_attempts >= settings.FETCH_MAX_ATTEMPTS
+        if clip.status == Clip.Status.FETCHING:
+            if clip.fetched_at is not None and clip.fetched_at > now - stale_after:
+                return None
+            if out_of_attempts:
+                clip.status = Clip.Status.FAILED
+                clip.error = _fetch_failure_text(
+                    "the fetch was interrupted (its worker stopped)", clip.fetch_attempts
+                )
+                clip.fetched_at = now
+                clip.save(update_fields=["status", "error", "fetched_at"])
+                return None
+        elif clip.status == Clip.Status.FAILED:
+            if out_of_attempts:
+                return None
+        elif clip.status != Clip.Status.PENDING:
+            return None  # ready clips are never fetched twice; unavailable ones are gone
+        clip.status = Clip.Status.FETCHING
+        clip.fetch_attempts += 1
+        clip.fetched_at = now
+        clip.error = ""
+        clip.save(update_fields=["status", "fetch_attempts", "fetched_at", "error"])
+    return clip
+
+
+def _fetch_failure_text(reason: str, attempts: int) -> str:
+    left = settings.FETCH_MAX_ATTEMPTS - attempts
+    tail = f"{left} attempt(s) left" if left > 0 else "no attempts left"
+    return f"{reason} (attempt {attempts} of {settings.FETCH_MAX_ATTEMPTS}; {tail})"
+
+
+def _fetch_is_ours(current: Clip, claimed: Clip) -> bool:
+    """Whether our claim still stands: a claim taken over as stale must not be overwritten."""
+    return (
+        current.status == Clip.Status.FETCHING and current.fetch_attempts == claimed.fetch_attempts
+    )
+
+
+def _clip_settle(claimed: Clip, *, status: str, error: str) -> Clip:
+    with transaction.atomic():
+        clip = Clip.objects.select_for_update().get(pk=claimed.pk)
+        if _fetch_is_ours(clip, claimed):
+            clip.status = status
+            clip.error = error
+            clip.fetched_at = timezone.now()
+            clip.save(update_fields=["status", "error", "fetched_at"])
+    return clip
+
+
+def _clip_store_fetched(claimed: Clip, fetched: fetch.FetchedClip) -> Clip:
+    """Stores verified media through Django's storage and marks the clip ready, in one
+    transaction; files stored before a failure are deleted, so no file lacks a row and
+    no ready row lacks its files."""
+    stem = f"{claimed.youtube_id}_{round(claimed.start_seconds * 1000)}"
+    stored: list[Any] = []
+    try:
+        with transaction.atomic():
+            clip = Clip.objects.select_for_update().get(pk=claimed.pk)
+            if not _fetch_is_ours(clip, claimed):
+                return clip  # reclaimed as stale meanwhile: the new holder's result counts
+            replaced = [f.name for f in (clip.audio, clip.video) if f]
+            with fetched.audio.open("rb") as handle:
+                clip.audio.save(f"{stem}.wav", File(handle), save=False)
+                stored.append(clip.audio)
+            if fetched.video is not None:
+                with fetched.video.open("rb") as handle:
+                    clip.video.save(f"{stem}.mp4", File(handle), save=False)
+                    stored.append(clip.video)
+            else:
+                clip.video = ""
+            clip.status = Clip.Status.READY
+            clip.error = ""
+            clip.fetched_at = timezone.now()
+            clip.duration_seconds = fetched.duration_seconds
+            clip.sample_rate = fetched.sample_rate
+            clip.peaks = fetched.peaks
+            clip.content_sha256 = fetched.sha256
+            clip.silent = fetched.silent
+            clip.save()
+            orphans = [name for name in replaced if name not in {clip.audio.name, clip.video.name}]
+            if orphans:
+                storage = clip.audio.storage
+                transaction.on_commit(lambda: [storage.delete(name) for name in orphans])
+    except Exception:
+        for field_file in stored:
+            field_file.storage.delete(field_file.name)
+        raise
+    return clip
+
+
+def clip_fetch(
+    *, clip_id: int, attempts: int | None = None, stale_after: timedelta = FETCH_STALE_AFTER
+) -> Clip:
+    """Fetches one YouTube clip if it is due (see _clip_claim) and returns it as it ends up.
+
+    Outcomes: ready, with the WAV, the video hint, peaks and the silence flag; unavailable,
+    with yt-dlp's reason in `error`; failed, with the reason and the attempts left. A clip
+    that is not due, or that another worker holds, is returned unchanged.
+    """
+    claimed = _clip_claim(clip_id=clip_id, attempts=attempts, stale_after=stale_after)
+    if claimed is None:
+        return Clip.objects.get(pk=clip_id)
+    try:
+        with tempfile.TemporaryDirectory(prefix="earmark-fetch-") as tmp:
+            fetched = fetch.fetch_section(
+                youtube_id=claimed.youtube_id,
+                start=float(claimed.start_seconds),
+                end=float(claimed.end_seconds),
+                workdir=Path(tmp),
+            )
+            return _clip_store_fetched(claimed, fetched)
+    except fetch.Unavailable as exc:
+        return _clip_settle(claimed, status=Clip.Status.UNAVAILABLE, error=exc.reason)
+    except fetch.FetchFailed as exc:
+        error = _fetch_failure_text(exc.reason, claimed.fetch_attempts)
+        return _clip_settle(claimed, status=Clip.Status.FAILED, error=error)
+    except Exception as exc:
+        # a bug or a storage fault must not leave the clip "fetching" until it goes stale
+        log.exception("fetching clip %s failed", clip_id)
+        error = _fetch_failure_text(f"{type(exc).__name__}: {exc}", claimed.fetch_attempts)
+        return _clip_settle(claimed, status=Clip.Status.FAILED, error=error)
+
+
+def _fetch_settled(clip: Clip, attempts: int) -> bool:
+    """Whether the clip is done with for this run: gone or ready, or attempted since the
+    run began (`attempts` then) and no longer in the hands of a worker."""
+    if clip.status in (Clip.Status.READY, Clip.Status.UNAVAILABLE):
+        return True
+    return clip.fetch_attempts > attempts and clip.status != Clip.Status.FETCHING
+
+
+def clips_fetch(
+    *,
+    subset: Subset | None = None,
+    clip_ids: Iterable[int] | None = None,
+    progress: ProgressFn = _no_progress,
+    enlist: Callable[[list[FetchTicket]], None] | None = None,
+    stale_after: timedelta = FETCH_STALE_AFTER,
+    poll_seconds: float = FETCH_POLL_SECONDS,
+) -> dict[str, int]:
+    """Fetches every YouTube clip of the subset (or of `clip_ids`, or both: their overlap)
+    that is due, and waits until each is settled. Resumable: ready and unavailable clips
+    are skipped, failed ones are retried while attempts are left, and clips stuck
+    `fetching` by a run that died are taken over once stale.
+
+    `enlist`, when given, receives the run's tickets to hand to other workers (the job
+    sends one Celery task per clip); this process fetches too, so the run finishes
+    even when nobody else helps. Progress counts settled clips, whoever fetched them.
+    """
+    if subset is None and clip_ids is None:
+        raise ValidationError("Name a subset or clips to fetch.")
+    clips = Clip.objects.filter(source=Clip.Source.YOUTUBE)
+    if subset is not None:
+        clips = clips.filter(subsets=subset)
+    if clip_ids is not None:
+        wanted = set(clip_ids)
+        known = set(Clip.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+        if wanted - known:
+            raise ValidationError(f"Unknown clip id(s): {sorted(wanted - known)}.")
+        clips = clips.filter(pk__in=wanted)
+    rows = list(clips.order_by("pk").values_list("pk", "status", "fetch_attempts"))
+    already_ready = sum(1 for _, status, _ in rows if status == Clip.Status.READY)
+    tickets: list[FetchTicket] = [
+        (pk, attempts)
+        for pk, status, attempts in rows
+        if status in (Clip.Status.PENDING, Clip.Status.FETCHING)
+        or (status == Clip.Status.FAILED and attempts < settings.FETCH_MAX_ATTEMPTS)
+    ]
+    total = len(tickets)
+    progress(0, total, f"{total} of {len(rows)} clip(s) to fetch")
+    if enlist is not None and tickets:
+        enlist(tickets)
+
+    settled = 0
+    waiting: dict[int, int] = {}
+    for pk, attempts in tickets:
+        try:
+            clip = clip_fetch(clip_id=pk, attempts=attempts, stale_after=stale_after)
+        except Clip.DoesNotExist:
+            settled += 1  # deleted meanwhile: nothing left to fetch
+            continue
+        if _fetch_settled(clip, attempts):
+            settled += 1
+        else:
+            waiting[pk] = attempts  # another worker holds it, or is claiming it right now
+        progress(settled, total, f"{clip}: {clip.get_status_display().lower()}")
+
+    while waiting:
+        progress(settled, total, f"waiting for {len(waiting)} clip(s) other workers are fetching")
+        time.sleep(poll_seconds)
+        current = {clip.pk: clip for clip in Clip.objects.filter(pk__in=list(waiting))}
+        for pk, attempts in list(waiting.items()):
+            clip = current.get(pk)
+            if clip is not None and not _fetch_settled(clip, attempts):
+                # take over a claim that went stale (its worker died); else a no-op
+                token = clip.fetch_attempts if clip.status == Clip.Status.FETCHING else attempts
+                try:
+                    clip = clip_fetch(clip_id=pk, attempts=token, stale_after=stale_after)
+                except Clip.DoesNotExist:
+                    clip = None
+            if clip is None or _fetch_settled(clip, attempts):
+                settled += 1
+                del waiting[pk]
+    progress(total, total, "done")
+
+    final = Counter(clips.values_list("status", flat=True))
+    return {
+        "clips": len(rows),
+        "attempted": total,
+        "already_ready": already_ready,
+        "ready": final[Clip.Status.READY],
+        "silent": clips.filter(status=Clip.Status.READY, silent=True).count(),
+        "unavailable": final[Clip.Status.UNAVAILABLE],
+        "failed": final[Clip.Status.FAILED],
+        "failed_no_attempts_left": clips.filter(
+            status=Clip.Status.FAILED, fetch_attempts__gte=settings.FETCH_MAX_ATTEMPTS
+        ).count(),
+    }
+
+
+def clips_fetch_job(
+    *,
+    job: Any,
+    progress: ProgressFn,
+    subset_id: int | None = None,
+    clip_ids: list[int] | None = None,
+    fan_out: bool = True,
+) -> dict[str, int]:
+    """The "clips_fetch" job (media queue).
+
+    Design: the job fetches clip after clip itself and, with `fan_out`, also sends one
+    `curation.tasks.fetch_clip` task per clip to the media queue, so every free media
+    worker process joins in. Concurrency is therefore the number of media worker
+    processes (`celery -A earmark worker -Q media -c N`), with no second setting to keep
+    in step. Claims go through the database (skip_locked), so each clip is fetched by
+    exactly one process, and the job, which waits for clips others hold, reports
+    progress over all of them — a true progress bar. With a single worker process the
+    job does all the work and the queued tasks find nothing left; tasks that arrive
+    after the job finished or was cancelled do nothing.
+    """
+    subset = None
+    if subset_id is not None:
+        subset = Subset.objects.filter(pk=subset_id).first()
+        if subset is None:
+            raise ValidationError(f"Subset #{subset_id} no longer exists.")
+
+    def enlist(tickets: list[FetchTicket]) -> None:
+        from curation.tasks import fetch_clip
+
+        for clip_id, attempts in tickets:
+            fetch_clip.apply_async(args=[clip_id, attempts, job.pk], queue="media")
+
+    return clips_fetch(
+        subset=subset, clip_ids=clip_ids, progress=progress, enlist=enlist if fan_out else None
+    )
+
+
 # AudioSet segment lists -------------------------------------------------------------------
 
 SEGMENT_BATCH = 5000
@@ -497,6 +791,11 @@ def segments_import_job(
 # Recipes and subsets --------------------------------------------------------------------
 
 
+# Page and API addresses live beside recipe slugs (/recipes/import/, /recipes/preview).
+RESERVED_RECIPE_SLUGS = frozenset({"new", "import", "preview"})
+RECIPE_FILE_MAX_BYTES = 64 * 1024  # a recipe is a few hundred bytes; anything big is a mistake
+
+
 def recipe_save(
     *,
     project: Any,
@@ -512,6 +811,12 @@ def recipe_save(
     except (RecipeError, TypeError) as exc:
         raise ValidationError(f"Recipe {name!r}: {exc}") from None
     slug = slug or slugify(name)[:80]
+    if not slug:
+        raise ValidationError(f"Recipe {name!r}: the name needs at least one letter or digit.")
+    if slug in RESERVED_RECIPE_SLUGS:
+        raise ValidationError(
+            f"Recipe {name!r}: {slug!r} is a reserved address; pick another name."
+        )
     recipe, _ = Recipe.objects.update_or_create(
         project=project,
         slug=slug,
@@ -523,19 +828,35 @@ def recipe_save(
 def recipe_import(*, project: Any, path: Path, created_by: Any = None) -> Recipe:
     """Reads a recipe from a .toml or .json file; its `name` field (or the file name) names it."""
     path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in ("toml", "json"):
-        raise ValidationError(f"{path.name}: a recipe file ends in .toml or .json")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ValidationError(f"{path}: cannot read ({exc.strerror})") from None
+    spec, name = recipe_parse(filename=path.name, data=data)
+    return recipe_save(project=project, name=name, spec=spec, created_by=created_by)
+
+
+def recipe_parse(*, filename: str, data: bytes) -> tuple[RecipeSpec, str]:
+    """Checks an uploaded or local recipe file: extension, size, encoding, then the spec.
+    Returns the spec and the name it gives itself (else the file's stem)."""
+    fmt = Path(filename).suffix.lower().lstrip(".")
+    if fmt not in ("toml", "json"):
+        raise ValidationError(f"{filename}: a recipe file ends in .toml or .json")
+    if len(data) > RECIPE_FILE_MAX_BYTES:
+        raise ValidationError(
+            f"{filename}: {len(data):,} bytes; a recipe file may hold at most "
+            f"{RECIPE_FILE_MAX_BYTES // 1024} KB"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValidationError(f"{filename}: not UTF-8 text") from None
     try:
         spec = spec_from_text(text, fmt=fmt)
-        name = _recipe_name(text, fmt) or path.stem
-    except RecipeError as exc:
-        raise ValidationError(f"{path.name}: {exc}") from None
-    return recipe_save(project=project, name=name, spec=spec, created_by=created_by)
+        name = _recipe_name(text, fmt) or Path(filename).stem
+    except (RecipeError, TypeError) as exc:
+        raise ValidationError(f"{filename}: {exc}") from None
+    return spec, name
 
 
 def _recipe_name(text: str, fmt: str) -> str:
@@ -618,14 +939,11 @@ def _candidate_links(segment_lists: list[str], label_position: dict[int, int]) -
     return clip_ids, np.searchsorted(clip_ids, clips), lookup[labels]
 
 
-def subset_build(
-    *, recipe: Recipe, name: str = "", slug: str = "", progress: ProgressFn = _no_progress
-) -> Subset:
-    """Selects clips by the recipe and stores them, split, with a report and a bar chart."""
-    try:
-        spec = RecipeSpec.from_dict(recipe.spec)
-    except (RecipeError, TypeError) as exc:
-        raise ValidationError(f"Recipe {recipe.name!r}: {exc}") from None
+def _subset_select(
+    spec: RecipeSpec, *, progress: ProgressFn = _no_progress, what: str = "Recipe"
+) -> tuple[dict[str, Any], Candidates, Selection]:
+    """Loads the candidate clips for the spec and selects from them; stores nothing.
+    Shared by subset_build and subset_preview, so a preview shows exactly what a build keeps."""
     progress(0, 4, "reading labels")
     table = _label_table()
     if len(table["pk"]) == 0:
@@ -648,14 +966,43 @@ def subset_build(
     try:
         selection = select_subset(spec, candidates)
     except RecipeError as exc:
-        raise ValidationError(f"Recipe {recipe.name!r}: {exc}") from None
+        raise ValidationError(f"{what}: {exc}") from None
+    return table, candidates, selection
 
+
+def subset_preview(
+    *, project: Any, spec: RecipeSpec | dict[str, Any], top_labels: int = 10
+) -> dict[str, Any]:
+    """What building this spec would select now — the build's report, with only the
+    `top_labels` largest labels — without storing anything. `project` is where the
+    preview is asked from; candidates are the shared AudioSet clips, as for builds."""
+    try:
+        spec = spec if isinstance(spec, RecipeSpec) else RecipeSpec.from_dict(spec)
+        spec.validate()
+    except (RecipeError, TypeError) as exc:
+        raise ValidationError(str(exc)) from None
+    table, candidates, selection = _subset_select(spec, what="Preview")
+    report = _subset_report(spec, table, candidates, selection)
+    report["labels"] = report["labels"][: max(0, top_labels)]
+    return report
+
+
+def subset_build(
+    *, recipe: Recipe, name: str = "", slug: str = "", progress: ProgressFn = _no_progress
+) -> Subset:
+    """Selects clips by the recipe and stores them, split, with a report and a bar chart."""
+    try:
+        spec = RecipeSpec.from_dict(recipe.spec)
+    except (RecipeError, TypeError) as exc:
+        raise ValidationError(f"Recipe {recipe.name!r}: {exc}") from None
+    table, candidates, selection = _subset_select(
+        spec, progress=progress, what=f"Recipe {recipe.name!r}"
+    )
     report = _subset_report(spec, table, candidates, selection)
     progress(3, 4, f"storing {len(selection.clip_ids):,} clips")
-    chart = _subset_chart(table, selection, title=recipe.name)
     stamp = timezone.now()
-    with transaction.atomic():
-        subset = Subset.objects.create(
+    subset = _subset_store(
+        Subset(
             project=recipe.project,
             recipe=recipe,
             name=name or f"{recipe.name} ({stamp:%Y-%m-%d %H:%M})",
@@ -663,17 +1010,72 @@ def subset_build(
             spec=spec.to_dict(),
             report=report,
             built_at=stamp,
-        )
-        SubsetClip.objects.bulk_create(
-            [
-                SubsetClip(subset=subset, clip_id=int(clip), split=str(split))
-                for clip, split in zip(selection.clip_ids, selection.splits, strict=True)
-            ],
-            batch_size=5000,
-        )
-        subset.chart.save(f"{subset.slug}.png", ContentFile(chart), save=True)
+        ),
+        selection,
+        _subset_chart(table, selection, title=recipe.name),
+    )
     progress(4, 4, "done")
     return subset
+
+
+def _subset_store(subset: Subset, selection: Selection, chart: bytes) -> Subset:
+    with transaction.atomic():
+        subset.save()
+        # bulk_create of 375k SubsetClip objects took most of a 2 M-clip build's memory
+        _insert_many(
+            SubsetClip._meta.db_table,
+            ["subset_id", "clip_id", "split"],
+            [
+                (subset.pk, int(clip), str(split))
+                for clip, split in zip(selection.clip_ids, selection.splits, strict=True)
+            ],
+        )
+        subset.chart.save(f"{subset.slug}.png", ContentFile(chart), save=True)
+    return subset
+
+
+def subset_from_clips(
+    *,
+    project: Any,
+    name: str,
+    clip_ids: Iterable[int],
+    slug: str = "",
+    val_size: float | int = 0,
+    test_size: float | int = 0,
+    seed: int = 0,
+) -> Subset:
+    """A hand-picked subset: exactly these clips (local ones too), split by the seed, with
+    the same report and chart as a recipe build. The demo uses it for its local clips."""
+    from curation.recipes import _assign_splits  # the split rule recipes use, not a copy
+
+    ids = np.unique(np.fromiter(clip_ids, dtype=np.int64))
+    if len(ids) != Clip.objects.filter(pk__in=ids.tolist()).count():
+        raise ValidationError(f"Subset {name!r}: some of the clips do not exist.")
+    table = _label_table()
+    position = {int(pk): i for i, pk in enumerate(table["pk"])}
+    links = np.array(
+        Clip.labels.through.objects.filter(clip_id__in=ids.tolist()).values_list(
+            "clip_id", "label_id"
+        ),
+        dtype=np.int64,
+    ).reshape(-1, 2)
+    link_clip = np.searchsorted(ids, links[:, 0])
+    link_label = np.array([position[int(pk)] for pk in links[:, 1]], dtype=np.int64)
+    n_labels = len(table["pk"])
+    counts = np.bincount(link_label, minlength=n_labels)
+    every = np.ones(n_labels, dtype=bool)
+    candidates = Candidates(ids, link_clip, link_label, every, ~every, every)
+    order = ids[np.random.default_rng(seed).permutation(len(ids))]
+    try:
+        splits = _assign_splits(len(order), val_size, test_size)
+    except RecipeError as exc:
+        raise ValidationError(f"Subset {name!r}: {exc}") from None
+    selection = Selection(order, splits, counts, counts, counts > 0)
+    spec = {"hand_picked": len(ids), "val_size": val_size, "test_size": test_size, "seed": seed}
+    report = _subset_report(RecipeSpec(), table, candidates, selection)
+    subset = Subset(project=project, name=name, slug=slug or slugify(name)[:80], spec=spec)
+    subset.report = report
+    return _subset_store(subset, selection, _subset_chart(table, selection, title=name))
 
 
 def _subset_report(

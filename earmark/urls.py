@@ -13,4 +13,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("core.urls")),
     path("", include("annotation.urls")),
+    path("", include("curation.urls")),
 ]

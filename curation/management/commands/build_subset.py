@@ -36,6 +36,8 @@ class Command(JobCommand):
                 known = ", ".join(target.recipes.values_list("slug", flat=True)) or "none"
                 raise CommandError(f"No recipe {recipe!r} in {project}; known: {known}.")
         self.run_job(
-            kind="subset_build", params={"recipe_id": found.pk, "name": name},
-            label=f"Build subset from {found.name}", project=target,
+            kind="subset_build",
+            params={"recipe_id": found.pk, "name": name},
+            label=f"Build subset from {found.name}",
+            project=target,
         )

@@ -1,0 +1,388 @@
+"""Curation API (mounted on /api/ by core.api): recipes, previews and builds, subsets and their
+clips, fetching, and the ontology with its curation flags.
+
+Access is the pages': a project you are not in is a 404, curation data needs the researcher
+or reviewer role (403 for annotators), and changes need the researcher role.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import EmptyPage, Paginator
+from django.http import HttpRequest
+from django.urls import reverse
+from ninja import Body, Router, Schema
+from ninja.errors import HttpError
+from ninja.responses import Status
+
+from core.jobs import JOB_KINDS
+from core.models import Membership, Project, Role
+from core.schemas import ErrorOut, JobOut
+from core.services import job_enqueue, require_role
+from curation import queries, services
+from curation.models import Clip, Label, Recipe, Split, Subset
+from curation.recipes import RecipeError, RecipeSpec
+
+router = Router(tags=["curation"])
+
+READ = (Role.RESEARCHER, Role.REVIEWER)
+WRITE = (Role.RESEARCHER,)
+MAX_PER_PAGE = 500
+# model fields copied as they are into ClipOut and LabelOut
+CLIP_FIELDS = ("id", "source", "segment_list", "youtube_id", "original_name", "status", "error")
+CLIP_FIELDS += ("duration_seconds", "silent")
+LABEL_FIELDS = ("mid", "name", "description", "abstract", "blacklisted", "curation_note")
+LABEL_FIELDS += ("needs_visuals", "needs_expertise", "excluded")
+
+
+class RecipeOut(Schema):
+    slug: str
+    name: str
+    spec: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class RecipeIn(Schema):
+    name: str | None = None  # defaults to the current name, or the slug for a new recipe
+    spec: dict[str, Any]
+
+
+class BuildIn(Schema):
+    name: str = ""
+
+
+class LabelCountOut(Schema):
+    mid: str
+    name: str
+    before: int
+    after: int
+
+
+class ReportOut(Schema):
+    candidate_clips: int
+    selected_clips: int
+    labels_kept: int
+    splits: dict[str, int]
+    skew_before: float
+    skew_after: float
+    super_categories: dict[str, int]
+    labels: list[LabelCountOut]
+
+
+class SpecErrorOut(Schema):
+    detail: str
+    field: str | None  # the RecipeSpec field the message is about, when it names one
+
+
+class SubsetOut(Schema):
+    slug: str
+    name: str
+    recipe: str | None
+    built_at: datetime
+    clips: int
+    ready: int
+
+
+class SubsetDetailOut(SubsetOut):
+    spec: dict[str, Any]
+    report: dict[str, Any]
+    statuses: dict[str, int]
+    percent_ready: int
+
+
+class ClipOut(Schema):
+    id: int
+    source: str
+    segment_list: str
+    youtube_id: str
+    start_seconds: float
+    end_seconds: float
+    original_name: str
+    status: str
+    error: str
+    duration_seconds: float | None
+    silent: bool
+    split: str | None
+    labels: list[str]
+    audio_url: str | None
+    video_url: str | None
+
+
+class ClipPageOut(Schema):
+    count: int
+    page: int
+    pages: int
+    items: list[ClipOut]
+
+
+class LabelOut(Schema):
+    mid: str
+    name: str
+    description: str
+    abstract: bool
+    blacklisted: bool
+    needs_visuals: bool
+    needs_expertise: bool
+    excluded: bool
+    curation_note: str
+    word_label: str | None
+    super_category: str | None
+    children: list[str]
+
+
+# Access ----------------------------------------------------------------------------------
+
+
+def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
+    project = Project.objects.filter(slug=slug).first()
+    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
+        raise HttpError(404, f"No project {slug!r} (or you are not in it).")
+    try:
+        require_role(project, request.user, *roles)
+    except PermissionDenied:
+        who = "researchers" if roles == WRITE else "researchers and reviewers"
+        raise HttpError(403, f"Only the project's {who} may do this.") from None
+    return project
+
+
+def _recipe(request: HttpRequest, slug: str, recipe_slug: str, *roles: str) -> Recipe:
+    project = _project(request, slug, *roles)
+    recipe = Recipe.objects.filter(project=project, slug=recipe_slug).first()
+    if recipe is None:
+        raise HttpError(404, f"No recipe {recipe_slug!r} in project {slug!r}.")
+    return recipe
+
+
+def _subset(request: HttpRequest, slug: str, subset_slug: str, *roles: str) -> Subset:
+    project = _project(request, slug, *roles)
+    subset = Subset.objects.select_related("recipe").filter(project=project, slug=subset_slug)
+    found = subset.first()
+    if found is None:
+        raise HttpError(404, f"No subset {subset_slug!r} in project {slug!r}.")
+    return found
+
+
+def _spec_error(exc: ValidationError) -> Status:
+    message = "; ".join(exc.messages)
+    field, _, _ = message.partition(": ")
+    known = {f for f in RecipeSpec.__dataclass_fields__}
+    return Status(400, {"detail": message, "field": field if field in known else None})
+
+
+def _recipe_out(recipe: Recipe) -> dict[str, Any]:
+    return {
+        "slug": recipe.slug,
+        "name": recipe.name,
+        "spec": recipe.spec,
+        "created_at": recipe.created_at,
+        "updated_at": recipe.updated_at,
+    }
+
+
+def _subset_out(subset: Subset, counts: dict[int, tuple[int, int]]) -> dict[str, Any]:
+    clips, ready = counts.get(subset.pk, (0, 0))
+    return {
+        "slug": subset.slug,
+        "name": subset.name,
+        "recipe": subset.recipe.slug if subset.recipe else None,
+        "built_at": subset.built_at,
+        "clips": clips,
+        "ready": ready,
+    }
+
+
+# Recipes --------------------------------------------------------------------------------
+
+
+@router.get(
+    "/projects/{slug}/recipes", response={200: list[RecipeOut], 403: ErrorOut, 404: ErrorOut}
+)
+def recipe_list(request: HttpRequest, slug: str) -> Any:
+    project = _project(request, slug, *READ)
+    return [_recipe_out(r) for r in project.recipes.all()]
+
+
+# Declared before /recipes/{recipe_slug}: Django tries the URL patterns in this order.
+@router.post(
+    "/projects/{slug}/recipes/preview",
+    response={200: ReportOut, 400: SpecErrorOut, 403: ErrorOut, 404: ErrorOut},
+)
+def recipe_preview(request: HttpRequest, slug: str, spec: Body[dict[str, Any]]) -> Any:
+    """What a build of this spec would select now; nothing is stored."""
+    project = _project(request, slug, *WRITE)
+    try:
+        return services.subset_preview(project=project, spec=spec)
+    except ValidationError as exc:
+        return _spec_error(exc)
+
+
+@router.get(
+    "/projects/{slug}/recipes/{recipe_slug}",
+    response={200: RecipeOut, 403: ErrorOut, 404: ErrorOut},
+)
+def recipe_get(request: HttpRequest, slug: str, recipe_slug: str) -> Any:
+    return _recipe_out(_recipe(request, slug, recipe_slug, *READ))
+
+
+@router.put(
+    "/projects/{slug}/recipes/{recipe_slug}",
+    response={200: RecipeOut, 201: RecipeOut, 400: SpecErrorOut, 403: ErrorOut, 404: ErrorOut},
+)
+def recipe_put(request: HttpRequest, slug: str, recipe_slug: str, payload: RecipeIn) -> Any:
+    """Creates the recipe at this address (201) or replaces its name and spec (200)."""
+    project = _project(request, slug, *WRITE)
+    existing = Recipe.objects.filter(project=project, slug=recipe_slug).first()
+    try:
+        spec = RecipeSpec.from_dict(payload.spec)  # first, so errors start with the field
+        recipe = services.recipe_save(
+            project=project,
+            name=payload.name or (existing.name if existing else recipe_slug),
+            spec=spec,
+            slug=recipe_slug,
+            created_by=existing.created_by if existing else request.user,
+        )
+    except (RecipeError, TypeError) as exc:
+        return _spec_error(ValidationError(str(exc)))
+    except ValidationError as exc:
+        return _spec_error(exc)
+    return Status(200 if existing else 201, _recipe_out(recipe))
+
+
+@router.post(
+    "/projects/{slug}/recipes/{recipe_slug}/build",
+    response={201: JobOut, 403: ErrorOut, 404: ErrorOut},
+)
+def recipe_build(
+    request: HttpRequest, slug: str, recipe_slug: str, payload: BuildIn | None = None
+) -> Any:
+    """Queues a "subset_build" job; follow it at /api/jobs/{id}."""
+    recipe = _recipe(request, slug, recipe_slug, *WRITE)
+    job = job_enqueue(
+        kind="subset_build",
+        params={"recipe_id": recipe.pk, "name": payload.name.strip() if payload else ""},
+        project=recipe.project,
+        created_by=request.user,
+        label=f"Build subset from {recipe.name}",
+    )
+    return Status(201, job)
+
+
+# Subsets --------------------------------------------------------------------------------
+
+
+@router.get(
+    "/projects/{slug}/subsets", response={200: list[SubsetOut], 403: ErrorOut, 404: ErrorOut}
+)
+def subset_list(request: HttpRequest, slug: str) -> Any:
+    project = _project(request, slug, *READ)
+    subsets = list(project.subsets.select_related("recipe").defer("report", "spec"))
+    counts = queries.subset_clip_counts(subsets)
+    return [_subset_out(s, counts) for s in subsets]
+
+
+@router.get(
+    "/projects/{slug}/subsets/{subset_slug}",
+    response={200: SubsetDetailOut, 403: ErrorOut, 404: ErrorOut},
+)
+def subset_get(request: HttpRequest, slug: str, subset_slug: str) -> Any:
+    subset = _subset(request, slug, subset_slug, *READ)
+    status = queries.subset_status_counts(subset)
+    return {
+        **_subset_out(subset, queries.subset_clip_counts([subset])),
+        "spec": subset.spec,
+        "report": subset.report,
+        "statuses": status["statuses"],
+        "percent_ready": status["percent_ready"],
+    }
+
+
+@router.get(
+    "/projects/{slug}/subsets/{subset_slug}/clips",
+    response={200: ClipPageOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+)
+def subset_clips(
+    request: HttpRequest,
+    slug: str,
+    subset_slug: str,
+    split: str = "",
+    status: str = "",
+    page: int = 1,
+    per_page: int = 50,
+) -> Any:
+    subset = _subset(request, slug, subset_slug, *READ)
+    if split and split not in Split.values:
+        raise HttpError(400, f"split must be one of {', '.join(Split.values)}.")
+    if status and status not in Clip.Status.values:
+        raise HttpError(400, f"status must be one of {', '.join(Clip.Status.values)}.")
+    clips = queries.project_clips(subset.project, subset=subset, split=split, status=status)
+    paginator = Paginator(clips.prefetch_related("labels"), max(1, min(per_page, MAX_PER_PAGE)))
+    try:
+        current = paginator.page(page)
+    except EmptyPage:
+        raise HttpError(404, f"No page {page}; there are {paginator.num_pages}.") from None
+    splits = queries.clip_splits(subset, current.object_list)
+    items = [_clip_out(subset.project, clip, splits.get(clip.pk)) for clip in current]
+    return {"count": paginator.count, "page": page, "pages": paginator.num_pages, "items": items}
+
+
+def _clip_out(project: Project, clip: Clip, split: str | None) -> dict[str, Any]:
+    args = [project.slug, clip.pk]
+    return {
+        **{f: getattr(clip, f) for f in CLIP_FIELDS},
+        "start_seconds": float(clip.start_seconds),
+        "end_seconds": float(clip.end_seconds),
+        "split": split,
+        "labels": [label.mid for label in clip.labels.all()],
+        "audio_url": reverse("clip_audio", args=args) if clip.audio else None,
+        "video_url": reverse("clip_video", args=args) if clip.video else None,
+    }
+
+
+@router.post(
+    "/projects/{slug}/subsets/{subset_slug}/fetch",
+    response={201: JobOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut},
+)
+def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> Any:
+    """Queues a "clips_fetch" job for the subset's clips; follow it at /api/jobs/{id}."""
+    subset = _subset(request, slug, subset_slug, *WRITE)
+    if "clips_fetch" not in JOB_KINDS:
+        return Status(503, {"detail": "Fetching clips is not available on this server yet."})
+    job = job_enqueue(
+        kind="clips_fetch",
+        params={"subset_id": subset.pk},
+        project=subset.project,
+        created_by=request.user,
+        label=f"Fetch clips of {subset.name}",
+    )
+    return Status(201, job)
+
+
+# Ontology -------------------------------------------------------------------------------
+
+
+@router.get("/labels", response={200: list[LabelOut], 403: ErrorOut})
+def label_list(request: HttpRequest, q: str = "") -> Any:
+    """The AudioSet ontology with curation flags; `q` filters by name."""
+    curator = Membership.objects.filter(user=request.user, role__in=READ).exists()
+    if not (curator or request.user.is_staff):
+        raise HttpError(403, "Only researchers and reviewers see the ontology.")
+    labels = Label.objects.select_related("word_label").order_by("pk")
+    if q.strip():
+        labels = labels.filter(name__icontains=q.strip())
+    children: dict[int, list[str]] = {}
+    edges = Label.children.through.objects.order_by("pk")
+    for parent, child_mid in edges.values_list("from_label_id", "to_label__mid"):
+        children.setdefault(parent, []).append(child_mid)
+    return [
+        {
+            **{f: getattr(label, f) for f in LABEL_FIELDS},
+            "word_label": label.word_label.name if label.word_label else None,
+            "super_category": label.word_label.super_category if label.word_label else None,
+            "children": children.get(label.pk, []),
+        }
+        for label in labels
+    ]

@@ -1,0 +1,154 @@
+"""Forms of the curation pages. RecipeForm is generated from curation.recipes.RecipeSpec, so a
+field added to the spec appears on the editor (tests fail if its type has no form field)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ImproperlyConfigured
+
+from curation.models import Label
+from curation.recipes import FLAGS, PRESETS, SEGMENT_LISTS, RecipeError, RecipeSpec
+
+# The comments on RecipeSpec's fields, for people.
+HELP: dict[str, str] = {
+    "segment_lists": "AudioSet lists to draw clips from.",
+    "min_clips_per_label": "Drop labels with fewer candidate clips than this (AudioCaps: 1000).",
+    "excluded_subtrees": "Ontology subtrees (names or ids, comma-separated) whose labels are "
+    "never used (AudioCaps: Music).",
+    "drop_clips_with_excluded_labels": "Also drop every clip that carries a label from an "
+    "excluded subtree.",
+    "excluded_flags": "Curation flags that exclude a label.",
+    "exclude_abstract": "Honour the ontology's “abstract” restriction.",
+    "exclude_blacklisted": "Honour the ontology's “blacklist” restriction.",
+    "max_clips_per_label": "Fill each label up to this many clips, preferring clips with more "
+    "word labels. Empty: no cap.",
+    "max_label_share": "Then trim any label holding more than this share of the selected clips "
+    "(between 0 and 1). Empty: no trim.",
+    "val_size": "Validation size: a count (500) or a fraction (0.1).",
+    "test_size": "Test size: a count or a fraction; train gets the rest.",
+    "seed": "The same seed on the same data selects and splits the same clips.",
+}
+CHOICES: dict[str, list[tuple[str, str]]] = {
+    "segment_lists": [(s, s) for s in SEGMENT_LISTS],
+    "excluded_flags": [(f, f.replace("_", " ")) for f in FLAGS],
+}
+PRESET_CHOICES = [("", "blank (defaults)")] + [(name, name) for name in PRESETS]
+
+
+class CountOrFractionField(forms.CharField):
+    """RecipeSpec's val_size/test_size: "500" is a count, "0.1" a fraction."""
+
+    def to_python(self, value: Any) -> int | float | None:  # type: ignore[override]
+        text = str(value or "").strip()
+        if not text:
+            return None
+        if re.fullmatch(r"\d+", text):
+            return int(text)
+        try:
+            return float(text)
+        except ValueError:
+            raise forms.ValidationError("Enter a count (500) or a fraction (0.1).") from None
+
+
+def _spec_field(name: str, kind: str) -> forms.Field:
+    """The form field for one RecipeSpec field; its `data-spec` attribute tells the preview
+    script how to read it back into the spec. Range rules stay in RecipeSpec.validate, so
+    the page and the API give the same messages."""
+    if name in CHOICES:
+        widget = forms.CheckboxSelectMultiple(attrs={"data-spec": "choices"})
+        return forms.MultipleChoiceField(choices=CHOICES[name], required=False, widget=widget)
+    number = {"step": "any"}
+    table: dict[str, tuple[type[forms.Field], dict[str, Any], str]] = {
+        "list[str]": (forms.CharField, {"required": False}, "csv"),
+        "bool": (forms.BooleanField, {"required": False}, "bool"),
+        "int": (forms.IntegerField, {}, "int"),
+        "int | None": (forms.IntegerField, {"required": False}, "int"),
+        "float | None": (forms.FloatField, {"required": False, "attrs": number}, "float"),
+        "float | int": (CountOrFractionField, {"attrs": number, "number": True}, "size"),
+    }
+    if kind not in table:
+        raise ImproperlyConfigured(f"RecipeSpec.{name}: no form field for type {kind!r}")
+    field_class, options, spec_kind = table[kind]
+    attrs = {"data-spec": spec_kind, **options.pop("attrs", {})}
+    if options.pop("number", False) or field_class in (forms.IntegerField, forms.FloatField):
+        widget: forms.Widget = forms.NumberInput(attrs=attrs)
+    elif field_class is forms.BooleanField:
+        widget = forms.CheckboxInput(attrs=attrs)
+    else:
+        widget = forms.TextInput(attrs=attrs)
+    return field_class(widget=widget, **options)
+
+
+class RecipeForm(forms.Form):
+    name = forms.CharField(max_length=200)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spec: RecipeSpec | None = None
+        for spec_field in fields(RecipeSpec):
+            form_field = _spec_field(spec_field.name, str(spec_field.type))
+            form_field.label = spec_field.name.replace("_", " ").capitalize()
+            form_field.help_text = HELP.get(spec_field.name, "")
+            self.fields[spec_field.name] = form_field
+
+    @staticmethod
+    def initial_for(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """The form's values for a stored spec (a dict, so an outdated one still opens)."""
+        data: dict[str, Any] = {"name": name, **spec}
+        data["excluded_subtrees"] = ", ".join(spec.get("excluded_subtrees") or [])
+        return data
+
+    def clean_excluded_subtrees(self) -> list[str]:
+        names = [n.strip() for n in self.cleaned_data["excluded_subtrees"].split(",") if n.strip()]
+        known = {mid for mid in Label.objects.filter(mid__in=names).values_list("mid", flat=True)}
+        known |= {n.lower() for n in Label.objects.values_list("name", flat=True)}
+        unknown = [n for n in names if n not in known and n.lower() not in known]
+        if unknown:
+            raise forms.ValidationError(f"No label named {', '.join(unknown)}.")
+        return names
+
+    def clean(self) -> dict[str, Any]:
+        """Checks the whole spec with RecipeSpec's own rules and puts each message on the
+        field it names (messages start "field: …")."""
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        data = {f.name: cleaned.get(f.name) for f in fields(RecipeSpec)}
+        try:
+            self.spec = RecipeSpec.from_dict(data)
+        except (RecipeError, TypeError) as exc:
+            where, _, why = str(exc).partition(": ")
+            if where in self.fields and why:
+                self.add_error(where, why)
+            else:
+                self.add_error(None, str(exc))
+        return cleaned
+
+
+class NewRecipeForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    preset = forms.ChoiceField(choices=PRESET_CHOICES, required=False, label="Start from")
+
+    def spec(self) -> RecipeSpec:
+        preset = self.cleaned_data.get("preset")
+        # a copy: the presets are shared module state
+        return RecipeSpec.from_dict(PRESETS[preset].to_dict()) if preset else RecipeSpec()
+
+
+class RecipeUploadForm(forms.Form):
+    file = forms.FileField(label="Recipe file (.toml or .json, at most 64 KB)")
+
+
+class LabelCurateForm(forms.Form):
+    needs_visuals = forms.BooleanField(required=False)
+    needs_expertise = forms.BooleanField(required=False)
+    excluded = forms.BooleanField(required=False)
+    note = forms.CharField(required=False, max_length=2000)
+
+
+class BuildForm(forms.Form):
+    name = forms.CharField(max_length=200, required=False, label="Subset name (optional)")

@@ -1,0 +1,21 @@
+"""Celery tasks of curation. Thin: each calls one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="curation.tasks.fetch_clip")
+def fetch_clip(clip_id: int, attempts: int | None = None, job_id: int | None = None) -> str:
+    """Fetches one clip for a "clips_fetch" job (see curation.services.clips_fetch_job).
+
+    Returns the clip's status. A task whose job already finished, or is being cancelled,
+    does nothing: the job has settled the clip, or is being stopped on purpose.
+    """
+    from core.models import Job
+    from curation.services import clip_fetch
+
+    running = Job.objects.filter(pk=job_id, state=Job.State.RUNNING, cancel_requested=False)
+    if job_id is not None and not running.exists():
+        return "skipped"
+    return clip_fetch(clip_id=clip_id, attempts=attempts).status

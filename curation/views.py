@@ -1,0 +1,412 @@
+"""Curation pages: ontology, recipes, subsets, clips. Researchers edit; reviewers read.
+
+Every view loads the project through core.views._project_for (404 for non-members, 403 for
+annotators), then its objects through the project, so a slug from another project is a 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.utils.text import slugify
+from django.views.decorators.gzip import gzip_page
+from django.views.decorators.http import require_GET, require_POST
+
+from core.jobs import JOB_KINDS
+from core.models import Project, Role
+from core.services import job_enqueue
+from core.views import _project_for
+from curation import queries, services
+from curation.forms import (
+    BuildForm,
+    LabelCurateForm,
+    NewRecipeForm,
+    RecipeForm,
+    RecipeUploadForm,
+)
+from curation.models import Clip, Label, Recipe, Split, Subset, SuperCategory
+from curation.recipes import RecipeError
+
+READ = (Role.RESEARCHER, Role.REVIEWER)
+WRITE = (Role.RESEARCHER,)
+CLIPS_PER_PAGE = 50
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def _recipe_for(
+    request: HttpRequest, slug: str, recipe_slug: str, *roles: str
+) -> tuple[Recipe, Role]:
+    project, role = _project_for(request, slug, *roles)
+    recipe = get_object_or_404(
+        Recipe.objects.select_related("project"), project=project, slug=recipe_slug
+    )
+    return recipe, role
+
+
+def _subset_for(
+    request: HttpRequest, slug: str, subset_slug: str, *roles: str
+) -> tuple[Subset, Role]:
+    project, role = _project_for(request, slug, *roles)
+    subset = get_object_or_404(
+        Subset.objects.select_related("project", "recipe"), project=project, slug=subset_slug
+    )
+    return subset, role
+
+
+def _file_response(field_file: Any, *, missing: str) -> FileResponse:
+    """Streams a stored file; 404 when the row has none or the file is gone from disk."""
+    if not field_file:
+        raise Http404(missing)
+    try:
+        handle = field_file.open("rb")
+    except FileNotFoundError:
+        raise Http404(missing) from None
+    response = FileResponse(handle)
+    # members only: never in a shared cache
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+# Ontology -------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+@gzip_page  # 632 labels with their forms: ~850 KB of HTML, ~60 KB compressed
+def ontology(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = _project_for(request, slug, *READ)
+    q = request.GET.get("q", "").strip()
+    tree = queries.ontology_tree(q=q, focus=_int(request.GET.get("focus")))
+    context = {
+        "project": project,
+        "role": role,
+        "tree": tree,
+        "q": q,
+        "lists": queries.SEGMENT_LISTS,
+        "can_edit": role == Role.RESEARCHER,
+    }
+    return render(request, "curation/ontology.html", context)
+
+
+@login_required
+@require_POST
+def label_curate(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    _project_for(request, slug, *WRITE)
+    label = get_object_or_404(Label, pk=pk)
+    form = LabelCurateForm(request.POST)
+    if form.is_valid():
+        services.label_curate(label=label, **form.cleaned_data)
+        messages.success(request, f"Saved the curation of {label.name}.")
+    else:
+        messages.error(request, f"{label.name} not saved: {form.errors.as_text()}")
+    params = {"focus": label.pk, **({"q": request.POST["q"]} if request.POST.get("q") else {})}
+    # back to the same label, opened, in the same search
+    return redirect(f"{reverse('ontology', args=[slug])}?{urlencode(params)}#label-{label.pk}")
+
+
+# Recipes --------------------------------------------------------------------------------
+
+
+def _recipe_list_page(
+    request: HttpRequest, project: Project, role: Role, new_form: NewRecipeForm | None = None
+) -> HttpResponse:
+    recipes = project.recipes.annotate(n_subsets=Count("subsets"))
+    context = {
+        "project": project,
+        "role": role,
+        "recipes": recipes,
+        "can_edit": role == Role.RESEARCHER,
+        "new_form": new_form or NewRecipeForm(),
+        "upload_form": RecipeUploadForm(),
+    }
+    return render(request, "curation/recipe_list.html", context)
+
+
+@login_required
+@require_GET
+def recipe_list(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = _project_for(request, slug, *READ)
+    return _recipe_list_page(request, project, role)
+
+
+@login_required
+@require_POST
+def recipe_new(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = _project_for(request, slug, *WRITE)
+    form = NewRecipeForm(request.POST)
+    if form.is_valid():
+        name = form.cleaned_data["name"]
+        if project.recipes.filter(slug=slugify(name)[:80]).exists():
+            form.add_error("name", "This project already has a recipe with that name.")
+        else:
+            try:
+                recipe = services.recipe_save(
+                    project=project, name=name, spec=form.spec(), created_by=request.user
+                )
+            except ValidationError as exc:
+                form.add_error("name", exc)
+            else:
+                messages.success(request, f"Recipe {recipe.name} created.")
+                return redirect("recipe_detail", slug, recipe.slug)
+    return _recipe_list_page(request, project, role, new_form=form)
+
+
+def _uploaded_recipe(request: HttpRequest) -> tuple[Any, str]:
+    """(spec, name) of the uploaded recipe file; ValidationError says what is wrong."""
+    form = RecipeUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        raise ValidationError("Choose a .toml or .json recipe file to import.")
+    upload = form.cleaned_data["file"]
+    # one byte over the limit is enough for recipe_parse to refuse it, unread beyond that
+    data = upload.read(services.RECIPE_FILE_MAX_BYTES + 1)
+    return services.recipe_parse(filename=upload.name, data=data)
+
+
+@login_required
+@require_POST
+def recipe_import(request: HttpRequest, slug: str) -> HttpResponse:
+    project, _ = _project_for(request, slug, *WRITE)
+    try:
+        spec, name = _uploaded_recipe(request)
+        replaced = project.recipes.filter(slug=slugify(name)[:80]).exists()
+        recipe = services.recipe_save(
+            project=project, name=name, spec=spec, created_by=request.user
+        )
+    except ValidationError as exc:
+        messages.error(request, f"Not imported: {'; '.join(exc.messages)}")
+        return redirect("recipe_list", slug)
+    messages.success(request, f"{'Replaced' if replaced else 'Imported'} recipe {recipe.name}.")
+    return redirect("recipe_detail", slug, recipe.slug)
+
+
+@login_required
+def recipe_detail(request: HttpRequest, slug: str, recipe_slug: str) -> HttpResponse:
+    roles = WRITE if request.method == "POST" else READ
+    recipe, role = _recipe_for(request, slug, recipe_slug, *roles)
+    initial = RecipeForm.initial_for(recipe.name, recipe.spec)
+    form = RecipeForm(request.POST if request.method == "POST" else None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.recipe_save(
+                project=recipe.project,
+                name=form.cleaned_data["name"],
+                spec=form.spec,
+                slug=recipe.slug,
+                created_by=recipe.created_by,
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, "Recipe saved.")
+            return redirect("recipe_detail", slug, recipe.slug)
+    can_edit = role == Role.RESEARCHER
+    for field in form.fields.values():
+        field.disabled = not can_edit
+    context = {
+        "project": recipe.project,
+        "role": role,
+        "recipe": recipe,
+        "form": form,
+        "can_edit": can_edit,
+        "upload_form": RecipeUploadForm(),
+        "build_form": BuildForm(),
+        "subsets": recipe.subsets.all()[:10],
+    }
+    return render(request, "curation/recipe_detail.html", context)
+
+
+@login_required
+@require_GET
+def recipe_export(request: HttpRequest, slug: str, recipe_slug: str, fmt: str) -> HttpResponse:
+    recipe, _ = _recipe_for(request, slug, recipe_slug, *READ)
+    if fmt not in ("toml", "json"):
+        raise Http404("Recipes export as .toml or .json.")
+    try:
+        text = services.recipe_export(recipe=recipe, fmt=fmt)
+    except (RecipeError, TypeError) as exc:
+        messages.error(request, f"Cannot export {recipe.name}: {exc}")
+        return redirect("recipe_detail", slug, recipe.slug)
+    content_type = "application/toml" if fmt == "toml" else "application/json"
+    response = HttpResponse(text, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{recipe.slug}.{fmt}"'
+    return response
+
+
+@login_required
+@require_POST
+def recipe_upload(request: HttpRequest, slug: str, recipe_slug: str) -> HttpResponse:
+    """Replaces this recipe's spec with an uploaded file's; the name and address stay."""
+    recipe, _ = _recipe_for(request, slug, recipe_slug, *WRITE)
+    try:
+        spec, _ = _uploaded_recipe(request)
+        services.recipe_save(
+            project=recipe.project,
+            name=recipe.name,
+            spec=spec,
+            slug=recipe.slug,
+            created_by=recipe.created_by,
+        )
+    except ValidationError as exc:
+        messages.error(request, f"Not imported: {'; '.join(exc.messages)}")
+    else:
+        messages.success(request, "Recipe replaced by the uploaded file.")
+    return redirect("recipe_detail", slug, recipe.slug)
+
+
+@login_required
+@require_POST
+def recipe_build(request: HttpRequest, slug: str, recipe_slug: str) -> HttpResponse:
+    recipe, _ = _recipe_for(request, slug, recipe_slug, *WRITE)
+    form = BuildForm(request.POST)
+    name = form.cleaned_data["name"].strip() if form.is_valid() else ""
+    job = job_enqueue(
+        kind="subset_build",
+        params={"recipe_id": recipe.pk, "name": name},
+        project=recipe.project,
+        created_by=request.user,
+        label=f"Build subset from {recipe.name}",
+    )
+    messages.success(request, f"Building a subset from {recipe.name} as job #{job.pk}.")
+    return redirect(job)
+
+
+# Subsets --------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def subset_list(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = _project_for(request, slug, *READ)
+    subsets = list(project.subsets.select_related("recipe").defer("report", "spec"))
+    counts = queries.subset_clip_counts(subsets)
+    for subset in subsets:
+        subset.n_clips, subset.n_ready = counts.get(subset.pk, (0, 0))
+    context = {"project": project, "role": role, "subsets": subsets}
+    return render(request, "curation/subset_list.html", context)
+
+
+@login_required
+@require_GET
+def subset_detail(request: HttpRequest, slug: str, subset_slug: str) -> HttpResponse:
+    subset, role = _subset_for(request, slug, subset_slug, *READ)
+    report = subset.report or {}
+    categories = [
+        (SuperCategory(c).label if c in SuperCategory.values else c, n)
+        for c, n in report.get("super_categories", {}).items()
+    ]
+    context = {
+        "project": subset.project,
+        "role": role,
+        "subset": subset,
+        "report": report,
+        "categories": categories,
+        "status": queries.subset_status_counts(subset),
+        "status_labels": Clip.Status.choices,
+        # job pages are researchers' only, so reviewers get no job rows to follow
+        "jobs": queries.subset_jobs(subset) if role == Role.RESEARCHER else None,
+        "can_fetch": role == Role.RESEARCHER and "clips_fetch" in JOB_KINDS,
+    }
+    return render(request, "curation/subset_detail.html", context)
+
+
+@login_required
+@require_GET
+def subset_chart(request: HttpRequest, slug: str, subset_slug: str) -> FileResponse:
+    subset, _ = _subset_for(request, slug, subset_slug, *READ)
+    return _file_response(subset.chart, missing="This subset has no chart.")
+
+
+@login_required
+@require_POST
+def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> HttpResponse:
+    subset, _ = _subset_for(request, slug, subset_slug, *WRITE)
+    if "clips_fetch" not in JOB_KINDS:  # fetching arrives with its own job kind
+        messages.error(request, "Fetching clips is not available on this server yet.")
+        return redirect("subset_detail", slug, subset.slug)
+    job = job_enqueue(
+        kind="clips_fetch",
+        params={"subset_id": subset.pk},
+        project=subset.project,
+        created_by=request.user,
+        label=f"Fetch clips of {subset.name}",
+    )
+    messages.success(request, f"Fetching the clips of {subset.name} as job #{job.pk}.")
+    return redirect("subset_detail", slug, subset.slug)
+
+
+# Clips ----------------------------------------------------------------------------------
+
+
+def _clip_filters(request: HttpRequest, project: Project) -> dict[str, Any]:
+    """The clip list's filters from the query string; unknown values are ignored, except
+    a subset slug of another project, which is a 404 like its page."""
+    get = request.GET
+    subset_slug = get.get("subset", "")
+    label_key = get.get("label", "").strip()
+    return {
+        "subset": get_object_or_404(Subset, project=project, slug=subset_slug)
+        if subset_slug
+        else None,
+        "split": get.get("split") if get.get("split") in Split.values else "",
+        "status": get.get("status") if get.get("status") in Clip.Status.values else "",
+        "label": queries.find_label(label_key) if label_key else None,
+        "label_key": label_key,
+        "q": get.get("q", "").strip(),
+    }
+
+
+@login_required
+@require_GET
+def clip_list(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = _project_for(request, slug, *READ)
+    filters = _clip_filters(request, project)
+    label_key = filters.pop("label_key")
+    unknown_label = bool(label_key) and filters["label"] is None
+    clips = Clip.objects.none() if unknown_label else queries.project_clips(project, **filters)
+    page = Paginator(clips.prefetch_related("labels"), CLIPS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    subset = filters["subset"]
+    page.object_list = list(page.object_list)
+    splits = queries.clip_splits(subset, page.object_list) if subset else {}
+    for clip in page.object_list:
+        clip.split = splits.get(clip.pk, "")
+    context = {
+        "project": project,
+        "role": role,
+        "page": page,
+        "filters": {**filters, "label_key": label_key},
+        "unknown_label": unknown_label,
+        "subsets": project.subsets.only("name", "slug"),
+        "split_choices": Split.choices,
+        "status_choices": Clip.Status.choices,
+    }
+    return render(request, "curation/clip_list.html", context)
+
+
+@login_required
+@require_GET
+def clip_audio(request: HttpRequest, slug: str, pk: int) -> FileResponse:
+    project, _ = _project_for(request, slug, *READ)
+    clip = queries.project_clip(project, pk)
+    return _file_response(clip.audio, missing="This clip has no audio yet.")
+
+
+@login_required
+@require_GET
+def clip_video(request: HttpRequest, slug: str, pk: int) -> FileResponse:
+    project, _ = _project_for(request, slug, *READ)
+    clip = queries.project_clip(project, pk)
+    return _file_response(clip.video, missing="This clip has no video hint.")
