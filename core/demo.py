@@ -81,7 +81,31 @@ def demo_seed(*, echo: Any = None) -> Project:
             )
         )
     _demo_curation(project, users["researcher"])
+    _demo_batch(project, users["researcher"])
     return project
+
+
+def _demo_batch(project: Project, researcher: Any) -> None:
+    """A published caption batch over the demo's train split, so "Work" has HITs at once."""
+    from datetime import timedelta
+
+    from annotation.models import Batch
+    from annotation.services import batch_publish
+    from curation.models import Subset
+
+    if Batch.objects.filter(project=project).exists():
+        return
+    batch_publish(
+        subset=Subset.objects.get(project=project, slug="demo-clips"),
+        split="train",
+        name="Demo: caption the train clips",
+        captions_per_clip=2,
+        clips_per_hit=1,
+        reward_cents=5,
+        time_allotted=timedelta(minutes=10),
+        lifetime=timedelta(days=365),
+        created_by=researcher,
+    )
 
 
 def _demo_curation(project: Project, researcher: Any) -> None:

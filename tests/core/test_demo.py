@@ -115,3 +115,19 @@ def test_it_changes_nothing_when_run_twice(seeded: Project) -> None:
 
     assert again == seeded
     assert _counts() == before
+
+
+def test_it_publishes_a_batch_an_annotator_can_claim_at_once(seeded: Project) -> None:
+    from django.contrib.auth import get_user_model
+
+    from annotation.models import Batch
+    from annotation.services import hit_claim
+
+    batch = Batch.objects.get(project=seeded)
+    assert batch.state == Batch.State.PUBLISHED
+    assert batch.hits.count() == 4  # the train split of the six demo clips
+
+    assignment = hit_claim(worker=get_user_model().objects.get(username="annotator"))
+
+    assert assignment is not None
+    assert assignment.hit.batch == batch
