@@ -699,11 +699,15 @@ def _flush_segments(
         return
     existing = _clip_pks(batch)
     new_keys = [key for key in batch if key not in existing]
+    new_ids = _allocate_clip_ids(len(new_keys))
     _insert_youtube_clips(
-        [(youtube_id, start, batch[(youtube_id, start)][0]) for youtube_id, start in new_keys],
+        [
+            (clip_id, youtube_id, start, batch[(youtube_id, start)][0])
+            for clip_id, (youtube_id, start) in zip(new_ids, new_keys, strict=True)
+        ],
         segment_list,
     )
-    pks = _clip_pks(batch)
+    pks = {**existing, **dict(zip(new_keys, new_ids, strict=True))}
     link_table = Clip.labels.through._meta.db_table
     links = [(pks[key], label_pk) for key, (_, labels) in batch.items() for label_pk in labels]
     fresh = [link for link, key in _link_keys(batch) if key not in existing]
@@ -759,20 +763,39 @@ def _insert_many(table: str, columns: list[str], rows: list[Any], *, suffix: str
             )
 
 
-def _insert_youtube_clips(rows: list[tuple[str, Decimal, Decimal]], segment_list: str) -> None:
+def _allocate_clip_ids(count: int) -> list[int]:
+    """Ids for clips about to be inserted, so a batch needs no second lookup to learn them.
+    PostgreSQL hands them out from the id sequence; SQLite's write lock, held by the import's
+    transaction (IMMEDIATE mode), makes max(id) + 1 onwards safe."""
+    if count == 0:
+        return []
+    table = Clip._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                [table, count],
+            )
+            return [row[0] for row in cursor.fetchall()]
+        cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
+        first = cursor.fetchone()[0] + 1
+        return list(range(first, first + count))
+
+
+def _insert_youtube_clips(rows: list[tuple[int, str, Decimal, Decimal]], segment_list: str) -> None:
     """Inserts clips through the cursor: bulk_create spent most of a 2 M-row import
     preparing 19 columns per object. Every column still gets its model default,
     prepared by its own field, so the SQL follows the model as it grows."""
     if not rows:
         return
-    fields = [f for f in Clip._meta.concrete_fields if not f.primary_key]
+    fields = list(Clip._meta.concrete_fields)
     given = {"source": Clip.Source.YOUTUBE, "segment_list": segment_list}
     template = {
         f.attname: f.get_db_prep_save(given.get(f.attname, f.get_default()), connection)
         for f in fields
     }
     by_name = {f.attname: f for f in fields}
-    varying = ("youtube_id", "start_seconds", "end_seconds")
+    varying = ("id", "youtube_id", "start_seconds", "end_seconds")
     values = []
     for row in rows:
         record = dict(template)
