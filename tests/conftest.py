@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 
 from core.models import Project, Role
@@ -80,3 +82,19 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA} (CI keeps ../shared beside the clone)")
     return SHARED_DATA
+
+
+def worker_database_url() -> str:
+    """DATABASE_URL of the test database, for a Celery worker process the tests start."""
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        name = str(db["NAME"])
+        if name == ":memory:" or "mode=memory" in name:
+            pytest.skip("the SQLite test database is in memory; a worker process cannot share it")
+        return f"sqlite:///{name}"
+    if "postgresql" not in db["ENGINE"]:
+        pytest.fail(f"no worker DATABASE_URL for engine {db['ENGINE']}")
+    user = quote(db["USER"] or "", safe="")
+    password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgres://{user}{password}@{db['HOST'] or 'localhost'}{port}/{db['NAME']}"

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 import pytest
 from celery.utils.nodenames import host_format
@@ -28,29 +27,12 @@ from django.db import connection
 from core.models import Job, WorkerHeartbeat
 from core.services import job_enqueue
 from curation.models import Label
-from tests.conftest import ONTOLOGY_EXCERPT
+from tests.conftest import ONTOLOGY_EXCERPT, worker_database_url
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 JOB_TIMEOUT_S = 60.0
 QUEUES = "default,media,text"
-
-
-def _database_url() -> str:
-    """The URL of the database this test process is connected to (the test database)."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        name = str(db["NAME"])
-        if name == ":memory:" or "mode=memory" in name:
-            pytest.skip("the SQLite test database is in memory; a worker process cannot share it")
-        return f"sqlite:///{name}"
-    if "postgresql" in db["ENGINE"]:
-        user = quote(db["USER"] or "", safe="")
-        password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
-        host = db["HOST"] or "localhost"
-        port = f":{db['PORT']}" if db["PORT"] else ""
-        return f"postgres://{user}{password}@{host}{port}/{db['NAME']}"
-    pytest.fail(f"no worker DATABASE_URL for engine {db['ENGINE']}")
 
 
 def _purge_queues() -> None:
@@ -110,7 +92,7 @@ def worker(django_db_setup: None, django_db_blocker: Any) -> Iterator[Worker]:
     """One worker for the module: it reads whatever each test committed."""
     name = f"test-{uuid.uuid4().hex[:12]}@%h"
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        database_url = worker_database_url()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "earmark.settings_test",

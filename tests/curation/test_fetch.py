@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -39,6 +38,7 @@ from curation.models import Clip, Split, Subset, SubsetClip
 from curation.services import clip_fetch, clips_fetch
 from curation.tasks import fetch_clip
 from earmark.env import env_float
+from tests.conftest import worker_database_url
 from tests.curation.media_server import MediaServer, Route, make_mp4, media_server
 
 pytestmark = pytest.mark.django_db
@@ -568,20 +568,6 @@ def test_it_refuses_a_source_template_without_the_id(tmp_path: Path) -> None:
 # A real worker ------------------------------------------------------------------------------
 
 
-def _database_url() -> str:
-    """The test database, for the worker process (as tests/core/test_worker.py does)."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        name = str(db["NAME"])
-        if name == ":memory:" or "mode=memory" in name:
-            pytest.skip("the SQLite test database is in memory; a worker process cannot share it")
-        return f"sqlite:///{name}"
-    user = quote(db["USER"] or "", safe="")
-    password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
-    port = f":{db['PORT']}" if db["PORT"] else ""
-    return f"postgres://{user}{password}@{db['HOST'] or 'localhost'}{port}/{db['NAME']}"
-
-
 @pytest.fixture(scope="module")
 def media_worker(
     django_db_setup: None,
@@ -596,7 +582,7 @@ def media_worker(
     media = tmp_path_factory.mktemp("worker-media")
     name = f"fetch-{uuid.uuid4().hex[:12]}@%h"
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        database_url = worker_database_url()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "earmark.settings_test",
