@@ -135,8 +135,9 @@ PRESETS: dict[str, RecipeSpec] = {
 }
 
 
-def spec_from_text(text: str, *, fmt: str) -> RecipeSpec:
-    """Parses a recipe written as TOML or JSON (fmt "toml" or "json")."""
+def recipe_from_text(text: str, *, fmt: str) -> tuple[RecipeSpec, str]:
+    """Parses a recipe written as TOML or JSON (fmt "toml" or "json"): its spec, and the
+    `name` it gives itself ("" when it has none)."""
     try:
         if fmt == "toml":
             data = tomllib.loads(text)
@@ -148,8 +149,12 @@ def spec_from_text(text: str, *, fmt: str) -> RecipeSpec:
         raise RecipeError(f"not valid {fmt.upper()}: {exc}") from None
     if not isinstance(data, dict):
         raise RecipeError("a recipe is a table of fields")
-    data.pop("name", None)
-    return RecipeSpec.from_dict(data)
+    name = data.pop("name", "")
+    return RecipeSpec.from_dict(data), name if isinstance(name, str) else ""
+
+
+def spec_from_text(text: str, *, fmt: str) -> RecipeSpec:
+    return recipe_from_text(text, fmt=fmt)[0]
 
 
 def spec_to_text(spec: RecipeSpec, *, fmt: str, name: str = "") -> str:

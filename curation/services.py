@@ -8,7 +8,6 @@ import json
 import logging
 import tempfile
 import time
-import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -33,9 +32,9 @@ from curation.recipes import (
     RecipeError,
     RecipeSpec,
     Selection,
+    recipe_from_text,
     select_subset,
     skew,
-    spec_from_text,
     spec_to_text,
 )
 from curation.segments import SegmentFormatError, count_lines, read_segments
@@ -708,27 +707,16 @@ def _flush_segments(
         segment_list,
     )
     pks = {**existing, **dict(zip(new_keys, new_ids, strict=True))}
+    fresh, known = [], []  # links of new clips, and of clips imported before
+    for key, (_, labels) in batch.items():
+        (known if key in existing else fresh).extend((pks[key], label) for label in labels)
     link_table = Clip.labels.through._meta.db_table
-    links = [(pks[key], label_pk) for key, (_, labels) in batch.items() for label_pk in labels]
-    fresh = [link for link, key in _link_keys(batch) if key not in existing]
-    known = [link for link, key in _link_keys(batch) if key in existing]
-    _insert_many(link_table, ["clip_id", "label_id"], [(pks[k], label) for (k, label) in fresh])
+    _insert_many(link_table, ["clip_id", "label_id"], fresh)
     # a segment imported before keeps its links and gains the new ones
-    _insert_many(
-        link_table,
-        ["clip_id", "label_id"],
-        [(pks[k], label) for (k, label) in known],
-        suffix=" ON CONFLICT DO NOTHING",
-    )
+    _insert_many(link_table, ["clip_id", "label_id"], known, suffix=" ON CONFLICT DO NOTHING")
     stats["clips_created"] += len(new_keys)
     stats["clips_existing"] += len(batch) - len(new_keys)
-    stats["label_links"] += len(links)
-
-
-def _link_keys(batch: dict[tuple[str, Decimal], list[Any]]) -> Any:
-    for key, (_, labels) in batch.items():
-        for label in labels:
-            yield (key, label), key
+    stats["label_links"] += len(fresh) + len(known)
 
 
 def _clip_pks(batch: dict[tuple[str, Decimal], Any]) -> dict[tuple[str, Decimal], int]:
@@ -875,17 +863,10 @@ def recipe_parse(*, filename: str, data: bytes) -> tuple[RecipeSpec, str]:
     except UnicodeDecodeError:
         raise ValidationError(f"{filename}: not UTF-8 text") from None
     try:
-        spec = spec_from_text(text, fmt=fmt)
-        name = _recipe_name(text, fmt) or Path(filename).stem
+        spec, name = recipe_from_text(text, fmt=fmt)
     except (RecipeError, TypeError) as exc:
         raise ValidationError(f"{filename}: {exc}") from None
-    return spec, name
-
-
-def _recipe_name(text: str, fmt: str) -> str:
-    data = tomllib.loads(text) if fmt == "toml" else json.loads(text)
-    name = data.get("name", "")
-    return name if isinstance(name, str) else ""
+    return spec, name or Path(filename).stem
 
 
 def recipe_export(*, recipe: Recipe, fmt: str) -> str:
