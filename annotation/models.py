@@ -268,21 +268,56 @@ class Assignment(models.Model):
 
 
 class Caption(models.Model):
-    """What a worker wrote for one clip, exactly as typed (after trimming whitespace).
-    Templates escape it; post-processing stores its cleaned versions elsewhere."""
+    """What a worker wrote for one clip, exactly as typed (after trimming whitespace), or a
+    caption imported from an existing corpus. Templates escape it; post-processing stores
+    its cleaned versions elsewhere, and a reviewer's correction goes to ``fixed_text`` so
+    both versions are kept."""
 
     MAX_CHARS = 500  # AudioCaps captions average about 9 words; 500 is generous
 
-    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="captions")
+    class Provenance(models.TextChoices):
+        CROWD = "crowd", "Written in a HIT"
+        IMPORTED = "imported", "Imported from an existing corpus"
+
+    provenance = models.CharField(
+        max_length=10, choices=Provenance.choices, default=Provenance.CROWD
+    )
+    # null only for imported captions, which no worker wrote here
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="captions"
+    )
     clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="captions")
     text = models.TextField()
+    # the id the caption had in the corpus it came from (AudioCaps audiocap_id, Clotho
+    # "file_name#n"), so an export gives the same ids back
+    external_id = models.CharField(max_length=300, blank=True)
+    fixed_text = models.TextField(blank=True, help_text="a reviewer's correction of the text")
+    fixed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    fixed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["assignment", "id"]
         constraints = [
             models.UniqueConstraint(fields=["assignment", "clip"], name="caption_once_per_clip"),
+            models.CheckConstraint(
+                condition=Q(provenance="crowd", assignment__isnull=False)
+                | Q(provenance="imported", assignment__isnull=True),
+                name="caption_provenance_matches_assignment",
+            ),
+            models.UniqueConstraint(
+                fields=["clip", "external_id"],
+                condition=Q(provenance="imported"),
+                name="caption_imported_once",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.text[:60]
+
+    @property
+    def current_text(self) -> str:
+        """The text as the dataset should use it: the reviewer's fix when there is one."""
+        return self.fixed_text or self.text

@@ -48,6 +48,9 @@ INSTALLED_APPS = [
     "core",
     "curation",
     "annotation",
+    "crowd",
+    "postprocessing",
+    "corpus",
     "modeling",
 ]
 

@@ -14,4 +14,7 @@ urlpatterns = [
     path("", include("core.urls")),
     path("", include("annotation.urls")),
     path("", include("curation.urls")),
+    path("", include("crowd.urls")),
+    path("", include("postprocessing.urls")),
+    path("", include("corpus.urls")),
 ]

@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class PostprocessingConfig(AppConfig):
+    name = "postprocessing"
+    verbose_name = "Post-processing: caption cleaning, grammar, tokens and vocabulary"
