@@ -4,13 +4,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import services
 from annotation.forms import BatchForm, BatchStateForm
 from annotation.models import Assignment, Batch, Caption, HitClip
+from core.media import media_response
 from core.models import Membership, Role
 from core.views import _project_for
 
@@ -130,22 +131,14 @@ def assignment_return(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> FileResponse:
+def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpResponse:
     """A clip's audio for the worker whose HIT holds it: workers hear their HIT's clips
     and nothing else of the project."""
     assignment = _assignment_for(request, pk)
     hit_clip = get_object_or_404(
         HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
     )
-    if not hit_clip.clip.audio:
-        raise Http404("This clip has no audio yet.")
-    try:
-        handle = hit_clip.clip.audio.open("rb")
-    except FileNotFoundError:
-        raise Http404("This clip's audio is missing.") from None
-    response = FileResponse(handle)
-    response["Cache-Control"] = "private, max-age=3600"  # never in a shared cache
-    return response
+    return media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
 
 
 # Researchers ---------------------------------------------------------------------------

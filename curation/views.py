@@ -13,7 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -22,6 +22,7 @@ from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_GET, require_POST
 
 from core.jobs import JOB_KINDS
+from core.media import media_response
 from core.models import Project, Role
 from core.services import job_enqueue
 from core.views import _project_for
@@ -63,20 +64,6 @@ def _subset_for(
         Subset.objects.select_related("project", "recipe"), project=project, slug=subset_slug
     )
     return subset, role
-
-
-def _file_response(field_file: Any, *, missing: str) -> FileResponse:
-    """Streams a stored file; 404 when the row has none or the file is gone from disk."""
-    if not field_file:
-        raise Http404(missing)
-    try:
-        handle = field_file.open("rb")
-    except FileNotFoundError:
-        raise Http404(missing) from None
-    response = FileResponse(handle)
-    # members only: never in a shared cache
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
 
 
 # Ontology -------------------------------------------------------------------------------
@@ -323,9 +310,9 @@ def subset_detail(request: HttpRequest, slug: str, subset_slug: str) -> HttpResp
 
 @login_required
 @require_GET
-def subset_chart(request: HttpRequest, slug: str, subset_slug: str) -> FileResponse:
+def subset_chart(request: HttpRequest, slug: str, subset_slug: str) -> HttpResponse:
     subset, _ = _subset_for(request, slug, subset_slug, *READ)
-    return _file_response(subset.chart, missing="This subset has no chart.")
+    return media_response(request, subset.chart, missing="This subset has no chart.")
 
 
 @login_required
@@ -398,15 +385,15 @@ def clip_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def clip_audio(request: HttpRequest, slug: str, pk: int) -> FileResponse:
+def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     project, _ = _project_for(request, slug, *READ)
     clip = queries.project_clip(project, pk)
-    return _file_response(clip.audio, missing="This clip has no audio yet.")
+    return media_response(request, clip.audio, missing="This clip has no audio yet.")
 
 
 @login_required
 @require_GET
-def clip_video(request: HttpRequest, slug: str, pk: int) -> FileResponse:
+def clip_video(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     project, _ = _project_for(request, slug, *READ)
     clip = queries.project_clip(project, pk)
-    return _file_response(clip.video, missing="This clip has no video hint.")
+    return media_response(request, clip.video, missing="This clip has no video hint.")
