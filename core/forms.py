@@ -3,12 +3,19 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
-from core.models import Role
+from core.models import Role, SampleRate
 
 
 class ProjectForm(forms.Form):
     name = forms.CharField(max_length=200)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    audio_sample_rate = forms.TypedChoiceField(
+        choices=SampleRate.choices,
+        coerce=int,
+        initial=SampleRate.KHZ_32,
+        label="Audio sample rate",
+        help_text="Clips are stored as mono WAV at this rate.",
+    )
 
 
 class InviteForm(forms.Form):

@@ -18,6 +18,14 @@ class Role(models.TextChoices):
     ANNOTATOR = "annotator", "Annotator"
 
 
+class SampleRate(models.IntegerChoices):
+    KHZ_16 = 16_000, "16 kHz"
+    KHZ_22 = 22_050, "22.05 kHz"
+    KHZ_32 = 32_000, "32 kHz (ACT, PANNs)"
+    KHZ_44 = 44_100, "44.1 kHz (Clotho)"
+    KHZ_48 = 48_000, "48 kHz"
+
+
 class Project(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
@@ -29,9 +37,20 @@ class Project(models.Model):
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
     )
+    # Clips fetched or imported for this project are decoded to mono WAV at this rate.
+    # 32 kHz is ACT's rate; feature extraction resamples for models that want less.
+    audio_sample_rate = models.PositiveIntegerField(
+        default=32_000, choices=SampleRate.choices, help_text="WAV sample rate of new clips"
+    )
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(audio_sample_rate__in=[16_000, 22_050, 32_000, 44_100, 48_000]),
+                name="project_sample_rate_valid",
+            ),
+        ]
         permissions = [
             ("curate_project", "Can curate data, manage members and run jobs"),
             ("review_project", "Can review submitted work"),

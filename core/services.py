@@ -37,14 +37,27 @@ log = logging.getLogger(__name__)
 # Projects and people -------------------------------------------------------------------
 
 
-def project_create(*, name: str, created_by: Any, description: str = "", slug: str = "") -> Project:
+def project_create(
+    *,
+    name: str,
+    created_by: Any,
+    description: str = "",
+    slug: str = "",
+    audio_sample_rate: int = 32_000,
+) -> Project:
     slug = slug or slugify(name)[:80]
     if not slug:
         raise ValidationError({"name": "The name needs at least one letter or digit."})
     if Project.objects.filter(slug=slug).exists():
         raise ValidationError({"slug": f"A project with the address {slug!r} already exists."})
     with transaction.atomic():
-        project = Project(name=name, slug=slug, description=description, created_by=created_by)
+        project = Project(
+            name=name,
+            slug=slug,
+            description=description,
+            created_by=created_by,
+            audio_sample_rate=audio_sample_rate,
+        )
         project.full_clean()
         project.save()
         membership_add(project=project, user=created_by, role=Role.RESEARCHER)

@@ -213,7 +213,7 @@ def word_labels_import(*, path: Path) -> dict[str, int]:
 MAX_LOCAL_SECONDS = 60.0
 
 
-def _prepare_local(src: Path, workdir: Path) -> dict[str, Any]:
+def _prepare_local(src: Path, workdir: Path, sample_rate: int) -> dict[str, Any]:
     if not src.is_file():
         raise media.MediaError(f"{src}: no such file")
     info = media.probe(src)
@@ -223,9 +223,10 @@ def _prepare_local(src: Path, workdir: Path) -> dict[str, Any]:
             f"{MAX_LOCAL_SECONDS:.0f} s"
         )
     wav = workdir / f"{src.stem}.wav"
-    media.decode_audio(src, wav)
+    media.decode_audio(src, wav, sample_rate=sample_rate)
     return {
         "src": src,
+        "sample_rate": sample_rate,
         "wav": wav,
         "sha256": media.sha256_of(wav),
         "peaks": media.waveform_peaks(wav),
@@ -240,8 +241,10 @@ def clips_import_local(
     videos: dict[str, Path] | None = None,
     skip_broken: bool = False,
     progress: ProgressFn = _no_progress,
+    sample_rate: int = media.AUDIO_SAMPLE_RATE,
 ) -> dict[str, Any]:
-    """Imports local audio files as clips: decoded to mono WAV, hashed, peaks computed.
+    """Imports local audio files as clips: decoded to mono WAV at `sample_rate` (the
+    project's rate), hashed, peaks computed.
 
     `labels` maps a file name to AudioSet ids; `videos` maps a file name to a video hint.
     Broken files stop the import, naming each one, before anything is stored — unless
@@ -261,7 +264,7 @@ def clips_import_local(
     with tempfile.TemporaryDirectory(prefix="earmark-import-") as tmp:
         for done, path in enumerate(paths, start=1):
             try:
-                prepared.append(_prepare_local(Path(path), Path(tmp)))
+                prepared.append(_prepare_local(Path(path), Path(tmp), sample_rate))
             except media.MediaError as exc:
                 broken.append(str(exc))
             progress(done, total, f"checked {Path(path).name}")
@@ -292,7 +295,7 @@ def _store_local_clip(item: dict[str, Any], labels: list[Label], video: Path | N
         start_seconds=0,
         end_seconds=round(item["duration"], 3),
         duration_seconds=item["duration"],
-        sample_rate=media.AUDIO_SAMPLE_RATE,
+        sample_rate=item["sample_rate"],
         content_sha256=item["sha256"],
         peaks=item["peaks"],
         status=Clip.Status.READY,
@@ -326,6 +329,7 @@ def clips_import_local_job(
     labels: dict[str, list[str]] | None = None,
     videos: dict[str, str] | None = None,
     skip_broken: bool = False,
+    sample_rate: int = media.AUDIO_SAMPLE_RATE,
 ) -> dict[str, Any]:
     return clips_import_local(
         paths=[Path(p) for p in paths],
@@ -333,6 +337,7 @@ def clips_import_local_job(
         videos={k: Path(v) for k, v in (videos or {}).items()},
         skip_broken=skip_broken,
         progress=progress,
+        sample_rate=sample_rate,
     )
 
 
@@ -459,9 +464,14 @@ def _clip_store_fetched(claimed: Clip, fetched: fetch.FetchedClip) -> Clip:
 
 
 def clip_fetch(
-    *, clip_id: int, attempts: int | None = None, stale_after: timedelta = FETCH_STALE_AFTER
+    *,
+    clip_id: int,
+    attempts: int | None = None,
+    stale_after: timedelta = FETCH_STALE_AFTER,
+    sample_rate: int = media.AUDIO_SAMPLE_RATE,
 ) -> Clip:
-    """Fetches one YouTube clip if it is due (see _clip_claim) and returns it as it ends up.
+    """Fetches one YouTube clip if it is due (see _clip_claim) and returns it as it ends up,
+    its audio as mono WAV at `sample_rate`.
 
     Outcomes: ready, with the WAV, the video hint, peaks and the silence flag; unavailable,
     with yt-dlp's reason in `error`; failed, with the reason and the attempts left. A clip
@@ -477,6 +487,7 @@ def clip_fetch(
                 start=float(claimed.start_seconds),
                 end=float(claimed.end_seconds),
                 workdir=Path(tmp),
+                sample_rate=sample_rate,
             )
             return _clip_store_fetched(claimed, fetched)
     except fetch.Unavailable as exc:
@@ -507,6 +518,7 @@ def clips_fetch(
     enlist: Callable[[list[FetchTicket]], None] | None = None,
     stale_after: timedelta = FETCH_STALE_AFTER,
     poll_seconds: float = FETCH_POLL_SECONDS,
+    sample_rate: int | None = None,
 ) -> dict[str, int]:
     """Fetches every YouTube clip of the subset (or of `clip_ids`, or both: their overlap)
     that is due, and waits until each is settled. Resumable: ready and unavailable clips
@@ -519,6 +531,10 @@ def clips_fetch(
     """
     if subset is None and clip_ids is None:
         raise ValidationError("Name a subset or clips to fetch.")
+    if sample_rate is None:
+        # clips are shared between projects; the subset's project decides, the first
+        # time a clip is fetched (a ready clip is never fetched again)
+        sample_rate = subset.project.audio_sample_rate if subset else media.AUDIO_SAMPLE_RATE
     clips = Clip.objects.filter(source=Clip.Source.YOUTUBE)
     if subset is not None:
         clips = clips.filter(subsets=subset)
@@ -545,7 +561,9 @@ def clips_fetch(
     waiting: dict[int, int] = {}
     for pk, attempts in tickets:
         try:
-            clip = clip_fetch(clip_id=pk, attempts=attempts, stale_after=stale_after)
+            clip = clip_fetch(
+                clip_id=pk, attempts=attempts, stale_after=stale_after, sample_rate=sample_rate
+            )
         except Clip.DoesNotExist:
             settled += 1  # deleted meanwhile: nothing left to fetch
             continue
@@ -565,7 +583,9 @@ def clips_fetch(
                 # take over a claim that went stale (its worker died); else a no-op
                 token = clip.fetch_attempts if clip.status == Clip.Status.FETCHING else attempts
                 try:
-                    clip = clip_fetch(clip_id=pk, attempts=token, stale_after=stale_after)
+                    clip = clip_fetch(
+                        clip_id=pk, attempts=token, stale_after=stale_after, sample_rate=sample_rate
+                    )
                 except Clip.DoesNotExist:
                     clip = None
             if clip is None or _fetch_settled(clip, attempts):
@@ -614,14 +634,22 @@ def clips_fetch_job(
         if subset is None:
             raise ValidationError(f"Subset #{subset_id} no longer exists.")
 
+    sample_rate = subset.project.audio_sample_rate if subset else media.AUDIO_SAMPLE_RATE
+
     def enlist(tickets: list[FetchTicket]) -> None:
         from curation.tasks import fetch_clip
 
         for clip_id, attempts in tickets:
-            fetch_clip.apply_async(args=[clip_id, attempts, job.pk], queue="media")
+            fetch_clip.apply_async(
+                args=[clip_id, attempts, job.pk], kwargs={"sample_rate": sample_rate}, queue="media"
+            )
 
     return clips_fetch(
-        subset=subset, clip_ids=clip_ids, progress=progress, enlist=enlist if fan_out else None
+        subset=subset,
+        clip_ids=clip_ids,
+        progress=progress,
+        enlist=enlist if fan_out else None,
+        sample_rate=sample_rate,
     )
 
 

@@ -6,7 +6,12 @@ from celery import shared_task
 
 
 @shared_task(name="curation.tasks.fetch_clip")
-def fetch_clip(clip_id: int, attempts: int | None = None, job_id: int | None = None) -> str:
+def fetch_clip(
+    clip_id: int,
+    attempts: int | None = None,
+    job_id: int | None = None,
+    sample_rate: int = 32_000,
+) -> str:
     """Fetches one clip for a "clips_fetch" job (see curation.services.clips_fetch_job).
 
     Returns the clip's status. A task whose job already finished, or is being cancelled,
@@ -18,4 +23,4 @@ def fetch_clip(clip_id: int, attempts: int | None = None, job_id: int | None = N
     running = Job.objects.filter(pk=job_id, state=Job.State.RUNNING, cancel_requested=False)
     if job_id is not None and not running.exists():
         return "skipped"
-    return clip_fetch(clip_id=clip_id, attempts=attempts).status
+    return clip_fetch(clip_id=clip_id, attempts=attempts, sample_rate=sample_rate).status

@@ -101,6 +101,15 @@ def test_it_records_duration_and_the_32k_sample_rate(
         assert float(clip.end_seconds) == pytest.approx(seconds, abs=0.05)
 
 
+def test_it_stores_audio_at_the_sample_rate_it_is_given(
+    media_root: Path, ontology: None, sounds: dict[str, Path]
+) -> None:
+    _import(list(sounds.values()), sample_rate=22_050)
+    for clip in Clip.objects.all():
+        assert clip.sample_rate == 22_050
+        assert sf.info(clip.audio.path).samplerate == 22_050
+
+
 def test_it_computes_waveform_peaks_between_0_and_1(
     media_root: Path, ontology: None, sounds: dict[str, Path]
 ) -> None:
