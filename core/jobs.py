@@ -35,6 +35,9 @@ JOB_KINDS: dict[str, JobKind] = {
         "Import local audio", "curation.services.clips_import_local_job", "media"
     ),
     "clips_fetch": JobKind("Fetch clips", "curation.services.clips_fetch_job", "media"),
+    "clips_import_archive": JobKind(
+        "Import an audio archive", "curation.services.clips_import_archive_job", "media"
+    ),
 }
 
 

@@ -152,3 +152,29 @@ class LabelCurateForm(forms.Form):
 
 class BuildForm(forms.Form):
     name = forms.CharField(max_length=200, required=False, label="Subset name (optional)")
+
+
+class ArchiveUploadForm(forms.Form):
+    archive = forms.FileField(
+        help_text="A .zip or .tar(.gz/.bz2/.xz) of wav, flac, mp3, ogg, opus or m4a files, "
+        "each at most 60 s long."
+    )
+    subset_name = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Make a subset of them",
+        help_text="Optional: the name of a new subset holding every clip of the archive.",
+    )
+
+    def clean_archive(self) -> Any:
+        from django.conf import settings
+
+        archive = self.cleaned_data["archive"]
+        limit = settings.ARCHIVE_UPLOAD_MAX_BYTES
+        if archive.size > limit:
+            raise forms.ValidationError(
+                f"{archive.name} is {archive.size / 1024**2:,.0f} MB; uploads may be at most "
+                f"{limit / 1024**2:,.0f} MB. Import bigger folders on the server with "
+                "`manage.py import_local_audio`."
+            )
+        return archive

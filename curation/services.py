@@ -6,8 +6,10 @@ import csv
 import io
 import json
 import logging
+import shutil
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -20,6 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -274,18 +277,30 @@ def clips_import_local(
                 + "; ".join(broken)
             )
         created = skipped = 0
+        clip_ids: list[int] = []
         for done, item in enumerate(prepared, start=len(paths) + 1):
             name = item["src"].name
-            if Clip.objects.filter(
+            present = Clip.objects.filter(
                 source=Clip.Source.LOCAL, content_sha256=item["sha256"]
-            ).exists():
+            ).first()
+            if present is not None:
                 skipped += 1
+                clip_ids.append(present.pk)
                 continue
-            _store_local_clip(item, [known[m] for m in labels.get(name, [])], videos.get(name))
+            clip = _store_local_clip(
+                item, [known[m] for m in labels.get(name, [])], videos.get(name)
+            )
+            clip_ids.append(clip.pk)
             created += 1
             progress(done, total, f"stored {name}")
     progress(total, total, "done")
-    return {"files": len(paths), "created": created, "already_present": skipped, "broken": broken}
+    return {
+        "files": len(paths),
+        "created": created,
+        "already_present": skipped,
+        "broken": broken,
+        "clip_ids": clip_ids,
+    }
 
 
 def _store_local_clip(item: dict[str, Any], labels: list[Label], video: Path | None) -> Clip:
@@ -345,6 +360,95 @@ def clips_import_local_job(
 
 # A claim older than this belongs to a run that died (worker killed, machine lost): one
 # fetch is bounded by yt-dlp's and ffmpeg's timeouts to a few minutes.
+ARCHIVE_UPLOAD_DIR = "uploads/archives"
+
+
+def archive_upload_store(*, upload: Any) -> str:
+    """Puts an uploaded archive where a media worker can read it (the storage, so this
+    holds for S3 as well as a shared disk); returns its storage name. The type is checked
+    here, on its first bytes, so a wrong file is refused before a job is queued."""
+    from curation import archives
+
+    head = upload.read(512)
+    upload.seek(0)
+    try:
+        archives.archive_kind(upload.name, head)
+    except archives.ArchiveError as exc:
+        raise ValidationError(str(exc)) from None
+    suffix = next(s for s in archives.ARCHIVE_SUFFIXES if upload.name.lower().endswith(s))
+    return default_storage.save(f"{ARCHIVE_UPLOAD_DIR}/{uuid.uuid4().hex}{suffix}", upload)
+
+
+def clips_import_archive(
+    *,
+    project: Any,
+    stored_name: str,
+    upload_name: str,
+    subset_name: str = "",
+    progress: ProgressFn = _no_progress,
+) -> dict[str, Any]:
+    """Imports the audio files of an uploaded archive as clips at the project's sample
+    rate; broken files are listed and the rest imported; with `subset_name`, the clips
+    (new and already known) become a hand-picked subset of the project. The stored
+    archive is deleted afterwards, whatever happens."""
+    from curation import archives
+
+    try:
+        if (
+            subset_name
+            and Subset.objects.filter(project=project, slug=slugify(subset_name)[:80]).exists()
+        ):
+            raise ValidationError(f"The project already has a subset called {subset_name!r}.")
+        with tempfile.TemporaryDirectory(prefix="earmark-archive-") as tmp:
+            local = Path(tmp) / ("upload" + Path(stored_name).suffix)
+            with default_storage.open(stored_name, "rb") as src, local.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            progress(0, 1, f"unpacking {upload_name}")
+            try:
+                unpacked = archives.unpack(local, name=upload_name, into=Path(tmp) / "files")
+            except archives.ArchiveError as exc:
+                raise ValidationError(str(exc)) from None
+            result = clips_import_local(
+                paths=unpacked.audio,
+                skip_broken=True,
+                progress=progress,
+                sample_rate=project.audio_sample_rate,
+            )
+        if not result["clip_ids"]:
+            raise ValidationError(
+                f"{upload_name}: none of its {result['files']} audio file(s) could be read: "
+                + "; ".join(result["broken"])
+            )
+        result["skipped_members"] = unpacked.skipped
+        if subset_name:
+            subset = subset_from_clips(
+                project=project, name=subset_name, clip_ids=result["clip_ids"]
+            )
+            result["subset"] = subset.slug
+        return result
+    finally:
+        default_storage.delete(stored_name)
+
+
+def clips_import_archive_job(
+    *,
+    job: Any,
+    progress: ProgressFn,
+    stored_name: str,
+    upload_name: str,
+    subset_name: str = "",
+) -> dict[str, Any]:
+    if job.project is None:
+        raise ValidationError("An archive import belongs to a project.")
+    return clips_import_archive(
+        project=job.project,
+        stored_name=stored_name,
+        upload_name=upload_name,
+        subset_name=subset_name,
+        progress=progress,
+    )
+
+
 FETCH_STALE_AFTER = timedelta(minutes=15)
 FETCH_POLL_SECONDS = 1.0
 

@@ -24,6 +24,7 @@ urlpatterns = [
     path(S + "chart.png", views.subset_chart, name="subset_chart"),
     path(S + "fetch/", views.subset_fetch, name="subset_fetch"),
     path(P + "clips/", views.clip_list, name="clip_list"),
+    path(P + "clips/import/", views.clip_import, name="clip_import"),
     path(P + "clips/<int:pk>/audio", views.clip_audio, name="clip_audio"),
     path(P + "clips/<int:pk>/video", views.clip_video, name="clip_video"),
 ]

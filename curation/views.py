@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -28,6 +29,7 @@ from core.services import job_enqueue
 from core.views import _project_for
 from curation import queries, services
 from curation.forms import (
+    ArchiveUploadForm,
     BuildForm,
     LabelCurateForm,
     NewRecipeForm,
@@ -381,6 +383,41 @@ def clip_list(request: HttpRequest, slug: str) -> HttpResponse:
         "status_choices": Clip.Status.choices,
     }
     return render(request, "curation/clip_list.html", context)
+
+
+@login_required
+def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
+    """Researchers upload an archive of audio files; a media worker imports it."""
+    project, role = _project_for(request, slug, *WRITE)
+    form = ArchiveUploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["archive"]
+        try:
+            stored_name = services.archive_upload_store(upload=upload)
+        except ValidationError as exc:
+            form.add_error("archive", exc)
+        else:
+            job = job_enqueue(
+                kind="clips_import_archive",
+                params={
+                    "stored_name": stored_name,
+                    "upload_name": upload.name,
+                    "subset_name": form.cleaned_data["subset_name"],
+                },
+                project=project,
+                created_by=request.user,
+                label=f"Import audio from {upload.name}",
+            )
+            messages.success(request, f"Importing {upload.name} as job #{job.pk}.")
+            return redirect(job)
+    context = {
+        "project": project,
+        "role": role,
+        "form": form,
+        "max_mb": settings.ARCHIVE_UPLOAD_MAX_BYTES // 1024**2,
+        "sample_rate": project.get_audio_sample_rate_display(),
+    }
+    return render(request, "curation/clip_import.html", context, status=400 if form.errors else 200)
 
 
 @login_required

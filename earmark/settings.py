@@ -137,6 +137,9 @@ MEDIA_URL = "/media/"
 # Uploads are checked again per feature (type, duration); this caps the request itself.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Archives of local audio uploaded from the clips page (zip/tar); bigger ones go through
+# `manage.py import_local_audio FOLDER` on the server.
+ARCHIVE_UPLOAD_MAX_BYTES = env_int("ARCHIVE_UPLOAD_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
 WHITENOISE_USE_FINDERS = DEBUG
 
 # Celery ------------------------------------------------------------------------------

@@ -81,8 +81,14 @@ def test_it_imports_good_files_as_ready_clips(
     media_root: Path, ontology: None, sounds: dict[str, Path]
 ) -> None:
     result = _import(list(sounds.values()))
-    assert result == {"files": 2, "created": 2, "already_present": 0, "broken": []}
     clips = Clip.objects.all()
+    assert result == {
+        "files": 2,
+        "created": 2,
+        "already_present": 0,
+        "broken": [],
+        "clip_ids": sorted(clip.pk for clip in clips),
+    }
     assert {c.original_name for c in clips} == set(SOUNDS)
     for clip in clips:
         assert clip.source == Clip.Source.LOCAL

@@ -6,7 +6,9 @@ Olive (a researcher elsewhere) gets 404 everywhere in Alice's project; Ann (anno
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -97,8 +99,21 @@ ACTIONS: dict[str, tuple[URL, Callable[[Curation], dict[str, Any]]]] = {
         lambda c: reverse("subset_fetch", args=[c.project.slug, c.subset.slug]),
         lambda c: {},
     ),
+    "clip_import": (
+        lambda c: reverse("clip_import", args=[c.project.slug]),
+        lambda c: {"archive": _zip_of_one_wav()},
+    ),
 }
-POST_ONLY = [name for name in ACTIONS if name not in PAGES]
+# researchers-only pages that show their form on GET
+RESEARCHER_FORMS = {"clip_import"}
+POST_ONLY = [name for name in ACTIONS if name not in PAGES and name not in RESEARCHER_FORMS]
+
+
+def _zip_of_one_wav() -> SimpleUploadedFile:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        zipped.writestr("a.wav", b"RIFF")
+    return SimpleUploadedFile("a.zip", buffer.getvalue(), content_type="application/zip")
 
 
 def _state(c: Curation) -> tuple[Any, ...]:

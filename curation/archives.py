@@ -1,0 +1,201 @@
+"""Unpacking uploaded archives of audio files, refusing what could harm the server.
+
+An archive from a browser is untrusted: its members may climb out of the folder
+("../../etc/cron.d/x"), be links, or expand a few kilobytes into gigabytes. Members are
+checked before anything is written, and only audio files are kept.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+AUDIO_SUFFIXES = frozenset(
+    {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".webm", ".mp4"}
+)
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
+MAX_MEMBERS = 20_000
+MAX_UNPACKED_BYTES = 8 * 1024**3
+
+
+class ArchiveError(ValueError):
+    """The archive cannot be unpacked; the message says why, for the person who sent it."""
+
+
+@dataclass
+class Unpacked:
+    audio: list[Path] = field(default_factory=list)
+    # members left out, each "name: reason", so the uploader learns what was not imported
+    skipped: list[str] = field(default_factory=list)
+
+
+def archive_kind(name: str, head: bytes) -> str:
+    """ "zip" or "tar" from the file's first bytes, checked against its name.
+
+    The name alone is not trusted: a renamed executable is refused.
+    """
+    lowered = name.lower()
+    if not lowered.endswith(ARCHIVE_SUFFIXES):
+        raise ArchiveError(
+            f"{name}: not an archive Earmark reads; send .zip, .tar, .tar.gz, .tar.bz2 or .tar.xz"
+        )
+    if lowered.endswith(".zip"):
+        if not head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+            raise ArchiveError(f"{name}: the name says zip but the content is not a zip archive")
+        return "zip"
+    compressed = {
+        b"\x1f\x8b": (".tar.gz", ".tgz"),
+        b"BZh": (".tar.bz2",),
+        b"\xfd7zXZ\x00": (".tar.xz",),
+    }
+    for magic, suffixes in compressed.items():
+        if head.startswith(magic):
+            if not lowered.endswith(suffixes):
+                raise ArchiveError(f"{name}: the content does not match the file name")
+            return "tar"
+    if lowered.endswith(".tar") and head[257:262] == b"ustar":
+        return "tar"
+    raise ArchiveError(f"{name}: the content is not a {Path(lowered).suffix[1:]} archive")
+
+
+def _safe_member_path(name: str) -> PurePosixPath | None:
+    path = PurePosixPath(name.replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        return None
+    return path
+
+
+def _wanted(path: PurePosixPath) -> str | None:
+    """Why a member is left out, or None to keep it."""
+    if any(part.startswith(".") or part == "__MACOSX" for part in path.parts):
+        return "hidden or system file"
+    if path.suffix.lower() not in AUDIO_SUFFIXES:
+        return "not an audio file"
+    return None
+
+
+def unpack(
+    archive: Path,
+    *,
+    name: str,
+    into: Path,
+    max_members: int = MAX_MEMBERS,
+    max_unpacked_bytes: int = MAX_UNPACKED_BYTES,
+) -> Unpacked:
+    """Unpacks the audio files of `archive` (uploaded as `name`) into the folder `into`.
+
+    Raises ArchiveError before writing anything when the archive is unreadable, holds a
+    member that escapes the folder, or would unpack to more members or bytes than allowed.
+    Members that are not audio (folders, text, links, hidden files) are skipped and listed.
+    """
+    with archive.open("rb") as handle:
+        kind = archive_kind(name, handle.read(512))
+    result = Unpacked()
+    try:
+        if kind == "zip":
+            _unpack_zip(archive, into, result, max_members, max_unpacked_bytes)
+        else:
+            _unpack_tar(archive, into, result, max_members, max_unpacked_bytes)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+        raise ArchiveError(f"{name}: the archive is damaged ({exc})") from None
+    if not result.audio:
+        wanted = ", ".join(sorted(AUDIO_SUFFIXES))
+        raise ArchiveError(f"{name}: no audio files inside (looked for {wanted})")
+    return result
+
+
+def _plan(
+    entries: list[Any],
+    name_of: Callable[[Any], str],
+    size_of: Callable[[Any], int],
+    is_file: Callable[[Any], bool],
+    result: Unpacked,
+    max_members: int,
+    max_bytes: int,
+) -> list[tuple[Any, PurePosixPath]]:
+    """The members to write as (entry, relative path), after checking all of them."""
+    if len(entries) > max_members:
+        raise ArchiveError(f"the archive holds {len(entries):,} members; at most {max_members:,}")
+    keep, total, seen = [], 0, set()
+    for entry in entries:
+        path = _safe_member_path(name_of(entry))
+        if path is None:
+            raise ArchiveError(f"member {name_of(entry)!r} points outside the archive's folder")
+        if not is_file(entry):
+            continue
+        reason = _wanted(path)
+        if reason:
+            result.skipped.append(f"{path}: {reason}")
+            continue
+        if str(path).lower() in seen:
+            result.skipped.append(f"{path}: a second file with this name")
+            continue
+        seen.add(str(path).lower())
+        total += size_of(entry)
+        if total > max_bytes:
+            raise ArchiveError(
+                f"the archive unpacks to more than {max_bytes / 1024**2:,.0f} MB; split it up"
+            )
+        keep.append((entry, path))
+    return keep
+
+
+def _unpack_zip(
+    archive: Path, into: Path, result: Unpacked, max_members: int, max_bytes: int
+) -> None:
+    with zipfile.ZipFile(archive) as zipped:
+        keep = _plan(
+            zipped.infolist(),
+            lambda info: info.filename,
+            lambda info: info.file_size,
+            lambda info: not info.is_dir() and (info.external_attr >> 28) != 0o12,  # no links
+            result,
+            max_members,
+            max_bytes,
+        )
+        for info, path in keep:
+            target = into / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zipped.open(info) as src, target.open("wb") as dst:
+                _copy_at_most(src, dst, info.file_size, path)
+            result.audio.append(target)
+
+
+def _unpack_tar(
+    archive: Path, into: Path, result: Unpacked, max_members: int, max_bytes: int
+) -> None:
+    with tarfile.open(archive) as tarred:
+        members = tarred.getmembers()
+        keep = _plan(
+            members,
+            lambda member: member.name,
+            lambda member: member.size,
+            lambda member: member.isreg(),  # links, devices and fifos are never written
+            result,
+            max_members,
+            max_bytes,
+        )
+        for member, path in keep:
+            target = into / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tarred.extractfile(member)
+            if src is None:
+                continue
+            with src, target.open("wb") as dst:
+                _copy_at_most(src, dst, member.size, path)
+            result.audio.append(target)
+
+
+def _copy_at_most(src: BinaryIO, dst: BinaryIO, declared: int, path: PurePosixPath) -> None:
+    """Copies a member, refusing one that holds more than its header declared: the size
+    checks above trust the headers, so a lying header must not fill the disk."""
+    written = 0
+    while chunk := src.read(1024 * 1024):
+        written += len(chunk)
+        if written > declared:
+            raise ArchiveError(f"member {path} is larger than its header says")
+        dst.write(chunk)

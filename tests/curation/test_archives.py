@@ -1,0 +1,137 @@
+"""curation.archives: unpacking uploaded archives without trusting them."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from curation.archives import ArchiveError, archive_kind, unpack
+
+WAV = b"RIFF" + b"\0" * 100  # content is not decoded here, only unpacked
+
+
+def _zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as zipped:
+        for name, data in members.items():
+            zipped.writestr(name, data)
+    return path
+
+
+def _tar(path: Path, members: dict[str, bytes], mode: str = "w:gz") -> Path:
+    with tarfile.open(path, mode) as tarred:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tarred.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_it_unpacks_the_audio_of_a_zip_keeping_folders(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "a.zip", {"rain/a.wav": WAV, "b.flac": WAV})
+
+    result = unpack(archive, name="field.zip", into=tmp_path / "out")
+
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in result.audio) == [
+        "b.flac",
+        "rain/a.wav",
+    ]
+    assert (tmp_path / "out" / "rain" / "a.wav").read_bytes() == WAV
+
+
+def test_it_unpacks_compressed_tars(tmp_path: Path) -> None:
+    for mode, suffix in [("w:gz", ".tar.gz"), ("w:bz2", ".tar.bz2"), ("w:xz", ".tar.xz")]:
+        archive = _tar(tmp_path / f"a{suffix}", {"a.wav": WAV}, mode)
+        result = unpack(archive, name=f"a{suffix}", into=tmp_path / suffix)
+        assert [p.name for p in result.audio] == ["a.wav"]
+
+
+def test_it_lists_what_it_leaves_out(tmp_path: Path) -> None:
+    archive = _zip(
+        tmp_path / "a.zip",
+        {"a.wav": WAV, "README.txt": b"hi", "__MACOSX/._a.wav": WAV, ".hidden.wav": WAV},
+    )
+
+    result = unpack(archive, name="a.zip", into=tmp_path / "out")
+
+    assert [p.name for p in result.audio] == ["a.wav"]
+    assert result.skipped == [
+        "README.txt: not an audio file",
+        "__MACOSX/._a.wav: hidden or system file",
+        ".hidden.wav: hidden or system file",
+    ]
+
+
+@pytest.mark.parametrize("evil", ["../escape.wav", "/etc/evil.wav", "a/../../escape.wav"])
+def test_it_refuses_a_member_that_climbs_out_and_writes_nothing(tmp_path: Path, evil: str) -> None:
+    archive = _zip(tmp_path / "a.zip", {"fine.wav": WAV, evil: WAV})
+
+    with pytest.raises(ArchiveError, match="points outside"):
+        unpack(archive, name="a.zip", into=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "escape.wav").exists()
+
+
+def test_it_never_writes_links_from_a_tar(tmp_path: Path) -> None:
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tarred:
+        link = tarfile.TarInfo("passwd.wav")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "/etc/passwd"
+        tarred.addfile(link)
+        info = tarfile.TarInfo("ok.wav")
+        info.size = len(WAV)
+        tarred.addfile(info, io.BytesIO(WAV))
+
+    result = unpack(archive, name="a.tar", into=tmp_path / "out")
+
+    assert [p.name for p in result.audio] == ["ok.wav"]
+    assert not (tmp_path / "out" / "passwd.wav").exists()
+
+
+def test_it_refuses_an_archive_that_unpacks_too_big(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "a.zip", {"a.wav": b"\0" * 5000, "b.wav": b"\0" * 5000})
+
+    with pytest.raises(ArchiveError, match="unpacks to more than"):
+        unpack(archive, name="a.zip", into=tmp_path / "out", max_unpacked_bytes=8000)
+    assert not (tmp_path / "out").exists()
+
+
+def test_it_refuses_an_archive_with_too_many_members(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "a.zip", {f"{i}.wav": WAV for i in range(5)})
+
+    with pytest.raises(ArchiveError, match="holds 5 members; at most 4"):
+        unpack(archive, name="a.zip", into=tmp_path / "out", max_members=4)
+
+
+def test_it_refuses_a_damaged_archive_with_the_reason(tmp_path: Path) -> None:
+    whole = _zip(tmp_path / "a.zip", {"a.wav": WAV * 50}).read_bytes()
+    damaged = tmp_path / "damaged.zip"
+    damaged.write_bytes(whole[: len(whole) // 2])
+
+    with pytest.raises(ArchiveError, match=r"damaged\.zip: the archive is damaged"):
+        unpack(damaged, name="damaged.zip", into=tmp_path / "out")
+
+
+def test_it_refuses_an_archive_without_audio(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "a.zip", {"notes.txt": b"x"})
+
+    with pytest.raises(ArchiveError, match="no audio files inside"):
+        unpack(archive, name="notes.zip", into=tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("name", "head", "message"),
+    [
+        ("clips.exe", b"MZ", "not an archive Earmark reads"),
+        ("clips.zip", b"MZ\x90\x00", "the name says zip but the content is not"),
+        ("clips.tar.gz", b"BZh91AY", "does not match the file name"),
+        ("clips.tar", b"\0" * 512, "the content is not a tar archive"),
+    ],
+)
+def test_it_checks_the_content_against_the_name(name: str, head: bytes, message: str) -> None:
+    with pytest.raises(ArchiveError, match=message):
+        archive_kind(name, head)
