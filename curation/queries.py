@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
@@ -140,21 +141,25 @@ def find_label(key: str) -> Label | None:
 
 
 def subset_status_counts(subset: Subset) -> dict[str, Any]:
-    """Clips per fetch status (every status present, 0 when none), total, percent ready."""
-    rows = (
+    """Clips per fetch status (every status present, 0 when none), total, percent ready,
+    and how many failed clips used up their attempts (a plain fetch skips those)."""
+    exhausted = Count("pk", filter=Q(clip__fetch_attempts__gte=settings.FETCH_MAX_ATTEMPTS))
+    rows = list(
         SubsetClip.objects.filter(subset=subset)
         .values("clip__status")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("pk"), exhausted=exhausted)
         .order_by()
     )
     by_status = {status: 0 for status in Clip.Status.values}
     by_status.update({row["clip__status"]: row["n"] for row in rows})
     total = sum(by_status.values())
     ready = by_status[Clip.Status.READY]
+    failed = [row for row in rows if row["clip__status"] == Clip.Status.FAILED]
     return {
         "statuses": by_status,
         "total": total,
         "percent_ready": round(100 * ready / total) if total else 0,
+        "exhausted": failed[0]["exhausted"] if failed else 0,
     }
 
 

@@ -623,6 +623,7 @@ def clips_fetch(
     stale_after: timedelta = FETCH_STALE_AFTER,
     poll_seconds: float = FETCH_POLL_SECONDS,
     sample_rate: int | None = None,
+    retry_exhausted: bool = False,
 ) -> dict[str, int]:
     """Fetches every YouTube clip of the subset (or of `clip_ids`, or both: their overlap)
     that is due, and waits until each is settled. Resumable: ready and unavailable clips
@@ -648,6 +649,12 @@ def clips_fetch(
         if wanted - known:
             raise ValidationError(f"Unknown clip id(s): {sorted(wanted - known)}.")
         clips = clips.filter(pk__in=wanted)
+    if retry_exhausted:
+        # a researcher's explicit second chance (the source is back, the block lifted):
+        # failed clips out of attempts get a full set again
+        clips.filter(
+            status=Clip.Status.FAILED, fetch_attempts__gte=settings.FETCH_MAX_ATTEMPTS
+        ).update(fetch_attempts=0)
     rows = list(clips.order_by("pk").values_list("pk", "status", "fetch_attempts"))
     already_ready = sum(1 for _, status, _ in rows if status == Clip.Status.READY)
     tickets: list[FetchTicket] = [
@@ -719,6 +726,7 @@ def clips_fetch_job(
     subset_id: int | None = None,
     clip_ids: list[int] | None = None,
     fan_out: bool = True,
+    retry_exhausted: bool = False,
 ) -> dict[str, int]:
     """The "clips_fetch" job (media queue).
 
@@ -754,6 +762,7 @@ def clips_fetch_job(
         progress=progress,
         enlist=enlist if fan_out else None,
         sample_rate=sample_rate,
+        retry_exhausted=retry_exhausted,
     )
 
 

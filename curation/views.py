@@ -324,9 +324,13 @@ def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> HttpRespo
     if "clips_fetch" not in JOB_KINDS:  # fetching arrives with its own job kind
         messages.error(request, "Fetching clips is not available on this server yet.")
         return redirect("subset_detail", slug, subset.slug)
+    retry_exhausted = request.POST.get("retry_exhausted") == "1"
+    params: dict[str, Any] = {"subset_id": subset.pk}
+    if retry_exhausted:
+        params["retry_exhausted"] = True
     job = job_enqueue(
         kind="clips_fetch",
-        params={"subset_id": subset.pk},
+        params=params,
         project=subset.project,
         created_by=request.user,
         label=f"Fetch clips of {subset.name}",

@@ -29,6 +29,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection
+from django.urls import reverse
 from django.utils import timezone
 
 from core.models import Job, Project, WorkerHeartbeat
@@ -38,7 +39,7 @@ from curation.models import Clip, Split, Subset, SubsetClip
 from curation.services import clip_fetch, clips_fetch
 from curation.tasks import fetch_clip
 from earmark.env import env_float
-from tests.conftest import worker_database_url
+from tests.conftest import login, worker_database_url
 from tests.curation.media_server import MediaServer, Route, make_mp4, media_server
 
 pytestmark = pytest.mark.django_db
@@ -336,6 +337,42 @@ def test_it_stops_retrying_after_the_last_attempt(
     assert "no attempts left" in clip.error
     assert result["attempted"] == 0
     assert result["failed_no_attempts_left"] == 1
+
+
+def test_a_researcher_gives_clips_out_of_attempts_a_fresh_set(
+    server: MediaServer, media_root: Path, settings: Any
+) -> None:
+    settings.FETCH_MAX_ATTEMPTS = 1
+    clip = _clip(CUT)
+    clips_fetch(clip_ids=[clip.pk])
+    hits = server.hits[CUT]
+
+    result = clips_fetch(clip_ids=[clip.pk], retry_exhausted=True)
+
+    clip.refresh_from_db()
+    assert server.hits[CUT] > hits
+    assert result["attempted"] == 1
+    assert clip.fetch_attempts == 1  # one fresh attempt used, and failed again
+    assert clip.status == Clip.Status.FAILED
+
+
+def test_the_subset_page_offers_a_retry_for_clips_out_of_attempts(
+    server: MediaServer, media_root: Path, settings: Any, project: Project
+) -> None:
+    settings.FETCH_MAX_ATTEMPTS = 1
+    subset = _subset(project, [_clip(CUT), _clip(TONE)])
+    clips_fetch(subset=subset)
+    client = login(project.created_by)
+    url = reverse("subset_detail", args=[project.slug, subset.slug])
+
+    page = client.get(url).content.decode()
+    client.post(reverse("subset_fetch", args=[project.slug, subset.slug]), {"retry_exhausted": "1"})
+
+    assert "Retry 1 clip out of attempts" in page
+    assert Job.objects.get(kind="clips_fetch").params == {
+        "subset_id": subset.pk,
+        "retry_exhausted": True,
+    }
 
 
 def test_it_stores_no_files_when_saving_the_clip_fails(

@@ -26,6 +26,11 @@ class Command(JobCommand):
             help="fetch this clip (repeatable; with --subset, only clips of the subset)",
         )
         parser.add_argument(
+            "--retry-exhausted",
+            action="store_true",
+            help="give failed clips that used up FETCH_MAX_ATTEMPTS a fresh set of attempts",
+        )
+        parser.add_argument(
             "--fan-out",
             action="store_true",
             help="also hand clips to running media workers, fetching in parallel",
@@ -38,6 +43,7 @@ class Command(JobCommand):
         project: str | None,
         clip: list[int],
         fan_out: bool,
+        retry_exhausted: bool,
         **options: Any,
     ) -> None:
         if not subset and not clip:
@@ -51,6 +57,7 @@ class Command(JobCommand):
                 "subset_id": found.pk if found else None,
                 "clip_ids": clip or None,
                 "fan_out": fan_out,
+                "retry_exhausted": retry_exhausted,
             },
             label=f"Fetch clips of {found.name}" if found else f"Fetch {len(clip)} clip(s)",
             project=found.project if found else None,
