@@ -1,0 +1,468 @@
+"""Typed configurations for the captioners and the trainer, with named presets.
+
+Every model config is a flat dataclass; ``asdict(cfg)`` is what a checkpoint stores as
+``model_args`` and what ``TrainingRun.config`` keeps, and ``config_from_dict`` rebuilds it strictly
+(an unknown key is an error, never silently ignored). ``apply_overrides`` implements the
+``--set key=value`` command-line style with dotted keys into nested dataclasses and type checking.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+C = TypeVar("C")
+
+
+class ConfigError(ValueError):
+    """A config key or value is wrong; the message names the key."""
+
+
+# --------------------------------------------------------------------------- model configs
+
+
+@dataclass
+class CaptionerConfig:
+    """Fields every captioner has."""
+
+    # V: number of words in the vocabulary; filled in from the Vocabulary when the model is built.
+    vocab_size: int = 0
+    # F: size of one input feature frame (e.g. 128 for VGGish embeddings, 64 for 64 log-mels).
+    feature_dim: int = 128
+    # Dropout probability used throughout the model (0 disables it).
+    dropout: float = 0.2
+
+
+@dataclass
+class NearestNeighbourConfig(CaptionerConfig):
+    """1NN retrieval (Kim et al. 2019): no trainable parameters, only a bank of training clips."""
+
+    # Longest retrieved caption kept in the bank, in tokens including <bos>/<eos>.
+    max_caption_length: int = 32
+    # How many of the neighbour's label words are kept as attribute words.
+    max_attributes: int = 16
+
+
+@dataclass
+class LSTMConfig(CaptionerConfig):
+    """LSTM baseline: a biLSTM summary of the clip is the decoder's initial state."""
+
+    # Word embedding size (300 in the paper, matching word2vec/GloVe).
+    embed_dim: int = 300
+    # Hidden units per direction of the biLSTM audio encoder.
+    encoder_dim: int = 256
+    # Hidden units of the 1-layer LSTM decoder.
+    decoder_dim: int = 512
+    # Layer-normalise the decoder output before the word classifier (the paper's "layer norm").
+    layer_norm: bool = True
+
+
+@dataclass
+class TempAttConfig(LSTMConfig):
+    """TempAtt: the LSTM baseline plus Luong global attention over the encoder time steps."""
+
+
+@dataclass
+class TopDownConfig(CaptionerConfig):
+    """TopDown multi-scale encoder with optional aligned semantic attention (attention flow)."""
+
+    # Word embedding size, shared by decoder words and attribute words.
+    embed_dim: int = 300
+    # Hidden units per direction of each encoder biLSTM (high, mid and attribute-word levels).
+    encoder_dim: int = 256
+    # Size of the separate mid-level frames (batch["mid_features"], e.g. VGGish conv4). 0 means
+    # there is a single feature level: the input frames are taken as the mid level c_t and the
+    # high level f_t is derived from them by a learned 2-layer MLP, as VGGish's fc layers sit on
+    # top of its conv4 block.
+    mid_feature_dim: int = 0
+    # Hidden units of the 1-layer LSTM decoder.
+    decoder_dim: int = 512
+    # Use attribute words through attention flow (TopDown-AlignedAtt); False gives plain TopDown.
+    aligned_attention: bool = True
+    # Where attribute words come from: the nearest training clip's labels ("retrieval", realistic)
+    # or the clip's own ground-truth labels ("labels", an upper bound). The data pipeline fills
+    # batch["attributes"] accordingly; the model itself only reads the tensor.
+    attribute_source: Literal["retrieval", "labels"] = "retrieval"
+
+
+@dataclass
+class ACTConfig(CaptionerConfig):
+    """ACT (Liu et al. 2023): patch Transformer on log-mels + Transformer decoder."""
+
+    # Log-mel bins per frame: 64 in the paper.
+    feature_dim: int = 64
+    # Frames per non-overlapping patch along time (the paper's 4x64 patches).
+    patch_frames: int = 4
+    # Longest input in frames; sizes the learnable positional embedding (10 s at hop 640 ~ 501).
+    max_frames: int = 1024
+    # Width of the ViT-style encoder blocks.
+    encoder_dim: int = 768
+    # Number of encoder blocks (12 in the paper).
+    encoder_layers: int = 12
+    # Attention heads per encoder block.
+    encoder_heads: int = 12
+    # d: width of the decoder; encoder outputs are projected to it (512 in the paper).
+    decoder_dim: int = 512
+    # Number of Transformer decoder blocks (4 for ACT-m).
+    decoder_layers: int = 4
+    # Attention heads per decoder block.
+    decoder_heads: int = 8
+    # Feed-forward width as a multiple of the block width.
+    ff_mult: int = 4
+    # Longest caption in tokens; sizes the decoder's learnable positional embedding.
+    max_caption_length: int = 64
+
+
+@dataclass
+class BiLSTMConfig(CaptionerConfig):
+    """Light-weight BiLSTM encoder + temporal-attention LSTM decoder (MODELS.md section 4)."""
+
+    # YAMNet penultimate layer is 1024-d (AST [CLS] would be 768).
+    feature_dim: int = 1024
+    # Hidden units per direction of the stacked biLSTM encoder.
+    encoder_dim: int = 256
+    # Number of stacked biLSTM layers.
+    encoder_layers: int = 2
+    # Word embedding size.
+    embed_dim: int = 256
+    # Hidden units of the LSTM decoder.
+    decoder_dim: int = 512
+    # Width of the additive temporal attention (W_e, W_h map to this size).
+    attention_dim: int = 256
+
+
+# --------------------------------------------------------------------------- text and training
+
+
+@dataclass
+class VocabConfig:
+    """How the word vocabulary is built from the training captions."""
+
+    # Keep a word only if it occurs at least this often in the training captions (10 for BiLSTM).
+    min_count: int = 1
+    # Longest caption in words; longer ones are truncated (20 for BiLSTM). <bos>/<eos> not counted.
+    max_length: int = 30
+
+
+@dataclass
+class TrainConfig:
+    """Model-agnostic training loop settings."""
+
+    # Passes over the training set.
+    epochs: int = 15
+    # Captions per batch.
+    batch_size: int = 32
+    # "adam" or "adamw" (decoupled weight decay).
+    optimizer: Literal["adam", "adamw"] = "adam"
+    # Peak learning rate (reached after warm-up).
+    lr: float = 1e-4
+    # Adam beta1, beta2.
+    betas: tuple[float, float] = (0.9, 0.999)
+    # Adam epsilon.
+    eps: float = 1e-8
+    # Weight decay (L2 for adam, decoupled for adamw).
+    weight_decay: float = 0.0
+    # Linear warm-up from 0 over this many epochs (ACT: 5 of 15); fractional epochs allowed.
+    warmup_epochs: float = 0.0
+    # Multiply the learning rate by this after every epoch (MAAC: 0.98; 1.0 keeps it constant).
+    lr_decay_per_epoch: float = 1.0
+    # Halve-on-plateau: after this many validations without improvement multiply the learning
+    # rate by plateau_factor (BiLSTM: 3 epochs, 0.5). None disables it.
+    plateau_patience: int | None = None
+    # Factor applied to the learning rate on a plateau.
+    plateau_factor: float = 0.5
+    # Clip the global gradient norm to this value; None disables clipping.
+    grad_clip: float | None = 1.0
+    # Cross-entropy label smoothing (0 disables it).
+    label_smoothing: float = 0.1
+    # Stop after this many validations without a better score; None trains all epochs.
+    early_stopping_patience: int | None = 5
+    # Validate (and maybe save the best checkpoint) every this many epochs.
+    validate_every: int = 1
+    # Also save the "last" checkpoint every this many steps (a crash then loses little);
+    # None saves it once per epoch.
+    checkpoint_every_steps: int | None = None
+    # Call progress callbacks every this many optimisation steps.
+    log_every_steps: int = 10
+    # Mixed precision on CUDA (bfloat16 where supported, else float16 with loss scaling).
+    amp: bool = True
+    # "auto" picks cuda when available, else cpu; or any torch device string ("cuda:1", "cpu").
+    device: str = "auto"
+    # Seed for parameters, dropout and batch order; the same seed gives the same run.
+    seed: int = 0
+    # DataLoader worker processes (0 loads batches in the training process).
+    num_workers: int = 0
+    # Length bucketing: sort captions by clip length inside pools of this many batches, so a
+    # batch pads little while the order stays random between pools.
+    bucket_batches: int = 50
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a training run; what ``--set`` overrides address."""
+
+    # Registry name of the model ("lstm", "tempatt", "topdown", "act", "bilstm", "nn").
+    model_name: str = "lstm"
+    # The model's own config dataclass.
+    model: CaptionerConfig = field(default_factory=LSTMConfig)
+    # Vocabulary building settings.
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    # Training loop settings.
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+# --------------------------------------------------------------------------- presets
+
+# Named presets per model: "paper" follows MODELS.md, "small" trains on CPU in minutes,
+# "tiny" is for unit tests (seconds). Use ``model_preset(name, preset)``, which returns a copy.
+MODEL_PRESETS: dict[str, dict[str, CaptionerConfig]] = {
+    "nn": {
+        "paper": NearestNeighbourConfig(),
+        "small": NearestNeighbourConfig(),
+        "tiny": NearestNeighbourConfig(feature_dim=8, max_caption_length=12, max_attributes=4),
+    },
+    "lstm": {
+        "paper": LSTMConfig(),
+        "small": LSTMConfig(embed_dim=128, encoder_dim=128, decoder_dim=256),
+        "tiny": LSTMConfig(feature_dim=8, embed_dim=16, encoder_dim=12, decoder_dim=24),
+    },
+    "tempatt": {
+        "paper": TempAttConfig(),
+        "small": TempAttConfig(embed_dim=128, encoder_dim=128, decoder_dim=256),
+        "tiny": TempAttConfig(feature_dim=8, embed_dim=16, encoder_dim=12, decoder_dim=24),
+    },
+    "topdown": {
+        "paper": TopDownConfig(),
+        "small": TopDownConfig(embed_dim=128, encoder_dim=128, decoder_dim=256),
+        "tiny": TopDownConfig(feature_dim=8, embed_dim=16, encoder_dim=12, decoder_dim=24),
+    },
+    "act": {
+        "paper": ACTConfig(),
+        "small": ACTConfig(
+            encoder_dim=192,
+            encoder_layers=4,
+            encoder_heads=4,
+            decoder_dim=192,
+            decoder_heads=4,
+            decoder_layers=2,
+            dropout=0.1,
+        ),
+        "tiny": ACTConfig(
+            feature_dim=8,
+            patch_frames=2,
+            max_frames=64,
+            encoder_dim=16,
+            encoder_layers=1,
+            encoder_heads=2,
+            decoder_dim=16,
+            decoder_layers=1,
+            decoder_heads=2,
+            ff_mult=2,
+            max_caption_length=16,
+        ),
+    },
+    "bilstm": {
+        "paper": BiLSTMConfig(),
+        "small": BiLSTMConfig(
+            feature_dim=128, encoder_dim=128, embed_dim=128, decoder_dim=256, attention_dim=128
+        ),
+        "tiny": BiLSTMConfig(
+            feature_dim=8, encoder_dim=12, embed_dim=16, decoder_dim=24, attention_dim=12
+        ),
+    },
+}
+
+# Training presets named after the paper whose recipe they follow.
+TRAIN_PRESETS: dict[str, TrainConfig] = {
+    # Kim et al.: Adam (0.9/0.999/1e-8); lr not given in MODELS.md, 1e-3 is the usual LSTM choice.
+    "audiocaps": TrainConfig(lr=1e-3, epochs=30, label_smoothing=0.0),
+    # Liu et al.: Adam 1e-4, linear warm-up over the first 5 of 15 epochs, batch 32, smoothing.
+    "act": TrainConfig(lr=1e-4, epochs=15, warmup_epochs=5.0, batch_size=32, label_smoothing=0.1),
+    # BiLSTM: Adam 1e-4, batch 32, halve lr after 3 validations without gain.
+    "bilstm": TrainConfig(
+        lr=1e-4, epochs=30, plateau_patience=3, plateau_factor=0.5, label_smoothing=0.0
+    ),
+    # Unit tests: a handful of steps on CPU, no early stopping.
+    "tiny": TrainConfig(
+        epochs=2,
+        batch_size=4,
+        lr=3e-3,
+        label_smoothing=0.0,
+        early_stopping_patience=None,
+        amp=False,
+        log_every_steps=1,
+    ),
+}
+
+
+def model_preset(model_name: str, preset: str = "paper") -> CaptionerConfig:
+    """A fresh copy of a named preset; the error lists what exists."""
+    try:
+        presets = MODEL_PRESETS[model_name]
+    except KeyError:
+        known = ", ".join(sorted(MODEL_PRESETS))
+        raise ConfigError(f"no presets for model '{model_name}' (known models: {known})") from None
+    try:
+        return dataclasses.replace(presets[preset])
+    except KeyError:
+        known = ", ".join(sorted(presets))
+        raise ConfigError(
+            f"model '{model_name}' has no preset '{preset}' (known: {known})"
+        ) from None
+
+
+def train_preset(preset: str = "audiocaps") -> TrainConfig:
+    """A fresh copy of a named training preset."""
+    try:
+        return dataclasses.replace(TRAIN_PRESETS[preset])
+    except KeyError:
+        known = ", ".join(sorted(TRAIN_PRESETS))
+        raise ConfigError(f"no training preset '{preset}' (known: {known})") from None
+
+
+# --------------------------------------------------------------------------- dicts and overrides
+
+
+def config_from_dict(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C:
+    """Rebuild ``cls`` from ``asdict`` output (e.g. a checkpoint's model_args), strictly.
+
+    Unknown keys are an error naming the key; values are type-checked like overrides, and JSON
+    lists become tuples where the field is a tuple.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{where}{key}"
+        if key not in names:
+            raise ConfigError(
+                f"unknown config key '{path}' for {cls.__name__} "
+                f"(known: {', '.join(sorted(names))})"
+            )
+        kwargs[key] = _coerce(value, hints[key], path)
+    return cls(**kwargs)
+
+
+def apply_overrides(config: C, overrides: Mapping[str, Any] | Iterable[str]) -> C:
+    """Return a copy of ``config`` with dotted-key overrides applied.
+
+    ``overrides`` is either ``["train.lr=3e-4", "model.dropout=0.1"]`` (the ``--set`` form, values
+    parsed from text) or a mapping ``{"train.lr": 3e-4}``. A key that does not exist or a value of
+    the wrong type raises ConfigError naming the key.
+    """
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(overrides, Mapping):
+        pairs = list(overrides.items())
+    else:
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"override '{item}' is not of the form key=value")
+            pairs.append((key.strip(), value.strip()))
+    for key, value in pairs:
+        config = _set_path(config, key.split("."), value, key)
+    return config
+
+
+def _set_path(obj: Any, parts: list[str], value: Any, full_key: str) -> Any:
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        raise ConfigError(f"config key '{full_key}': '{parts[0]}' is inside a non-config value")
+    head, rest = parts[0], parts[1:]
+    fields = {f.name for f in dataclasses.fields(obj)}
+    if head not in fields:
+        known = ", ".join(sorted(fields))
+        raise ConfigError(
+            f"unknown config key '{full_key}': {type(obj).__name__} has no '{head}' "
+            f"(known: {known})"
+        )
+    current = getattr(obj, head)
+    if rest:
+        new = _set_path(current, rest, value, full_key)
+    elif dataclasses.is_dataclass(current):
+        raise ConfigError(f"config key '{full_key}' is a section; set one of its fields instead")
+    else:
+        new = _coerce(value, typing.get_type_hints(type(obj))[head], full_key)
+    return dataclasses.replace(obj, **{head: new})
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Convert ``value`` (text from the command line, or JSON data) to ``hint`` or raise."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        is_none = value is None or (isinstance(value, str) and value.lower() in {"none", "null"})
+        if is_none and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"config key '{key}': bad value {value!r}")
+    if origin is Literal:
+        if value in args:
+            return value
+        raise ConfigError(
+            f"config key '{key}': {value!r} is not one of {', '.join(repr(a) for a in args)}"
+        )
+    if origin is tuple:
+        items = value
+        if isinstance(value, str):
+            items = [v for v in value.strip("()[] ").split(",") if v.strip()]
+        if not isinstance(items, list | tuple):
+            raise ConfigError(f"config key '{key}': expected a tuple, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], key) for v in items)
+        if len(items) != len(args):
+            raise ConfigError(f"config key '{key}': expected {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, key) for v, a in zip(items, args, strict=True))
+    if dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):
+            return value
+        if isinstance(value, Mapping):
+            return config_from_dict(hint, value, where=f"{key}.")
+        raise ConfigError(f"config key '{key}': expected a {hint.__name__} mapping")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+            return value.lower() in _TRUE
+        raise ConfigError(f"config key '{key}': expected true/false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"config key '{key}': expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"config key '{key}': expected an integer, got {value!r}")
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"config key '{key}': expected a number, got {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"config key '{key}': expected text, got {value!r}")
+    raise ConfigError(f"config key '{key}': unsupported field type {hint!r}")

@@ -1,0 +1,1 @@
+"""One module per captioner; ``modeling.ml.registry`` maps names to them."""

@@ -1,0 +1,116 @@
+"""Model registry: name -> (captioner class, config class), plus builders used by checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from modeling.ml.config import (
+    ACTConfig,
+    BiLSTMConfig,
+    CaptionerConfig,
+    ConfigError,
+    LSTMConfig,
+    NearestNeighbourConfig,
+    RunConfig,
+    TempAttConfig,
+    TopDownConfig,
+    TrainConfig,
+    VocabConfig,
+    config_from_dict,
+    model_preset,
+)
+from modeling.ml.models.act import ACTCaptioner
+from modeling.ml.models.base import Captioner
+from modeling.ml.models.bilstm import BiLSTMCaptioner
+from modeling.ml.models.lstm import LSTMCaptioner
+from modeling.ml.models.nn_retrieval import NearestNeighbourCaptioner
+from modeling.ml.models.tempatt import TempAttCaptioner
+from modeling.ml.models.topdown import TopDownCaptioner
+
+MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
+    "nn": (NearestNeighbourCaptioner, NearestNeighbourConfig),
+    "lstm": (LSTMCaptioner, LSTMConfig),
+    "tempatt": (TempAttCaptioner, TempAttConfig),
+    "topdown": (TopDownCaptioner, TopDownConfig),
+    "act": (ACTCaptioner, ACTConfig),
+    "bilstm": (BiLSTMCaptioner, BiLSTMConfig),
+}
+
+
+class UnknownModelError(KeyError):
+    """A model name that is not in MODELS; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message, quotes and all
+        return str(self.args[0])
+
+
+def lookup(name: str) -> tuple[type[Captioner], type[CaptionerConfig]]:
+    try:
+        return MODELS[name]
+    except KeyError:
+        known = ", ".join(sorted(MODELS))
+        raise UnknownModelError(f"unknown model '{name}' (known models: {known})") from None
+
+
+def model_config(
+    name: str,
+    data: CaptionerConfig | Mapping[str, Any] | None = None,
+) -> CaptionerConfig:
+    """The config of model ``name``: the "paper" preset, a given instance, or a dict (strict)."""
+    _, config_class = lookup(name)
+    if data is None:
+        return model_preset(name, "paper")
+    if isinstance(data, CaptionerConfig):
+        if type(data) is not config_class:
+            raise ConfigError(
+                f"model '{name}' takes a {config_class.__name__}, not a {type(data).__name__}"
+            )
+        return data
+    return config_from_dict(config_class, data, where="model.")
+
+
+def build_model(
+    name: str,
+    config: CaptionerConfig | Mapping[str, Any] | None = None,
+    *,
+    vocab_size: int | None = None,
+) -> Captioner:
+    """Instantiate model ``name``; ``vocab_size`` (from the Vocabulary) overrides the config's."""
+    model_class, _ = lookup(name)
+    config = model_config(name, config)
+    if vocab_size is not None:
+        config = dataclasses.replace(config, vocab_size=vocab_size)
+    if config.vocab_size < 5:
+        raise ConfigError(
+            f"model '{name}': vocab_size must cover the 4 specials and a word, "
+            f"got {config.vocab_size}"
+        )
+    return model_class(config)
+
+
+def run_config_from_dict(data: Mapping[str, Any]) -> RunConfig:
+    """Rebuild a RunConfig from ``asdict`` output; the model section follows ``model_name``."""
+    unknown = set(data) - {f.name for f in dataclasses.fields(RunConfig)}
+    if unknown:
+        raise ConfigError(f"unknown config key '{sorted(unknown)[0]}' for RunConfig")
+    name = data.get("model_name", RunConfig.model_name)
+    if not isinstance(name, str):
+        raise ConfigError(f"config key 'model_name': expected text, got {name!r}")
+    return RunConfig(
+        model_name=name,
+        model=model_config(name, data.get("model") or model_preset(name, "paper")),
+        vocab=config_from_dict(VocabConfig, data.get("vocab", {}), where="vocab."),
+        train=config_from_dict(TrainConfig, data.get("train", {}), where="train."),
+    )
+
+
+def run_config(
+    model_name: str, *, preset: str = "paper", train: TrainConfig | None = None
+) -> RunConfig:
+    """A RunConfig for ``model_name`` from a model preset (and an optional TrainConfig)."""
+    lookup(model_name)
+    return RunConfig(
+        model_name=model_name, model=model_preset(model_name, preset), train=train or TrainConfig()
+    )

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from modeling.ml.config import (
+    ConfigError,
+    LSTMConfig,
+    RunConfig,
+    TopDownConfig,
+    TrainConfig,
+    apply_overrides,
+    config_from_dict,
+    model_preset,
+    train_preset,
+)
+from modeling.ml.registry import run_config, run_config_from_dict
+
+
+def test_overrides_set_nested_fields_with_their_types():
+    run = run_config("topdown", preset="small")
+    run = apply_overrides(
+        run,
+        [
+            "train.lr=3e-4",
+            "train.epochs=7",
+            "train.amp=false",
+            "train.grad_clip=none",
+            "train.betas=0.8,0.99",
+            "model.aligned_attention=no",
+            "model.attribute_source=labels",
+        ],
+    )
+    assert run.train.lr == 3e-4
+    assert run.train.epochs == 7
+    assert run.train.amp is False
+    assert run.train.grad_clip is None
+    assert run.train.betas == (0.8, 0.99)
+    assert isinstance(run.model, TopDownConfig)
+    assert run.model.aligned_attention is False
+    assert run.model.attribute_source == "labels"
+
+
+def test_overrides_return_a_copy():
+    run = RunConfig()
+    apply_overrides(run, {"train.lr": 0.5})
+    assert run.train.lr == TrainConfig().lr
+
+
+def test_unknown_override_key_is_named_with_the_known_ones():
+    with pytest.raises(ConfigError, match=r"unknown config key 'train\.lrr'.*known: .*\blr\b"):
+        apply_overrides(RunConfig(), ["train.lrr=1"])
+
+
+def test_wrongly_typed_override_names_the_key():
+    with pytest.raises(ConfigError, match=r"config key 'train\.epochs': expected an integer"):
+        apply_overrides(RunConfig(), ["train.epochs=many"])
+
+
+def test_bool_override_rejects_other_words():
+    with pytest.raises(ConfigError, match=r"train\.amp.*true/false"):
+        apply_overrides(RunConfig(), ["train.amp=maybe"])
+
+
+def test_literal_override_lists_the_allowed_values():
+    with pytest.raises(ConfigError, match=r"train\.optimizer.*'adam', 'adamw'"):
+        apply_overrides(RunConfig(), ["train.optimizer=sgd"])
+
+
+def test_override_of_a_whole_section_is_refused():
+    with pytest.raises(ConfigError, match="is a section"):
+        apply_overrides(RunConfig(), ["train=3"])
+
+
+def test_override_without_equals_sign_is_refused():
+    with pytest.raises(ConfigError, match="not of the form key=value"):
+        apply_overrides(RunConfig(), ["train.lr"])
+
+
+def test_config_from_dict_is_strict_about_unknown_keys():
+    with pytest.raises(ConfigError, match="unknown config key 'hidden'"):
+        config_from_dict(LSTMConfig, {"hidden": 3})
+
+
+def test_config_from_dict_turns_json_lists_into_tuples():
+    assert config_from_dict(TrainConfig, {"betas": [0.5, 0.6]}).betas == (0.5, 0.6)
+
+
+def test_run_config_round_trips_through_a_dict():
+    run = run_config("act", preset="tiny", train=train_preset("act"))
+    assert run_config_from_dict(dataclasses.asdict(run)) == run
+
+
+def test_presets_are_fresh_copies():
+    config = model_preset("lstm", "tiny")
+    config.embed_dim = 999
+    assert model_preset("lstm", "tiny").embed_dim != 999
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"no preset 'huge' .*known: paper, small, tiny"):
+        model_preset("lstm", "huge")
+
+
+def test_unknown_training_preset_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"no training preset 'fast'.*act, audiocaps"):
+        train_preset("fast")
+
+
+def test_act_training_preset_follows_the_paper():
+    config = train_preset("act")
+    assert (config.lr, config.epochs, config.warmup_epochs, config.batch_size) == (
+        1e-4,
+        15,
+        5.0,
+        32,
+    )
