@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django import forms
+
+from crowd.models import Qualification, RejectReason
+from crowd.services import MAX_BONUS_CENTS
+
+
+class RejectForm(forms.Form):
+    reason = forms.ChoiceField(choices=[("", "Reason…"), *RejectReason.choices])
+    feedback = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Empty: the reason's standard feedback.",
+    )
+
+
+class FeedbackForm(forms.Form):
+    feedback = forms.CharField(required=False, max_length=2000)
+
+
+class BlockForm(forms.Form):
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class UnblockForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=2000)
+
+
+class BonusForm(forms.Form):
+    amount_cents = forms.IntegerField(min_value=1, max_value=MAX_BONUS_CENTS, label="Amount (¢)")
+    reason = forms.CharField(max_length=2000)
+    idempotency_key = forms.CharField(max_length=64, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a fresh key per rendered form: sending the same form twice pays once
+        self.fields["idempotency_key"].initial = uuid.uuid4().hex
+
+
+class GradeForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Pass"), ("reject", "Fail")])
+    feedback = forms.CharField(
+        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3})
+    )
+
+
+class QualificationForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    instructions = forms.CharField(
+        required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    clip_ids = forms.CharField(
+        label="Clip ids",
+        max_length=2000,
+        help_text="Ids of the project's clips, separated by commas or spaces.",
+    )
+    min_words = forms.IntegerField(min_value=1, max_value=200, initial=3)
+    max_words = forms.IntegerField(min_value=1, max_value=200, initial=40)
+
+
+class RequirementsForm(forms.Form):
+    qualifications = forms.ModelMultipleChoiceField(
+        queryset=Qualification.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+    )
+    min_approval_percent = forms.IntegerField(
+        min_value=0, max_value=100, initial=0, label="Minimum approval rate (%)"
+    )
+    min_approved = forms.IntegerField(min_value=0, initial=0, label="Minimum approved assignments")
+
+    def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["qualifications"].queryset = Qualification.objects.filter(project=project)

@@ -1,0 +1,80 @@
+"""Reads shared by the claim path and the crowd pages.
+
+hits_open_to() is the gate hit_claim applies: it only narrows the claim query with
+uncorrelated subqueries (the worker's record is computed once per query, not per HIT), so
+a claim stays one SELECT … FOR UPDATE SKIP LOCKED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, F, IntegerField, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+
+from annotation.models import Assignment, Hit
+from crowd.models import BatchRequirements, Block, QualificationAttempt
+
+
+def _count(assignments: QuerySet[Assignment]) -> Coalesce:
+    counted = assignments.order_by().values("worker").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def requirements_unmet(*, worker: Any) -> QuerySet[BatchRequirements]:
+    """Requirements the worker falls short of: a qualification not passed, too few
+    approved assignments, or an approval rate below the minimum (a worker with nothing
+    reviewed yet has 100 %)."""
+    mine = Assignment.objects.filter(worker=worker)
+    passed = QualificationAttempt.objects.filter(
+        worker=worker, state=QualificationAttempt.State.APPROVED
+    ).values("qualification_id")
+    missing = BatchRequirements.qualifications.through.objects.exclude(
+        qualification_id__in=passed
+    ).values("batchrequirements_id")
+    return (
+        BatchRequirements.objects.alias(
+            approved=_count(mine.filter(state=Assignment.State.APPROVED)),
+            reviewed=_count(
+                mine.filter(state__in=[Assignment.State.APPROVED, Assignment.State.REJECTED])
+            ),
+        )
+        .alias(
+            # approved / reviewed < min percent, without a division (nothing reviewed: 100 %)
+            wanted=F("min_approval_percent") * F("reviewed"),
+            scored=F("approved") * 100,
+        )
+        .filter(Q(min_approved__gt=F("approved")) | Q(wanted__gt=F("scored")) | Q(pk__in=missing))
+    )
+
+
+def hits_open_to(hits: QuerySet[Hit], *, worker: Any) -> QuerySet[Hit]:
+    """Narrows `hits` to those the worker may claim: no active block on the batch's
+    project, and every requirement of the batch met."""
+    blocked = Block.objects.active().filter(worker=worker).values("project_id")
+    unmet = requirements_unmet(worker=worker).values("batch_id")
+    return hits.exclude(batch__project_id__in=blocked).exclude(batch_id__in=unmet)
+
+
+def worker_record(*, worker: Any) -> dict[str, Any]:
+    """The worker's site-wide record, as the requirements gate reads it."""
+    counts = dict(
+        Assignment.objects.filter(
+            worker=worker, state__in=[Assignment.State.APPROVED, Assignment.State.REJECTED]
+        )
+        .values_list("state")
+        .annotate(n=Count("pk"))
+        .values_list("state", "n")
+    )
+    approved = counts.get(Assignment.State.APPROVED, 0)
+    reviewed = approved + counts.get(Assignment.State.REJECTED, 0)
+    return {
+        "approved": approved,
+        "rejected": reviewed - approved,
+        "reviewed": reviewed,
+        "approval_percent": (100 * approved / reviewed) if reviewed else 100.0,
+    }
+
+
+def blocks_of(*, worker: Any) -> QuerySet[Block]:
+    return Block.objects.active().filter(worker=worker).select_related("project")

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from crowd.queries import blocks_of, worker_record
+from crowd.services import qualifications_for
+
+register = template.Library()
+
+
+@register.filter
+def dollars(cents: int | None) -> str:
+    """1234 -> "$12.34"."""
+    return f"${(cents or 0) / 100:,.2f}"
+
+
+@register.inclusion_tag("crowd/_standing.html", takes_context=True)
+def worker_standing(context: dict[str, Any]) -> dict[str, Any]:
+    """The worker's blocks, qualifications still to take and record, for the work page."""
+    user = context["request"].user
+    rows = qualifications_for(worker=user)
+    return {
+        "blocks": blocks_of(worker=user),
+        "to_take": [r for r in rows if r["unlocks"] and not _passed(r)],
+        "record": worker_record(worker=user),
+    }
+
+
+def _passed(row: dict[str, Any]) -> bool:
+    attempt = row["attempt"]
+    return attempt is not None and attempt.state == "approved"

@@ -1,0 +1,341 @@
+"""What hit_claim offers: blocks and batch requirements (qualifications, approval rate,
+approved count) narrow the claim query itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from annotation.models import Batch
+from annotation.services import assignment_review, hit_claim
+from core.models import Project, Role
+from core.services import membership_add
+from crowd.models import Block, Qualification
+from crowd.queries import requirements_unmet
+from crowd.services import (
+    batch_requirements_set,
+    blocked_everywhere,
+    qualification_create,
+    qualification_grade,
+    qualification_submit,
+    worker_block,
+    worker_unblock,
+)
+from tests.annotation.conftest import make_clips, make_subset
+from tests.crowd.conftest import MakeBatch, Submit
+
+
+def _pass(qualification: Qualification, worker: Any, reviewer: Any) -> None:
+    answers = {
+        clip_id: "a dog barks while cars pass by"
+        for clip_id in qualification.items.values_list("clip_id", flat=True)
+    }
+    attempt = qualification_submit(qualification=qualification, worker=worker, answers=answers)
+    qualification_grade(attempt=attempt, reviewer=reviewer, approve=True)
+
+
+def _record(
+    worker: Any,
+    reviewer: Any,
+    make_batch: MakeBatch,
+    submit: Submit,
+    *,
+    approved: int,
+    rejected: int,
+) -> None:
+    """Gives the worker a reviewed history in a batch of its own."""
+    history = make_batch(clips=approved + rejected, captions_per_clip=1)
+    for n in range(approved + rejected):
+        assignment = submit(worker, batch=history)
+        assignment_review(
+            assignment=assignment,
+            reviewer=reviewer,
+            approve=n < approved,
+            reason="" if n < approved else "off_topic",
+        )
+
+
+# Blocks --------------------------------------------------------------------------------
+
+
+def test_it_gives_a_blocked_worker_no_more_hits(batch: Batch, ann: Any, rey: Any) -> None:
+    worker_block(project=batch.project, worker=ann, by=rey, reason="Copies the hints.")
+    assert hit_claim(worker=ann) is None
+
+
+def test_it_offers_hits_again_once_unblocked(batch: Batch, ann: Any, rey: Any) -> None:
+    worker_block(project=batch.project, worker=ann, by=rey, reason="Copies the hints.")
+    worker_unblock(project=batch.project, worker=ann, by=rey, reason="Talked it through.")
+    assert hit_claim(worker=ann) is not None
+    block = Block.objects.get()
+    assert block.lifted_by == rey
+    assert block.lift_reason == "Talked it through."
+
+
+def test_it_blocks_only_on_the_blocking_project(
+    project: Project, make_batch: MakeBatch, ann: Any, rey: Any, olive: Any
+) -> None:
+    birds = Project.objects.get(slug="birds")
+    membership_add(project=birds, user=ann, role=Role.ANNOTATOR)
+    make_batch(project=project)
+    elsewhere = make_batch(project=birds, created_by=olive)
+    worker_block(project=project, worker=ann, by=rey, reason="Off-topic captions.")
+
+    assignment = hit_claim(worker=ann)
+
+    assert assignment is not None
+    assert assignment.hit.batch == elsewhere
+    assert not blocked_everywhere(worker=ann)
+
+
+def test_it_keeps_other_workers_working(batch: Batch, ann: Any, abe: Any, rey: Any) -> None:
+    worker_block(project=batch.project, worker=ann, by=rey, reason="Copies the hints.")
+    assert hit_claim(worker=abe) is not None
+
+
+def test_it_needs_a_reason_to_block(batch: Batch, ann: Any, rey: Any) -> None:
+    with pytest.raises(ValidationError, match="Say why"):
+        worker_block(project=batch.project, worker=ann, by=rey, reason="  ")
+    assert not Block.objects.exists()
+
+
+def test_it_refuses_to_block_twice(batch: Batch, ann: Any, rey: Any) -> None:
+    worker_block(project=batch.project, worker=ann, by=rey, reason="Once.")
+    with pytest.raises(ValidationError, match="already blocked"):
+        worker_block(project=batch.project, worker=ann, by=rey, reason="Twice.")
+    assert Block.objects.count() == 1
+
+
+def test_it_blocks_only_workers_of_the_project(batch: Batch, olive: Any, rey: Any) -> None:
+    with pytest.raises(ValidationError, match="not a worker"):
+        worker_block(project=batch.project, worker=olive, by=rey, reason="Not ours.")
+
+
+@pytest.mark.parametrize("persona", ["ann", "rex"])
+def test_it_lets_only_reviewers_of_the_project_block(
+    batch: Batch, abe: Any, request: pytest.FixtureRequest, persona: str
+) -> None:
+    with pytest.raises(PermissionDenied):
+        worker_block(
+            project=batch.project, worker=abe, by=request.getfixturevalue(persona), reason="x"
+        )
+    assert not Block.objects.exists()
+
+
+def test_it_keeps_a_blocked_workers_current_hit(batch: Batch, ann: Any, rey: Any) -> None:
+    current = hit_claim(worker=ann)
+    worker_block(project=batch.project, worker=ann, by=rey, reason="Copies the hints.")
+    assert hit_claim(worker=ann) == current  # finishing it is allowed; no new one after
+
+
+# Requirements --------------------------------------------------------------------------
+
+
+def test_it_skips_batches_needing_a_qualification_the_worker_lacks(
+    make_batch: MakeBatch, qualification: Qualification, ann: Any, alice: Any
+) -> None:
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated,
+        by=alice,
+        qualifications=[qualification],
+        min_approval_percent=0,
+        min_approved=0,
+    )
+    assert hit_claim(worker=ann) is None
+
+
+def test_it_offers_the_batch_once_the_qualification_is_passed(
+    make_batch: MakeBatch, qualification: Qualification, ann: Any, alice: Any, rey: Any
+) -> None:
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated,
+        by=alice,
+        qualifications=[qualification],
+        min_approval_percent=0,
+        min_approved=0,
+    )
+    _pass(qualification, ann, rey)
+    assignment = hit_claim(worker=ann)
+    assert assignment is not None
+    assert assignment.hit.batch == gated
+
+
+def test_it_does_not_count_an_attempt_waiting_for_review(
+    make_batch: MakeBatch, qualification: Qualification, ann: Any, alice: Any
+) -> None:
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated,
+        by=alice,
+        qualifications=[qualification],
+        min_approval_percent=0,
+        min_approved=0,
+    )
+    answers = dict.fromkeys(
+        qualification.items.values_list("clip_id", flat=True), "a dog barks loudly"
+    )
+    qualification_submit(qualification=qualification, worker=ann, answers=answers)
+    assert hit_claim(worker=ann) is None
+
+
+def test_it_needs_every_required_qualification(
+    project: Project,
+    make_batch: MakeBatch,
+    qualification: Qualification,
+    ann: Any,
+    alice: Any,
+    rey: Any,
+) -> None:
+    subset = make_subset(project, make_clips(1))
+    second = qualification_create(
+        project=project,
+        created_by=alice,
+        name="Second test",
+        clip_ids=str(subset.clips.get().pk),
+    )
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated,
+        by=alice,
+        qualifications=[qualification, second],
+        min_approval_percent=0,
+        min_approved=0,
+    )
+    _pass(qualification, ann, rey)
+    assert hit_claim(worker=ann) is None
+    _pass(second, ann, rey)
+    assert hit_claim(worker=ann) is not None
+
+
+def test_it_still_offers_ungated_batches(
+    make_batch: MakeBatch, qualification: Qualification, ann: Any, alice: Any
+) -> None:
+    gated = make_batch()
+    open_batch = make_batch()
+    batch_requirements_set(
+        batch=gated,
+        by=alice,
+        qualifications=[qualification],
+        min_approval_percent=0,
+        min_approved=0,
+    )
+    assignment = hit_claim(worker=ann)
+    assert assignment is not None
+    assert assignment.hit.batch == open_batch
+
+
+def test_it_gates_on_the_approved_count(
+    make_batch: MakeBatch, submit: Submit, ann: Any, alice: Any, rey: Any
+) -> None:
+    _record(ann, rey, make_batch, submit, approved=2, rejected=0)
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated, by=alice, qualifications=[], min_approval_percent=0, min_approved=3
+    )
+    assert hit_claim(worker=ann, batch=gated) is None
+    batch_requirements_set(
+        batch=gated, by=alice, qualifications=[], min_approval_percent=0, min_approved=2
+    )
+    assert hit_claim(worker=ann, batch=gated) is not None
+
+
+def test_it_gates_on_the_approval_rate(
+    make_batch: MakeBatch, submit: Submit, ann: Any, abe: Any, alice: Any, rey: Any
+) -> None:
+    _record(ann, rey, make_batch, submit, approved=19, rejected=1)  # 95 %
+    _record(abe, rey, make_batch, submit, approved=18, rejected=2)  # 90 %
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated, by=alice, qualifications=[], min_approval_percent=95, min_approved=0
+    )
+    assert hit_claim(worker=ann, batch=gated) is not None
+    assert hit_claim(worker=abe, batch=gated) is None
+
+
+def test_it_counts_a_new_worker_as_fully_approved(
+    make_batch: MakeBatch, ann: Any, alice: Any
+) -> None:
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated, by=alice, qualifications=[], min_approval_percent=95, min_approved=0
+    )
+    assert hit_claim(worker=ann) is not None
+
+
+def test_it_lists_the_requirements_a_worker_misses(
+    make_batch: MakeBatch, qualification: Qualification, ann: Any, alice: Any
+) -> None:
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated,
+        by=alice,
+        qualifications=[qualification],
+        min_approval_percent=0,
+        min_approved=0,
+    )
+    assert [r.batch for r in requirements_unmet(worker=ann)] == [gated]
+
+
+def test_it_filters_in_the_claim_query_whatever_the_number_of_batches(
+    make_batch: MakeBatch, qualification: Qualification, ann: Any, alice: Any
+) -> None:
+    """The gate adds no query per HIT or batch: claiming is as many queries with 1 gated
+    batch as with 6."""
+
+    def claim_queries() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert hit_claim(worker=ann) is None
+        return len(queries)
+
+    def gate(batch: Batch) -> None:
+        batch_requirements_set(
+            batch=batch,
+            by=alice,
+            qualifications=[qualification],
+            min_approval_percent=90,
+            min_approved=5,
+        )
+
+    gate(make_batch(clips=2))
+    few = claim_queries()
+    for _ in range(5):
+        gate(make_batch(clips=4))
+    assert claim_queries() == few
+
+
+def test_it_refuses_a_qualification_of_another_project(
+    batch: Batch, olive: Any, alice: Any
+) -> None:
+    birds = Project.objects.get(slug="birds")
+    subset = make_subset(birds, make_clips(1))
+    foreign = qualification_create(
+        project=birds, created_by=olive, name="Birds test", clip_ids=str(subset.clips.get().pk)
+    )
+    with pytest.raises(ValidationError, match="belong to another project"):
+        batch_requirements_set(
+            batch=batch,
+            by=alice,
+            qualifications=[foreign],
+            min_approval_percent=0,
+            min_approved=0,
+        )
+
+
+@pytest.mark.parametrize("persona", ["rey", "ann", "olive"])
+def test_it_lets_only_researchers_set_requirements(
+    batch: Batch, request: pytest.FixtureRequest, persona: str
+) -> None:
+    with pytest.raises(PermissionDenied):
+        batch_requirements_set(
+            batch=batch,
+            by=request.getfixturevalue(persona),
+            qualifications=[],
+            min_approval_percent=99,
+            min_approved=0,
+        )

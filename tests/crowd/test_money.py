@@ -1,0 +1,182 @@
+"""The ledger: rewards booked with approvals, bonuses paid once per idempotency key,
+totals per worker and per batch, and the CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from annotation.models import Batch
+from crowd.models import LedgerEntry
+from crowd.services import bonus_pay, ledger_csv, ledger_totals, review_approve
+from tests.crowd.conftest import MakeBatch, Submit
+
+
+def test_it_pays_a_bonus_once_per_key(batch: Batch, ann: Any, rey: Any) -> None:
+    kwargs = {
+        "project": batch.project,
+        "worker": ann,
+        "by": rey,
+        "amount_cents": 50,
+        "reason": "Great detail.",
+        "idempotency_key": "k-1",
+    }
+    first, created = bonus_pay(**kwargs)
+    again, created_again = bonus_pay(**kwargs)
+    assert created
+    assert not created_again
+    assert again == first
+    assert LedgerEntry.objects.filter(kind="bonus").count() == 1
+
+
+def test_it_refuses_a_key_reused_for_another_bonus(batch: Batch, ann: Any, rey: Any) -> None:
+    bonus_pay(
+        project=batch.project,
+        worker=ann,
+        by=rey,
+        amount_cents=50,
+        reason="r",
+        idempotency_key="k-1",
+    )
+    with pytest.raises(ValidationError, match="already used for another bonus"):
+        bonus_pay(
+            project=batch.project,
+            worker=ann,
+            by=rey,
+            amount_cents=500,
+            reason="r",
+            idempotency_key="k-1",
+        )
+    assert LedgerEntry.objects.get().amount_cents == 50
+
+
+@pytest.mark.parametrize(
+    ("amount", "reason", "key", "field"),
+    [
+        (0, "r", "k", "amount_cents"),
+        (10_001, "r", "k", "amount_cents"),
+        (5, " ", "k", "reason"),
+        (5, "r", "", "idempotency_key"),
+    ],
+)
+def test_it_checks_a_bonus(
+    batch: Batch, ann: Any, rey: Any, amount: int, reason: str, key: str, field: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        bonus_pay(
+            project=batch.project,
+            worker=ann,
+            by=rey,
+            amount_cents=amount,
+            reason=reason,
+            idempotency_key=key,
+        )
+    assert field in info.value.message_dict
+    assert not LedgerEntry.objects.exists()
+
+
+def test_it_ties_a_bonus_to_the_workers_own_assignment_only(
+    batch: Batch, submit: Submit, ann: Any, abe: Any, rey: Any
+) -> None:
+    abes = submit(abe)
+    with pytest.raises(ValidationError, match="not this worker's"):
+        bonus_pay(
+            project=batch.project,
+            worker=ann,
+            by=rey,
+            amount_cents=5,
+            reason="r",
+            idempotency_key="k",
+            assignment=abes,
+        )
+
+
+@pytest.mark.parametrize("persona", ["ann", "rex", "olive"])
+def test_it_lets_only_reviewers_of_the_project_pay(
+    batch: Batch, abe: Any, request: pytest.FixtureRequest, persona: str
+) -> None:
+    with pytest.raises(PermissionDenied):
+        bonus_pay(
+            project=batch.project,
+            worker=abe,
+            by=request.getfixturevalue(persona),
+            amount_cents=5,
+            reason="r",
+            idempotency_key="k",
+        )
+    assert not LedgerEntry.objects.exists()
+
+
+def test_it_totals_per_worker_and_per_batch(
+    make_batch: MakeBatch, submit: Submit, ann: Any, abe: Any, rey: Any
+) -> None:
+    cheap = make_batch(name="Cheap", reward_cents=10, clips=2)
+    dear = make_batch(name="Dear", reward_cents=30, clips=1)
+    review_approve(assignment=submit(ann, batch=cheap), reviewer=rey)
+    review_approve(assignment=submit(ann, batch=dear), reviewer=rey)
+    review_approve(assignment=submit(abe, batch=cheap), reviewer=rey)
+    bonus_pay(
+        project=cheap.project,
+        worker=abe,
+        by=rey,
+        amount_cents=5,
+        reason="r",
+        idempotency_key="k",
+    )
+
+    totals = ledger_totals(project=cheap.project)
+
+    per_worker = {r["worker__username"]: (r["rewards"], r["bonuses"]) for r in totals["per_worker"]}
+    per_batch = {r["batch__name"]: r["total"] for r in totals["per_batch"]}
+    assert per_worker == {"ann": (40, 0), "abe": (10, 5)}
+    assert per_batch == {"Cheap": 20, "Dear": 30, None: 5}
+    assert totals["total"] == 55
+
+
+def test_it_exports_the_ledger_as_csv(
+    batch: Batch, submit: Submit, ann: Any, rey: Any, alice: Any
+) -> None:
+    assignment = review_approve(assignment=submit(ann), reviewer=rey)
+    bonus_pay(
+        project=batch.project,
+        worker=ann,
+        by=rey,
+        amount_cents=125,
+        reason='=HYPERLINK("http://evil")',
+        idempotency_key="k",
+    )
+    rows = list(csv.reader(io.StringIO("".join(ledger_csv(project=batch.project, user=alice)))))
+    assert rows[0] == [
+        "date",
+        "kind",
+        "worker",
+        "batch_id",
+        "batch",
+        "assignment_id",
+        "amount_usd",
+        "reason",
+        "paid_by",
+    ]
+    assert rows[1][1:8] == [
+        "reward",
+        "ann",
+        str(batch.pk),
+        batch.name,
+        str(assignment.pk),
+        "0.10",
+        "",
+    ]
+    # a formula in a reason is written as text, not run by the spreadsheet
+    assert rows[2][1:] == ["bonus", "ann", "", "", "", "1.25", '\'=HYPERLINK("http://evil")', "rey"]
+
+
+@pytest.mark.parametrize("persona", ["rey", "ann", "olive"])
+def test_it_exports_the_ledger_to_researchers_only(
+    batch: Batch, request: pytest.FixtureRequest, persona: str
+) -> None:
+    with pytest.raises(PermissionDenied):
+        list(ledger_csv(project=batch.project, user=request.getfixturevalue(persona)))
