@@ -98,3 +98,43 @@ def env_broker(name: str, default: str) -> str:
             f"use one of {', '.join(sorted(BROKER_SCHEMES))}."
         )
     return raw
+
+
+def env_storages(name: str) -> dict[str, dict[str, object]]:
+    """Django's STORAGES from `name` (filesystem | s3) and, for s3, the S3_* variables.
+
+    Media stays private either way: members get it through Earmark's views, which check
+    who may hear a clip, so S3 objects are never public and URLs are never handed out.
+    """
+    kind = os.environ.get(name, "filesystem").strip().lower() or "filesystem"
+    staticfiles = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    if kind == "filesystem":
+        # under MEDIA_ROOT, read when used (so tests may point it elsewhere)
+        default: dict[str, object] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    elif kind == "s3":
+        bucket = os.environ.get("S3_BUCKET", "").strip()
+        if not bucket:
+            raise ImproperlyConfigured(f"{name}=s3 needs S3_BUCKET, the bucket to keep media in.")
+        endpoint = os.environ.get("S3_ENDPOINT_URL", "").strip()
+        if endpoint and urlsplit(endpoint).scheme not in ("http", "https"):
+            raise ImproperlyConfigured(
+                f"S3_ENDPOINT_URL={endpoint!r} is not an http(s) URL, e.g. https://s3.example.org"
+            )
+        options: dict[str, object] = {
+            "bucket_name": bucket,
+            "location": os.environ.get("S3_PREFIX", "").strip("/"),
+            "default_acl": "private",
+            "querystring_auth": True,
+            "file_overwrite": False,  # storage names stay unique, as on disk
+        }
+        if endpoint:
+            options["endpoint_url"] = endpoint  # MinIO, Ceph, Garage, R2…
+        region = os.environ.get("S3_REGION", "").strip()
+        if region:
+            options["region_name"] = region
+        # credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or an instance role, read
+        # by boto3 itself, so they never pass through settings
+        default = {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+    else:
+        raise ImproperlyConfigured(f"{name}={kind!r} is not a storage; use filesystem or s3.")
+    return {"default": default, "staticfiles": staticfiles}

@@ -19,6 +19,7 @@ from earmark.env import (
     env_float,
     env_int,
     env_list,
+    env_storages,
     env_str,
 )
 
@@ -134,6 +135,10 @@ STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
 MEDIA_URL = "/media/"
+# Clip audio, video hints, charts, exports: on disk under MEDIA_ROOT, or in an
+# S3-compatible bucket with MEDIA_STORAGE=s3 and S3_BUCKET (+ S3_ENDPOINT_URL, S3_REGION,
+# S3_PREFIX; credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
+STORAGES = env_storages("MEDIA_STORAGE")
 # Uploads are checked again per feature (type, duration); this caps the request itself.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
