@@ -1,0 +1,492 @@
+"""Audio features: log-mel / MFCC / Kaldi fbank per model, a content-addressed disk cache,
+batch extraction from WAV files, and SpecAugment.
+
+Shapes: a clip's features are `(T, F)` float32 (frames x bins); a padded batch is
+`(B, T, F)` with `lengths (B,)` holding each clip's frame count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import torch
+import torchaudio
+from torch import Tensor, nn
+
+# Bumped whenever `extract` changes its output for the same config, so old cache entries
+# stop matching instead of being served silently.
+FEATURE_CODE_VERSION = 1
+
+KINDS = ("logmel", "mfcc", "fbank")
+LOGS = ("ln", "db")
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    kind: str = "logmel"  # logmel | mfcc | fbank (Kaldi-compatible, as AST was trained on)
+    sample_rate: int = 32_000  # audio is resampled to this rate first
+    n_fft: int = 1024  # FFT size in samples
+    win_length: int = 1024  # analysis window in samples (Hann; Hamming-free)
+    hop_length: int = 640  # frame shift in samples; frames per second = sample_rate / hop
+    n_mels: int = 64  # mel bands
+    n_mfcc: int = 20  # cepstral coefficients kept (kind="mfcc" only)
+    f_min: float = 0.0  # lowest mel band edge in Hz
+    f_max: float | None = None  # highest mel band edge in Hz; None = sample_rate / 2
+    power: float = 2.0  # 2 = power spectrogram, 1 = magnitude (VGGish, YAMNet)
+    mel_scale: str = "htk"  # htk | slaney (librosa's default, used by PANNs)
+    mel_norm: str | None = None  # None | "slaney" (area-normalised triangles, PANNs)
+    center: bool = True  # pad the signal by n_fft/2 on both sides (torch.stft's center)
+    log: str = "ln"  # ln: log(mel + log_offset); db: 10*log10(max(mel, log_offset))
+    log_offset: float = 1e-6  # added before the log (ln) or the floor (db)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.kind not in KINDS:
+            problems.append(f"kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.log not in LOGS:
+            problems.append(f"log {self.log!r} is not one of {', '.join(LOGS)}")
+        if self.mel_scale not in ("htk", "slaney"):
+            problems.append(f"mel_scale {self.mel_scale!r} is not htk or slaney")
+        if self.mel_norm not in (None, "slaney"):
+            problems.append(f"mel_norm {self.mel_norm!r} is not None or 'slaney'")
+        if self.win_length > self.n_fft:
+            problems.append(f"win_length {self.win_length} exceeds n_fft {self.n_fft}")
+        if min(self.sample_rate, self.n_fft, self.win_length, self.hop_length, self.n_mels) <= 0:
+            problems.append("sample_rate, n_fft, win_length, hop_length and n_mels must be > 0")
+        if self.kind == "mfcc" and not 0 < self.n_mfcc <= self.n_mels:
+            problems.append(f"n_mfcc {self.n_mfcc} must be in 1..n_mels ({self.n_mels})")
+        if self.log_offset <= 0:
+            problems.append("log_offset must be > 0")
+        if problems:
+            raise ValueError("Bad feature config: " + "; ".join(problems) + ".")
+
+    @property
+    def n_features(self) -> int:
+        return self.n_mfcc if self.kind == "mfcc" else self.n_mels
+
+    @property
+    def frames_per_second(self) -> float:
+        return self.sample_rate / self.hop_length
+
+    def num_frames(self, num_samples: int) -> int:
+        """Frames `extract` returns for `num_samples` samples already at `sample_rate`."""
+        if self.kind == "fbank":
+            return max(0, 1 + (num_samples - self.win_length) // self.hop_length)
+        if self.center:
+            return 1 + num_samples // self.hop_length
+        return max(0, 1 + (num_samples - self.n_fft) // self.hop_length)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FeatureConfig:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"Unknown feature config field(s) {unknown}; known: {', '.join(sorted(known))}."
+            )
+        return cls(**data)
+
+    def key(self) -> str:
+        """A stable 16-hex-digit hash of every field (and the code version): the cache key."""
+        payload = json.dumps(
+            {"v": FEATURE_CODE_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+# Presets -------------------------------------------------------------------------------
+
+# ACT (Liu et al.): 32 kHz, 1024-point Hann window, hop 640 (50 frames/s), 64 mels.
+ACT = FeatureConfig()
+# AudioCaps' MFCC baseline feature (Kim et al.): 16 kHz, 25 ms window, 10 ms hop.
+AUDIOCAPS_MFCC = FeatureConfig(
+    kind="mfcc", sample_rate=16_000, n_fft=512, win_length=400, hop_length=160, n_mels=64
+)
+# VGGish's front end: 16 kHz, 25 ms periodic Hann, 10 ms hop, magnitude STFT, 64 HTK mels
+# between 125 and 7500 Hz, log(mel + 0.01), no centre padding.
+VGGISH = FeatureConfig(
+    sample_rate=16_000,
+    n_fft=512,
+    win_length=400,
+    hop_length=160,
+    f_min=125.0,
+    f_max=7500.0,
+    power=1.0,
+    center=False,
+    log_offset=0.01,
+)
+# YAMNet: as VGGish but log(mel + 0.001).
+YAMNET = replace(VGGISH, log_offset=0.001)
+# PANNs (CNN14, ResNet38): 32 kHz, 1024 window, hop 320, 64 Slaney mels 50-14000 Hz, in dB.
+PANNS = FeatureConfig(
+    hop_length=320,
+    f_min=50.0,
+    f_max=14_000.0,
+    mel_scale="slaney",
+    mel_norm="slaney",
+    log="db",
+    log_offset=1e-10,
+)
+# AST: Kaldi fbank, 16 kHz, 25 ms / 10 ms, 128 bins.
+AST = FeatureConfig(
+    kind="fbank",
+    sample_rate=16_000,
+    n_fft=512,
+    win_length=400,
+    hop_length=160,
+    n_mels=128,
+    f_min=20.0,
+)
+# The BiLSTM captioner's SpecAugment (time <= 192 frames, frequency <= 48 bins) is sized
+# for AST's 128-bin, 100 frames/s input; it reads AST-style features.
+BILSTM = AST
+# Audio-visual captioner (Shen et al.): 22,050 Hz, 1536-sample frames, hop 588, 64 mels.
+AV = FeatureConfig(sample_rate=22_050, n_fft=1536, win_length=1536, hop_length=588)
+
+PRESETS: dict[str, FeatureConfig] = {
+    "act": ACT,
+    "audiocaps_mfcc": AUDIOCAPS_MFCC,
+    "vggish": VGGISH,
+    "yamnet": YAMNET,
+    "panns": PANNS,
+    "ast": AST,
+    "bilstm": BILSTM,
+    "av": AV,
+}
+
+
+def feature_preset(name: str) -> FeatureConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(
+            f"Unknown feature preset {name!r}; known presets: {', '.join(sorted(PRESETS))}."
+        ) from None
+
+
+# Extraction ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=32)
+def _mel_transform(config: FeatureConfig) -> torchaudio.transforms.MelSpectrogram:
+    return torchaudio.transforms.MelSpectrogram(
+        sample_rate=config.sample_rate,
+        n_fft=config.n_fft,
+        win_length=config.win_length,
+        hop_length=config.hop_length,
+        f_min=config.f_min,
+        f_max=config.f_max,
+        n_mels=config.n_mels,
+        power=config.power,
+        center=config.center,
+        norm=config.mel_norm,
+        mel_scale=config.mel_scale,
+    )
+
+
+@lru_cache(maxsize=32)
+def _dct(n_mfcc: int, n_mels: int) -> Tensor:
+    return torchaudio.functional.create_dct(n_mfcc, n_mels, "ortho")
+
+
+def _as_mono(waveform: Tensor | np.ndarray) -> Tensor:
+    """(samples,), (channels, samples) or (batch, samples) for batches -> float32."""
+    wave = torch.as_tensor(waveform)
+    if not torch.is_floating_point(wave):
+        raise ValueError(f"waveform must be floating point samples, not {wave.dtype}")
+    return wave.to(torch.float32)
+
+
+def _log(mel: Tensor, config: FeatureConfig) -> Tensor:
+    if config.log == "db":
+        return 10.0 * torch.log10(torch.clamp(mel, min=config.log_offset))
+    return torch.log(mel + config.log_offset)
+
+
+def _extract_batch_tensor(waves: Tensor, config: FeatureConfig) -> Tensor:
+    """waves (B, samples) at config.sample_rate -> features (B, T, F)."""
+    if config.kind == "fbank":
+        # Kaldi's fbank has no batch form; AST computes it one clip at a time too
+        return torch.stack(
+            [
+                torchaudio.compliance.kaldi.fbank(
+                    wave[None],
+                    sample_frequency=config.sample_rate,
+                    frame_length=config.win_length * 1000 / config.sample_rate,
+                    frame_shift=config.hop_length * 1000 / config.sample_rate,
+                    num_mel_bins=config.n_mels,
+                    low_freq=config.f_min,
+                    high_freq=config.f_max if config.f_max is not None else 0.0,
+                    window_type="hanning",
+                    htk_compat=True,
+                    use_energy=False,
+                    dither=0.0,
+                )
+                for wave in waves
+            ]
+        )
+    mel = _mel_transform(config)(waves)  # (B, n_mels, T)
+    logmel = _log(mel, config)
+    if config.kind == "mfcc":
+        return torch.matmul(logmel.transpose(1, 2), _dct(config.n_mfcc, config.n_mels))
+    return logmel.transpose(1, 2)
+
+
+def resample(waveform: Tensor, sample_rate: int, target_rate: int) -> Tensor:
+    if sample_rate == target_rate:
+        return waveform
+    return torchaudio.functional.resample(waveform, sample_rate, target_rate)
+
+
+@torch.inference_mode()
+def extract(waveform: Tensor | np.ndarray, sample_rate: int, config: FeatureConfig) -> Tensor:
+    """Features `(T, F)` float32 of one clip.
+
+    `waveform` is `(samples,)` or `(channels, samples)` float audio at `sample_rate`;
+    channels are averaged to mono and the audio is resampled to `config.sample_rate`.
+    """
+    wave = _as_mono(waveform)
+    if wave.dim() == 2:
+        wave = wave.mean(dim=0)
+    elif wave.dim() != 1:
+        raise ValueError(f"waveform must be (samples,) or (channels, samples), got {wave.shape}")
+    wave = resample(wave, sample_rate, config.sample_rate)
+    if wave.numel() < config.win_length:
+        raise ValueError(
+            f"audio of {wave.numel()} samples is shorter than one {config.win_length}-sample window"
+        )
+    return _extract_batch_tensor(wave[None], config)[0].contiguous()
+
+
+def read_wav(path: Path | str) -> tuple[np.ndarray, int]:
+    """Decodes a WAV/FLAC/OGG file with soundfile: `(samples,)` float32 mono and its rate."""
+    try:
+        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError) as exc:
+        raise ValueError(f"{path}: cannot decode audio ({exc})") from None
+    if data.shape[0] == 0:
+        raise ValueError(f"{path}: has no samples")
+    mono = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1)
+    return np.ascontiguousarray(mono), int(rate)
+
+
+@torch.inference_mode()
+def extract_files(paths: Sequence[Path | str], config: FeatureConfig) -> list[Tensor]:
+    """Features of many audio files, decoded with soundfile. Clips with the same length and
+    rate (10 s AudioSet clips, SynthScenes) go through the STFT as one batch."""
+    waves = [read_wav(path) for path in paths]
+    out: list[Tensor | None] = [None] * len(waves)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, (samples, rate) in enumerate(waves):
+        groups.setdefault((samples.size, rate), []).append(i)
+    for (size, rate), members in groups.items():
+        if size < config.win_length * rate / config.sample_rate:
+            raise ValueError(f"{paths[members[0]]}: shorter than one analysis window")
+        batch = torch.from_numpy(np.stack([waves[i][0] for i in members]))
+        feats = _extract_batch_tensor(resample(batch, rate, config.sample_rate), config)
+        for row, i in enumerate(members):
+            out[i] = feats[row].contiguous()
+    return [f for f in out if f is not None]
+
+
+def pad_batch(features: Sequence[Tensor], pad_value: float = 0.0) -> tuple[Tensor, Tensor]:
+    """[(T_i, F)] -> (features (B, T_max, F), lengths (B,) int64)."""
+    if not features:
+        raise ValueError("pad_batch needs at least one clip")
+    lengths = torch.tensor([f.shape[0] for f in features], dtype=torch.long)
+    batch = features[0].new_full(
+        (len(features), int(lengths.max()), features[0].shape[1]), pad_value
+    )
+    for i, f in enumerate(features):
+        batch[i, : f.shape[0]] = f
+    return batch, lengths
+
+
+# Cache -----------------------------------------------------------------------------------
+
+
+def sha256_file(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _atomic_write(target: Path, write: Any) -> None:
+    """Writes through a temporary file in the target's folder and renames it into place, so
+    readers see either nothing or a whole file; when two workers race, both write complete
+    identical files and the last rename wins."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class FeatureCache:
+    """Features on disk, one `.npy` per clip under `root/<config key>/<sha[:2]>/<sha>.npy`,
+    keyed by the clip's audio content hash and the feature config, so a changed config or
+    changed audio never reads stale features. Safe for several processes at once."""
+
+    def __init__(self, root: Path | str, config: FeatureConfig) -> None:
+        self.root = Path(root)
+        self.config = config
+        self.folder = self.root / config.key()
+        self.hits = 0
+        self.misses = 0
+
+    def path_for(self, sha256: str) -> Path:
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ValueError(f"not a lower-case hex sha256: {sha256!r}")
+        return self.folder / sha256[:2] / f"{sha256}.npy"
+
+    def get(self, sha256: str) -> Tensor | None:
+        path = self.path_for(sha256)
+        try:
+            array = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError, EOFError):
+            return None  # damaged (disk full, killed mid-copy): recomputed and replaced
+        if array.ndim != 2 or array.shape[1] != self.config.n_features:
+            return None
+        return torch.from_numpy(array)
+
+    def put(self, sha256: str, features: Tensor) -> Path:
+        path = self.path_for(sha256)
+        array = features.detach().cpu().numpy().astype(np.float32, copy=False)
+        if not (self.folder / "config.json").exists():
+            text = json.dumps(self.config.to_dict(), indent=2, sort_keys=True).encode()
+            _atomic_write(self.folder / "config.json", lambda h: h.write(text))
+        _atomic_write(path, lambda h: np.save(h, array, allow_pickle=False))
+        return path
+
+    def get_or_compute(self, path: Path | str, sha256: str | None = None) -> Tensor:
+        """Features `(T, F)` of the audio file at `path`; `sha256` is its content hash (the
+        clip's `content_sha256`), computed from the file when not given."""
+        sha256 = sha256 or sha256_file(path)
+        cached = self.get(sha256)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        self.misses += 1
+        samples, rate = read_wav(path)
+        features = extract(samples, rate, self.config)
+        self.put(sha256, features)
+        return features
+
+    def get_or_compute_many(self, items: Iterable[tuple[Path | str, str | None]]) -> list[Tensor]:
+        """Like `get_or_compute` for many `(path, sha256)` pairs; misses are extracted in
+        batches (`extract_files`)."""
+        keyed = [(p, s or sha256_file(p)) for p, s in items]
+        out: list[Tensor | None] = [self.get(sha) for _, sha in keyed]
+        missing = [i for i, f in enumerate(out) if f is None]
+        self.hits += len(keyed) - len(missing)
+        self.misses += len(missing)
+        for start in range(0, len(missing), 64):
+            chunk = missing[start : start + 64]
+            for i, features in zip(
+                chunk, extract_files([keyed[i][0] for i in chunk], self.config), strict=True
+            ):
+                self.put(keyed[i][1], features)
+                out[i] = features
+        return [f for f in out if f is not None]
+
+
+# SpecAugment -----------------------------------------------------------------------------
+
+
+class SpecAugment(nn.Module):
+    """Time and frequency masking (Park et al., 2019) on a padded batch, in training only.
+
+    Each clip is augmented with probability `p`: `n_time_masks` time masks of width
+    0..`time_mask` frames placed inside the clip's own length, and `n_freq_masks` frequency
+    masks of width 0..`freq_mask` bins. Masked cells take the clip's mean value, which is
+    "no information" whether the features are normalised or raw log-mel (a zero would be a
+    loud value in raw log-mel). In eval mode the input is returned unchanged.
+    """
+
+    def __init__(
+        self,
+        *,
+        time_mask: int,
+        freq_mask: int,
+        n_time_masks: int = 2,
+        n_freq_masks: int = 2,
+        p: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if time_mask < 0 or freq_mask < 0 or n_time_masks < 0 or n_freq_masks < 0:
+            raise ValueError("SpecAugment widths and counts must be >= 0")
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"SpecAugment probability {p} is not in [0, 1]")
+        self.time_mask = time_mask
+        self.freq_mask = freq_mask
+        self.n_time_masks = n_time_masks
+        self.n_freq_masks = n_freq_masks
+        self.p = p
+
+    def extra_repr(self) -> str:
+        return (
+            f"time_mask={self.time_mask}, freq_mask={self.freq_mask}, "
+            f"n_time_masks={self.n_time_masks}, n_freq_masks={self.n_freq_masks}, p={self.p}"
+        )
+
+    def mask(self, features: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Boolean `(B, T, F)`: True where the batch would be masked."""
+        batch, frames, bins = features.shape
+        device = features.device
+        if lengths is None:
+            lengths = torch.full((batch,), frames, device=device, dtype=torch.long)
+        lengths = lengths.to(device)
+        chosen = torch.rand(batch, device=device) < self.p
+        time_axis = torch.arange(frames, device=device)
+        freq_axis = torch.arange(bins, device=device)
+        masked_t = torch.zeros(batch, frames, dtype=torch.bool, device=device)
+        for _ in range(self.n_time_masks):
+            limit = torch.minimum(torch.full_like(lengths, self.time_mask), lengths)
+            width = (torch.rand(batch, device=device) * (limit + 1)).long()
+            start = (torch.rand(batch, device=device) * (lengths - width + 1)).long()
+            masked_t |= (time_axis >= start[:, None]) & (time_axis < (start + width)[:, None])
+        masked_f = torch.zeros(batch, bins, dtype=torch.bool, device=device)
+        for _ in range(self.n_freq_masks):
+            width = (torch.rand(batch, device=device) * (min(self.freq_mask, bins) + 1)).long()
+            start = (torch.rand(batch, device=device) * (bins - width + 1)).long()
+            masked_f |= (freq_axis >= start[:, None]) & (freq_axis < (start + width)[:, None])
+        mask = masked_t[:, :, None] | masked_f[:, None, :]
+        return mask & chosen[:, None, None]
+
+    def forward(self, features: Tensor, lengths: Tensor | None = None) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return features
+        mask = self.mask(features, lengths)
+        if lengths is None:
+            mean = features.mean(dim=(1, 2), keepdim=True)
+        else:
+            valid = torch.arange(features.shape[1], device=features.device)[None] < lengths[
+                :, None
+            ].to(features.device)
+            total = (features * valid[:, :, None]).sum(dim=(1, 2))
+            count = (valid.sum(dim=1) * features.shape[2]).clamp(min=1)
+            mean = (total / count)[:, None, None]
+        return torch.where(mask, mean.to(features.dtype), features)
