@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 import torch
 
 from modeling.ml.config import model_preset
@@ -55,3 +58,17 @@ def tiny_model(name: str, vocab: Vocabulary, *, seed: int = 0, **overrides: obje
     if name == "nn":
         model.prepare(items(vocab))
     return model
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Run torch single-threaded in these tests and restore the setting afterwards.
+
+    The test machine has 2 cores shared by several processes; with oversubscribed cores torch's
+    intra-op threads spin-wait on each other and tiny models run ~30x slower than on one thread.
+    Test modules opt in with ``from tests.modeling.captioning import one_torch_thread``.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
