@@ -145,10 +145,10 @@ def test_another_architectures_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_missing_or_foreign_weights_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nope.pt does not exist"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.pt does not exist"):
         build_encoder(EncoderConfig(name="cnn14", weights=str(tmp_path / "nope.pt")))
     (tmp_path / "text.pt").write_text("hello")
-    with pytest.raises(ValueError, match="text.pt: not a PyTorch weights file"):
+    with pytest.raises(ValueError, match=r"text\.pt: not a PyTorch weights file"):
         build_encoder(EncoderConfig(name="cnn14", weights=str(tmp_path / "text.pt")))
 
 

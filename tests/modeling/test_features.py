@@ -325,5 +325,5 @@ def test_spec_augment_probability_picks_about_that_share() -> None:
 
 
 def test_spec_augment_rejects_a_bad_probability() -> None:
-    with pytest.raises(ValueError, match="probability 1.5"):
+    with pytest.raises(ValueError, match=r"probability 1\.5"):
         SpecAugment(time_mask=1, freq_mask=1, p=1.5)
