@@ -2,7 +2,15 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from annotation.models import Assignment, Batch, Caption, Hit
+from annotation.models import (
+    Assignment,
+    Batch,
+    Caption,
+    ClipListen,
+    ClipReport,
+    Hit,
+    VideoHintView,
+)
 
 
 @admin.register(Batch)
@@ -30,4 +38,23 @@ class AssignmentAdmin(admin.ModelAdmin):
 class CaptionAdmin(admin.ModelAdmin):
     list_display = ["__str__", "clip", "assignment", "created_at"]
     search_fields = ["text"]
+    raw_id_fields = ["assignment", "clip"]
+
+
+@admin.register(ClipReport)
+class ClipReportAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "clip", "worker", "assignment", "created_at"]
+    list_filter = ["problem"]
+    raw_id_fields = ["assignment", "worker", "clip"]
+
+
+@admin.register(VideoHintView)
+class VideoHintViewAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "assignment", "clip", "opened_at"]
+    raw_id_fields = ["assignment", "clip"]
+
+
+@admin.register(ClipListen)
+class ClipListenAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "assignment", "clip", "heard_at"]
     raw_id_fields = ["assignment", "clip"]

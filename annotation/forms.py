@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from annotation.models import Batch
+from annotation.models import Batch, ClipReport
 from annotation.services import MAX_CAPTIONS_PER_CLIP, MAX_CLIPS_PER_HIT
 from core.models import Project
 from curation.models import Split, Subset
@@ -53,3 +53,20 @@ class BatchForm(forms.Form):
 
 class BatchStateForm(forms.Form):
     state = forms.ChoiceField(choices=Batch.State.choices)
+
+
+class ClipReportForm(forms.Form):
+    clip = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    problem = forms.ChoiceField(choices=ClipReport.Problem.choices, widget=forms.RadioSelect)
+    note = forms.CharField(
+        required=False,
+        max_length=ClipReport.NOTE_MAX_CHARS,
+        widget=forms.TextInput(attrs={"placeholder": "optional: what is wrong"}),
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # named as clip_report() takes them
+        if "clip" in data:
+            data["clip_id"] = data.pop("clip")
+        return data

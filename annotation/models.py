@@ -321,3 +321,79 @@ class Caption(models.Model):
     def current_text(self) -> str:
         """The text as the dataset should use it: the reviewer's fix when there is one."""
         return self.fixed_text or self.text
+
+
+# The HIT page's log: what the worker did with each clip before writing its caption.
+
+
+class ClipListen(models.Model):
+    """The worker heard a clip of their assignment through to the end once. The caption box
+    unlocks from it, so the lock survives a reload or a second device (sessionStorage would
+    forget it in a new tab); reviewers may read it as "listened before writing"."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="listens")
+    clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="+")
+    heard_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["assignment", "heard_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "clip"], name="cliplisten_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"clip {self.clip_id} heard in assignment #{self.assignment_id}"
+
+
+class VideoHintView(models.Model):
+    """The worker opened a clip's video hint (a last resort: reviewers see it). The first
+    opening is kept; the video is served only once this row exists."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="video_hints")
+    clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="+")
+    opened_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["assignment", "opened_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "clip"], name="videohintview_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"video hint of clip {self.clip_id} opened in assignment #{self.assignment_id}"
+
+
+class ClipReport(models.Model):
+    """A worker's report that a clip cannot be captioned. Reporting returns the assignment,
+    and the engine never offers the clip to that worker again; researchers see reports on
+    the batch page."""
+
+    class Problem(models.TextChoices):
+        AUDIO_BROKEN = "audio_broken", "The audio is broken, silent or does not play"
+        VIDEO_UNAVAILABLE = "video_unavailable", "The video hint is unavailable"
+
+    NOTE_MAX_CHARS = 500
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="reports")
+    # the assignment's worker, kept here so a claim can skip reported clips without a join
+    worker = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="clip_reports"
+    )
+    clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="reports")
+    problem = models.CharField(max_length=20, choices=Problem.choices)
+    note = models.TextField(blank=True, max_length=NOTE_MAX_CHARS)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(problem__in=["audio_broken", "video_unavailable"]),
+                name="clipreport_problem_valid",
+            ),
+            # also serves claimable_hits: the clips this worker reported
+            models.UniqueConstraint(fields=["worker", "clip"], name="clipreport_once_per_worker"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_problem_display()} (clip {self.clip_id})"

@@ -15,16 +15,26 @@ writers: slower, equally correct.
 
 from __future__ import annotations
 
-import unicodedata
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
-from annotation.models import Assignment, Batch, Caption, Hit, HitClip
+from annotation import rules
+from annotation.models import (
+    Assignment,
+    Batch,
+    Caption,
+    ClipListen,
+    ClipReport,
+    Hit,
+    HitClip,
+    VideoHintView,
+)
 from core.models import Membership, Role
 from core.services import require_role
 from curation.models import Clip, Split, Subset, SubsetClip
@@ -34,11 +44,6 @@ DEFAULT_CAPTIONS_PER_CLIP: dict[str, int] = {Split.TRAIN: 1, Split.VAL: 5, Split
 MAX_CAPTIONS_PER_CLIP = 20
 MAX_CLIPS_PER_HIT = 50
 EXPIRE_CHUNK = 500
-
-# Bidirectional embeddings, overrides and isolates: they make text display differently
-# from its characters (a caption that reads backwards on review pages), never needed here.
-BIDI_CONTROLS = frozenset(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
-ALLOWED_WHITESPACE = frozenset("\t\n\r")
 
 
 # Batches -------------------------------------------------------------------------------
@@ -197,9 +202,13 @@ def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) ->
     worked_clips = HitClip.objects.filter(
         hit__assignments__worker=worker, hit__assignments__state__in=Assignment.BLOCKING
     ).values("clip_id")
+    # clips the worker reported as broken are never offered to them again
+    reported_clips = ClipReport.objects.filter(worker=worker).values("clip_id")
     # NOT IN (uncorrelated) rather than NOT EXISTS: PostgreSQL hashes the blocked HITs
     # once per claim instead of probing the worker's history once per candidate HIT.
-    blocked_hits = HitClip.objects.filter(clip_id__in=worked_clips).values("hit_id")
+    blocked_hits = HitClip.objects.filter(
+        Q(clip_id__in=worked_clips) | Q(clip_id__in=reported_clips)
+    ).values("hit_id")
     hits = Hit.objects.filter(
         batch__state=Batch.State.PUBLISHED,
         batch__expires_at__gt=now,
@@ -273,27 +282,18 @@ def _locked(assignment: Assignment) -> Assignment:
     return Assignment.objects.select_for_update().select_related("hit__batch").get(pk=assignment.pk)
 
 
+def caption_limits(batch: Batch) -> rules.Limits:
+    return rules.Limits(
+        min_words=batch.min_words, max_words=batch.max_words, max_chars=Caption.MAX_CHARS
+    )
+
+
 def caption_problem(text: str, *, min_words: int, max_words: int) -> str | None:
-    """Why a (trimmed) caption is refused, or None. The text is stored raw, so this only
-    refuses what no caption needs: control characters, bidi overrides, huge texts."""
-    if not text:
-        return "is empty"
-    if len(text) > Caption.MAX_CHARS:
-        return f"is {len(text):,} characters long; the limit is {Caption.MAX_CHARS:,}"
-    for char in text:
-        if char in BIDI_CONTROLS:
-            return (
-                f"contains a text-direction control character (U+{ord(char):04X}); "
-                "please type the caption without it"
-            )
-        if char not in ALLOWED_WHITESPACE and unicodedata.category(char) in ("Cc", "Cs"):
-            return f"contains a control character (U+{ord(char):04X}); please remove it"
-    words = len(text.split())
-    if words < min_words:
-        return f"has {words} word{'s' if words != 1 else ''}; write at least {min_words}"
-    if words > max_words:
-        return f"has {words} words; the limit is {max_words}"
-    return None
+    """Why a (trimmed) caption is refused, or None: the first error of annotation.rules,
+    the rules the HIT page also checks as the worker types. The text is stored raw."""
+    limits = rules.Limits(min_words=min_words, max_words=max_words, max_chars=Caption.MAX_CHARS)
+    errors = rules.errors(text, limits)
+    return errors[0].message if errors else None
 
 
 def assignment_submit(
@@ -342,11 +342,13 @@ def _checked_captions(assignment: Assignment, captions: dict[int, str]) -> dict[
     if unknown := sorted(set(given) - set(clip_ids)):
         errors["__all__"] = [f"Clips {unknown} are not part of this HIT."]
     texts: dict[int, str] = {}
+    limits = caption_limits(batch)
     for number, clip_id in enumerate(clip_ids, start=1):
-        text = (given.get(clip_id) or "").strip()
-        problem = caption_problem(text, min_words=batch.min_words, max_words=batch.max_words)
-        if problem:
-            errors[f"caption-{clip_id}"] = [f"The caption for clip {number} {problem}."]
+        text = rules.trim(given.get(clip_id) or "")
+        if problems := rules.errors(text, limits):
+            errors[f"caption-{clip_id}"] = [
+                f"The caption for clip {number} {problem.message}." for problem in problems
+            ]
         texts[clip_id] = text
     if errors:
         raise ValidationError(errors)
@@ -413,3 +415,137 @@ def assignments_expire(*, now: datetime | None = None) -> int:
         expired += len(stale)
         if len(stale) < EXPIRE_CHUNK:
             return expired
+
+
+# The HIT page --------------------------------------------------------------------------
+
+
+def _clip_in_hit(assignment: Assignment, worker: Any, clip_id: int) -> Clip:
+    """The clip, when the worker holds this assignment open and the clip is in its HIT."""
+    if assignment.worker_id != worker.pk:
+        raise PermissionDenied("This is another worker's assignment.")
+    if assignment.state != Assignment.State.ACCEPTED:
+        raise ValidationError(
+            f"This assignment is already {assignment.get_state_display().lower()}."
+        )
+    hit_clip = (
+        HitClip.objects.select_related("clip")
+        .filter(hit=assignment.hit_id, clip_id=clip_id)
+        .first()
+    )
+    if hit_clip is None:
+        raise ValidationError(f"Clip {clip_id} is not part of this HIT.")
+    return hit_clip.clip
+
+
+def clip_heard(
+    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
+) -> ClipListen:
+    """Records that the worker heard the clip to the end; the caption box unlocks from it.
+    Idempotent: the first time is kept."""
+    clip = _clip_in_hit(assignment, worker, clip_id)
+    listen, _ = ClipListen.objects.get_or_create(
+        assignment=assignment, clip=clip, defaults={"heard_at": now or timezone.now()}
+    )
+    return listen
+
+
+def video_hint_open(
+    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
+) -> VideoHintView:
+    """Logs that the worker opened the clip's video hint (first opening kept), which
+    reviewers see; only then is the video served."""
+    clip = _clip_in_hit(assignment, worker, clip_id)
+    if not clip.video:
+        raise ValidationError("This clip has no video hint.")
+    view, _ = VideoHintView.objects.get_or_create(
+        assignment=assignment, clip=clip, defaults={"opened_at": now or timezone.now()}
+    )
+    return view
+
+
+def clip_report(
+    *,
+    assignment: Assignment,
+    worker: Any,
+    clip_id: int,
+    problem: str,
+    note: str = "",
+    now: datetime | None = None,
+) -> ClipReport:
+    """Records a problem with a clip and returns the assignment, freeing its slot for
+    someone else; claimable_hits never offers the clip to this worker again."""
+    if problem not in ClipReport.Problem.values:
+        raise ValidationError(
+            {"problem": f"Unknown problem {problem!r}; use one of {ClipReport.Problem.values}."}
+        )
+    note = rules.trim(note)
+    if len(note) > ClipReport.NOTE_MAX_CHARS:
+        raise ValidationError(
+            {"note": f"The note is {len(note):,} characters long; the limit is "
+                     f"{ClipReport.NOTE_MAX_CHARS}."}
+        )  # fmt: skip
+    if unsafe := rules.unsafe_characters(note):
+        raise ValidationError({"note": f"The note {unsafe.message}."})
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = _locked(assignment)
+        clip = _clip_in_hit(assignment, worker, clip_id)
+        report, _ = ClipReport.objects.get_or_create(
+            worker=worker,
+            clip=clip,
+            defaults={
+                "assignment": assignment,
+                "problem": problem,
+                "note": note,
+                "created_at": now,
+            },
+        )
+        _release(assignment, Assignment.State.RETURNED, now)
+    return report
+
+
+# what a worker has handed in: their record counts these
+REVIEW_STATES = (
+    Assignment.State.SUBMITTED,
+    Assignment.State.APPROVED,
+    Assignment.State.REJECTED,
+)
+
+
+@dataclass(frozen=True)
+class WorkerSummary:
+    """A worker's own record, for their pages: never shown to anyone else."""
+
+    submitted: int  # waiting for review
+    approved: int
+    rejected: int
+    earned_cents: int  # rewards of approved HITs
+    pending_cents: int  # rewards of HITs waiting for review
+
+    @property
+    def approval_percent(self) -> float | None:
+        reviewed = self.approved + self.rejected
+        return 100 * self.approved / reviewed if reviewed else None
+
+
+def worker_summary(*, worker: Any) -> WorkerSummary:
+    rows = {
+        state: (n, cents or 0)
+        for state, n, cents in Assignment.objects.filter(
+            worker=worker, state__in=[s.value for s in REVIEW_STATES]
+        )
+        .values_list("state")
+        .annotate(n=Count("id"), cents=Sum("hit__batch__reward_cents"))
+        .values_list("state", "n", "cents")
+    }
+    submitted, pending = rows.get(Assignment.State.SUBMITTED, (0, 0))
+    approved, earned = rows.get(Assignment.State.APPROVED, (0, 0))
+    rejected, _ = rows.get(Assignment.State.REJECTED, (0, 0))
+    return WorkerSummary(
+        submitted=submitted,
+        approved=approved,
+        rejected=rejected,
+        earned_cents=earned,
+        pending_cents=pending,
+    )

@@ -1,19 +1,24 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
-from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Exists, OuterRef, Prefetch
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import services
-from annotation.forms import BatchForm, BatchStateForm
-from annotation.models import Assignment, Batch, Caption, HitClip
+from annotation import rules, services
+from annotation.forms import BatchForm, BatchStateForm, ClipReportForm
+from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, VideoHintView
 from core.media import media_response
 from core.models import Membership, Role
 from core.views import _project_for
+from crowd.services import blocked_everywhere
+from curation.models import Clip, Label
 
 
 def _assignment_for(request: HttpRequest, pk: int) -> Assignment:
@@ -51,6 +56,8 @@ def work(request: HttpRequest) -> HttpResponse:
 @require_POST
 def work_claim(request: HttpRequest) -> HttpResponse:
     assignment = services.hit_claim(worker=request.user)
+    if assignment is None and blocked_everywhere(worker=request.user):
+        return redirect("work_blocked")
     if assignment is None:
         messages.info(request, "No HITs are available for you right now. Please check back later.")
         return redirect("work")
@@ -71,29 +78,81 @@ def _render_assignment(
     texts: dict[int, str],
     errors: dict[str, list[str]],
 ) -> HttpResponse:
-    hit_clips = (
-        assignment.hit.hit_clips.select_related("clip")
-        .prefetch_related("clip__labels")
-        .order_by("position")
-    )
-    items = [
-        {
-            "number": number,
-            "clip": hit_clip.clip,
-            "text": texts.get(hit_clip.clip_id, ""),
-            "errors": errors.get(f"caption-{hit_clip.clip_id}", []),
-        }
-        for number, hit_clip in enumerate(hit_clips, start=1)
-    ]
+    batch = assignment.hit.batch
+    limits = services.caption_limits(batch)
+    summary = services.worker_summary(worker=request.user)
+    items = _clip_items(assignment, texts=texts, errors=errors)
     context = {
         "assignment": assignment,
-        "batch": assignment.hit.batch,
+        "batch": batch,
         "items": items,
         "general_errors": errors.get("__all__", []),
         "editable": assignment.state == Assignment.State.ACCEPTED,
         "max_chars": Caption.MAX_CHARS,
+        "guidance": rules.guidance(limits),
+        "caption_rules": rules.table(limits),
+        "hit_data": {"clips": [item["data"] for item in items]},
+        "summary": summary,
+        **_money(summary),
+        "batch_done": Assignment.objects.filter(
+            worker=request.user, hit__batch=batch, state__in=services.REVIEW_STATES
+        ).count(),
+        "examples": rules.examples(limits),
+        # new workers find the instructions open; others open them with one click or "?"
+        "first_hit": summary.submitted + summary.approved + summary.rejected == 0,
+        "report_form": ClipReportForm(),
     }
     return render(request, "annotation/assignment.html", context)
+
+
+def _clip_items(
+    assignment: Assignment, *, texts: dict[int, str], errors: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """One entry per clip of the HIT: what the page shows and what hit.js needs."""
+    labels = Label.objects.select_related("word_label").order_by("name")
+    hit_clips = (
+        assignment.hit.hit_clips.select_related("clip")
+        .prefetch_related(Prefetch("clip__labels", queryset=labels))
+        .order_by("position")
+    )
+    heard = set(assignment.listens.values_list("clip_id", flat=True))
+    opened = set(assignment.video_hints.values_list("clip_id", flat=True))
+    items = []
+    for number, hit_clip in enumerate(hit_clips, start=1):
+        clip, args = hit_clip.clip, [assignment.pk, hit_clip.clip_id]
+        data = {
+            "id": clip.pk,
+            "number": number,
+            "peaks": clip.peaks,
+            "duration": clip.duration_seconds or float(clip.end_seconds - clip.start_seconds),
+            "heard": clip.pk in heard,
+            "heard_url": reverse("assignment_clip_heard", args=args),
+            "video_open_url": reverse("assignment_video_hint", args=args) if clip.video else None,
+            "video_url": reverse("assignment_clip_video", args=args),
+            "video_opened": clip.pk in opened,
+        }
+        items.append(
+            {
+                "number": number,
+                "clip": clip,
+                "text": texts.get(clip.pk, ""),
+                "errors": errors.get(f"caption-{clip.pk}", []),
+                "hints": _hints(clip),
+                "data": data,
+            }
+        )
+    return items
+
+
+def _hints(clip: Clip) -> list[dict[str, Any]]:
+    """The clip's word labels ("dog"), each with the ontology labels it stands for, whose
+    descriptions the page shows on hover and focus; a label without a word label stands
+    for itself."""
+    by_word: dict[str, list[Label]] = {}
+    for label in clip.labels.all():
+        word = label.word_label.name if label.word_label else label.name
+        by_word.setdefault(word, []).append(label)
+    return [{"word": word, "labels": labels} for word, labels in sorted(by_word.items())]
 
 
 @login_required
@@ -109,11 +168,28 @@ def assignment_submit(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("work")
         return _render_assignment(request, assignment, texts=captions, errors=exc.message_dict)
     messages.success(request, "Submitted. Thank you!")
+    return _next_hit(request)
+
+
+def _next_hit(request: HttpRequest) -> HttpResponse:
+    """Straight on to the worker's next HIT, or to the "no more work" page."""
     following = services.hit_claim(worker=request.user)
     if following is None:
-        messages.info(request, "That was the last HIT available for you right now.")
-        return redirect("work")
+        return redirect("work_done")
     return redirect(following)
+
+
+@login_required
+def work_done(request: HttpRequest) -> HttpResponse:
+    summary = services.worker_summary(worker=request.user)
+    return render(request, "annotation/work_done.html", {"summary": summary, **_money(summary)})
+
+
+def _money(summary: services.WorkerSummary) -> dict[str, str]:
+    return {
+        "earned": f"{summary.earned_cents / 100:,.2f}",
+        "pending": f"{summary.pending_cents / 100:,.2f}",
+    }
 
 
 @login_required
@@ -139,6 +215,81 @@ def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
         HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
     )
     return media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+
+
+def _hit_clip_for(assignment: Assignment, clip_id: int) -> HitClip:
+    return get_object_or_404(
+        HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
+    )
+
+
+def _refused(exc: ValidationError) -> JsonResponse:
+    return JsonResponse({"error": " ".join(exc.messages)}, status=409)
+
+
+@login_required
+@require_POST
+def assignment_clip_heard(request: HttpRequest, pk: int, clip_id: int) -> HttpResponse:
+    """The page reports that the worker heard the clip to the end (unlocks the box)."""
+    assignment = _assignment_for(request, pk)
+    _hit_clip_for(assignment, clip_id)
+    try:
+        listen = services.clip_heard(assignment=assignment, worker=request.user, clip_id=clip_id)
+    except ValidationError as exc:
+        return _refused(exc)
+    return JsonResponse({"heard_at": listen.heard_at.isoformat()})
+
+
+@login_required
+@require_POST
+def assignment_video_hint(request: HttpRequest, pk: int, clip_id: int) -> HttpResponse:
+    """Logs the opening of the video hint; the page then loads the video."""
+    assignment = _assignment_for(request, pk)
+    _hit_clip_for(assignment, clip_id)
+    try:
+        view = services.video_hint_open(assignment=assignment, worker=request.user, clip_id=clip_id)
+    except ValidationError as exc:
+        return _refused(exc)
+    url = reverse("assignment_clip_video", args=[pk, clip_id])
+    return JsonResponse({"opened_at": view.opened_at.isoformat(), "video_url": url})
+
+
+@login_required
+@require_GET
+def assignment_clip_video(request: HttpRequest, pk: int, clip_id: int) -> HttpResponse:
+    """The video hint, once its opening is logged: no quiet peeks past the log."""
+    assignment = _assignment_for(request, pk)
+    hit_clip = _hit_clip_for(assignment, clip_id)
+    if not VideoHintView.objects.filter(assignment=assignment, clip_id=clip_id).exists():
+        raise PermissionDenied("Open the video hint on the HIT page first.")
+    return media_response(request, hit_clip.clip.video, missing="This clip has no video hint.")
+
+
+@login_required
+@require_POST
+def assignment_report(request: HttpRequest, pk: int) -> HttpResponse:
+    """A problem with a clip: recorded for the researchers, the HIT goes back to the pool,
+    and the worker moves on to their next HIT."""
+    assignment = _assignment_for(request, pk)
+    form = ClipReportForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Report not sent: {_form_errors(form)}")
+        return redirect(assignment)
+    _hit_clip_for(assignment, form.cleaned_data["clip_id"])
+    try:
+        report = services.clip_report(
+            assignment=assignment, worker=request.user, **form.cleaned_data
+        )
+    except ValidationError as exc:
+        messages.error(request, f"Report not sent: {' '.join(exc.messages)}")
+        return redirect(assignment if assignment.state == Assignment.State.ACCEPTED else "work")
+    problem = ClipReport.Problem(report.problem).label
+    messages.info(request, f"Thanks, reported: {problem}. You will not get this clip again.")
+    return _next_hit(request)
+
+
+def _form_errors(form: ClipReportForm) -> str:
+    return " ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
 
 
 # Researchers ---------------------------------------------------------------------------
@@ -167,17 +318,22 @@ def batch_list(request: HttpRequest, slug: str) -> HttpResponse:
 def batch_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     project, role = _project_for(request, slug, Role.RESEARCHER, Role.REVIEWER)
     batch = get_object_or_404(Batch.objects.select_related("subset"), project=project, pk=pk)
+    hinted = VideoHintView.objects.filter(assignment=OuterRef("assignment"), clip=OuterRef("clip"))
     captions = (
         Caption.objects.filter(assignment__hit__batch=batch)
         .select_related("assignment__worker")
+        .annotate(video_hint=Exists(hinted))
         .order_by("-created_at", "-id")[:50]
     )
+    reports = ClipReport.objects.filter(assignment__hit__batch=batch).select_related("worker")
     context = {
         "project": project,
         "role": role,
         "batch": batch,
         "progress": services.batch_progress(batch=batch),
         "captions": captions,
+        "reports": reports[:50],
+        "report_count": reports.count(),
         "next_states": sorted(Batch.TRANSITIONS[batch.state]),
     }
     return render(request, "annotation/batch_detail.html", context)

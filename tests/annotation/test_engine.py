@@ -451,10 +451,13 @@ def test_it_trims_surrounding_whitespace(batch: Batch, ann: Any) -> None:
     assert assignment.captions.get().text == CAPTION
 
 
-def test_it_stores_html_raw(batch: Batch, ann: Any) -> None:
-    hostile = '<script>alert("x")</script> a dog <b>barks</b>'
-    assignment = _submit(_claim(ann), hostile)
-    assert assignment.captions.get().text == hostile
+def test_it_refuses_html(batch: Batch, ann: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        _submit(_claim(ann), "a dog <b>barks</b> loudly")
+    assert _error_text(exc) == (
+        "The caption for clip 1 contains “<”; captions are plain text, so please leave out < and >."
+    )
+    assert not Caption.objects.exists()
 
 
 def test_it_stores_ordinary_unicode(batch: Batch, ann: Any) -> None:
