@@ -1,0 +1,60 @@
+"""Which captions make a project's corpus, split by split.
+
+"Approved captions" are crowd captions of the project's batches whose assignment was
+approved (split: the batch's) plus imported captions on clips of the project's import
+subsets (split: the clip's in that subset). Ordered by caption id, an export lists captions
+in the order they were created — for an imported file, the file's own order.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import FieldDoesNotExist
+from django.db.models import Exists, F, Min, OuterRef, Q, QuerySet, Value, Window
+from django.db.models.functions import Coalesce, NullIf
+
+from annotation.models import Assignment, Caption
+from core.models import Project
+from curation.models import Subset, SubsetClip
+
+
+def import_subsets(project: Project) -> QuerySet[Subset]:
+    return Subset.objects.filter(project=project, corpus_imports__isnull=False).distinct()
+
+
+def approved_captions(project: Project, split: str) -> QuerySet[Caption]:
+    """The approved captions of one split of the project's corpus, ordered by id."""
+    crowd = Q(
+        provenance=Caption.Provenance.CROWD,
+        assignment__state=Assignment.State.APPROVED,
+        assignment__hit__batch__project=project,
+        assignment__hit__batch__split=split,
+    )
+    # EXISTS, not a join: a clip in several subsets must not repeat its captions
+    in_import = SubsetClip.objects.filter(
+        subset__in=import_subsets(project).values("pk"), clip=OuterRef("clip_id"), split=split
+    )
+    imported = Q(provenance=Caption.Provenance.IMPORTED) & Exists(in_import)
+    return Caption.objects.filter(crowd | imported).order_by("pk")
+
+
+def by_clip(captions: QuerySet[Caption]) -> QuerySet[Caption]:
+    """The captions with each clip's together: clips in the order of their first caption,
+    a clip's captions in id order (Clotho's one row per clip)."""
+    first = Window(Min("pk"), partition_by=[F("clip_id")])
+    return captions.annotate(clip_first=first).order_by("clip_first", "pk")
+
+
+def unprocessed(captions: QuerySet[Caption]) -> QuerySet[Caption]:
+    """Captions without post-processed text for their current text: never processed, or
+    fixed by a reviewer after (ProcessedCaption.source_text is the text it processed)."""
+    current = Coalesce(NullIf(F("fixed_text"), Value("")), F("text"))
+    return captions.filter(Q(processed__isnull=True) | ~Q(processed__source_text=current))
+
+
+def processed_available() -> bool:
+    """Whether post-processing's ProcessedCaption (Caption.processed) is installed."""
+    try:
+        Caption._meta.get_field("processed")
+    except FieldDoesNotExist:
+        return False
+    return True
