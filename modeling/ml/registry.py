@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from modeling.ml.config import (
+    MODEL_PRESETS,
     ACTConfig,
     BiLSTMConfig,
     CaptionerConfig,
@@ -21,6 +22,7 @@ from modeling.ml.config import (
     config_from_dict,
     model_preset,
 )
+from modeling.ml.config_av import AV_MODEL_PRESETS, VACTConfig
 from modeling.ml.models.act import ACTCaptioner
 from modeling.ml.models.base import Captioner
 from modeling.ml.models.bilstm import BiLSTMCaptioner
@@ -28,6 +30,12 @@ from modeling.ml.models.lstm import LSTMCaptioner
 from modeling.ml.models.nn_retrieval import NearestNeighbourCaptioner
 from modeling.ml.models.tempatt import TempAttCaptioner
 from modeling.ml.models.topdown import TopDownCaptioner
+from modeling.ml.models.vact import (
+    ConcatCaptioner,
+    VACTCaptioner,
+    VACTVideoCaptioner,
+    VideoOnlyCaptioner,
+)
 
 MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
     "nn": (NearestNeighbourCaptioner, NearestNeighbourConfig),
@@ -36,7 +44,13 @@ MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
     "topdown": (TopDownCaptioner, TopDownConfig),
     "act": (ACTCaptioner, ACTConfig),
     "bilstm": (BiLSTMCaptioner, BiLSTMConfig),
+    "vact": (VACTCaptioner, VACTConfig),
+    "vact_video": (VACTVideoCaptioner, VACTConfig),
+    "vact_concat": (ConcatCaptioner, VACTConfig),
+    "video_only": (VideoOnlyCaptioner, VACTConfig),
 }
+# The audio-visual and keyword families keep their presets beside their configs.
+MODEL_PRESETS.update(AV_MODEL_PRESETS)
 
 
 class UnknownModelError(KeyError):

@@ -1,0 +1,210 @@
+"""Configs and presets of the audio-visual and keyword captioners (MODELS.md sections 2, 3, 5).
+
+They live beside ``modeling.ml.config`` rather than in it: V-ACT extends ``ACTConfig``, and the
+registry merges ``AV_MODEL_PRESETS`` into ``MODEL_PRESETS`` when it registers the models, so
+``model_preset("vact", "tiny")`` works like any other model's.
+
+The batch keys these models read on top of ``modeling.ml.models.base``::
+
+    "video"            (B, Tv, Fv) float, frame (or spatio-temporal token) features
+    "video_lengths"    (B,) long; 0 marks a clip without video (its video context is zero)
+    "keywords"         (B, K) long keyword ids (MAAC; optional, else predicted in-model)
+    "keyword_targets"  (B, N_kw) float multi-hot (MAAC keyword-encoder pre-training)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from modeling.ml.config import ACTConfig, CaptionerConfig
+
+
+@dataclass
+class VACTConfig(ACTConfig):
+    """V-ACT (Liu et al. 2023): ACT plus video; the fusion is fixed by the registry name.
+
+    "vact" is AdaAVA guided by audio (eq. 3), "vact_video" AdaAVA guided by video (eq. 7),
+    "vact_concat" one cross-attention over audio and video concatenated, "video_only" ACT's
+    decoder over video alone (no audio encoder is built).
+    """
+
+    # Fv: size of one precomputed video feature frame (S3D's 1024-d chunk embedding).
+    video_dim: int = 1024
+    # Trainable frame encoder over the precomputed video features: 0 is the paper's single
+    # linear layer to d; n > 0 adds n Transformer encoder blocks after it (for features that
+    # were not produced by a strong pretrained video encoder).
+    video_layers: int = 0
+    # Longest video in feature frames; sizes the video positional embedding when video_layers > 0.
+    max_video_frames: int = 256
+    # beta: the masking threshold of eq. 4-5 (M_a = 1[A_conf > beta], M_v = 1[1 - A_conf > beta]).
+    beta: float = 0.13
+    # Shape of A_conf: "vector" gives one confidence per latent dimension (FC: 2d -> d), so
+    # the masks remove redundant dimensions of the latent space; "scalar" one confidence per
+    # word position (FC: 2d -> 1) broadcast over the dimensions.
+    confidence: Literal["vector", "scalar"] = "vector"
+
+
+@dataclass
+class MAACConfig(CaptionerConfig):
+    """MAAC (DCASE 2021): keyword encoder + multi-modal attention LSTM decoder."""
+
+    # Log-mel bins per frame (PANNs: 64).
+    feature_dim: int = 64
+    # N: size of the keyword vocabulary (modeling.ml.keywords); 300 in the paper.
+    num_keywords: int = 300
+    # K: how many top predicted keywords the decoder attends to.
+    top_k: int = 5
+    # Keyword-encoder backbone: "cnn" is a trainable small CNN with the same multi-level
+    # interface; "resnet38" is PANNs ResNet38, which needs backbone_weights.
+    backbone: Literal["cnn", "resnet38"] = "cnn"
+    # PANNs checkpoint file for backbone="resnet38" ("" = random init, for tests only).
+    backbone_weights: str = ""
+    # Conv block widths of the small CNN; features are taken after the 3rd, 4th and last block.
+    cnn_channels: tuple[int, ...] = (64, 128, 256, 512, 1024)
+    # The first this many CNN blocks halve time (time reduction 2 ** cnn_time_pools).
+    cnn_time_pools: int = 2
+    # Size of each of f1, f2, f3 (the per-level linear layers of the keyword encoder).
+    level_dim: int = 512
+    # Keyword encoder frozen while the captioner trains (after its BCE pre-training).
+    freeze_keyword_encoder: bool = True
+    # C: width of the projected acoustic features, keyword and word embeddings, and the LSTM.
+    hidden_dim: int = 512
+    # Hidden size of the attention modules' ReLU layer (W_i, W_s map to it).
+    attention_dim: int = 512
+    # Dropout on the word and keyword embeddings.
+    embedding_dropout: float = 0.5
+    # Dropout before the word classifier.
+    dropout: float = 0.25
+
+
+@dataclass
+class AVConfig(CaptionerConfig):
+    """Audio-visual captioner with a cross-modal encoder (Shen et al. 2023)."""
+
+    # Log-mel bins per frame.
+    feature_dim: int = 64
+    # Frames per audio patch: 1 is the paper's 1-D (time-only) layout, a patch is one frame.
+    patch_frames: int = 1
+    # Longest audio in frames; longer clips are linearly down-sampled to it (256 in the paper).
+    max_frames: int = 256
+    # Average-pool the audio encoder output over time by this factor (256 -> N_a = 64 tokens).
+    audio_pool: int = 4
+    # D: width of the audio encoder, the cross-modal encoder and the decoder.
+    width: int = 768
+    # Audio Transformer blocks and heads (12 and 12).
+    audio_layers: int = 12
+    audio_heads: int = 12
+    # Fv: size of one video token feature (Video Swin: 1024-d).
+    video_dim: int = 1024
+    # Longest video in tokens (8 x 7 x 7 = 392); sizes the video position embedding.
+    max_video_tokens: int = 392
+    # Cross-modal encoder: "merged" (eq. 9), "cross" (eq. 10), "global_cross" (eq. 11) or
+    # "local_global" (eq. 12: the mean of a local fusion and a global cross fusion per layer).
+    fusion: Literal["merged", "cross", "global_cross", "local_global"] = "local_global"
+    # The local half of "local_global" (merged was the paper's best).
+    local_fusion: Literal["merged", "cross"] = "merged"
+    # Cross-modal encoder blocks and heads (3 and 12).
+    fusion_layers: int = 3
+    fusion_heads: int = 12
+    # Transformer decoder blocks and heads (3; heads as the encoder).
+    decoder_layers: int = 3
+    decoder_heads: int = 12
+    # Feed-forward width as a multiple of D.
+    ff_mult: int = 4
+    # Longest caption in tokens; sizes the decoder's positional embedding.
+    max_caption_length: int = 64
+    # Modality-balanced pre-training (eq. 2-6): training_loss adds w_a L_a + w_v L_v.
+    mbp: bool = False
+    # alpha of eq. 6 (softmax temperature on the squared loss gaps).
+    mbp_alpha: float = 10.0
+    # beta of eq. 5 (moving-average factor of the weights).
+    mbp_beta: float = 0.99
+
+
+_TINY_ACT = {
+    "feature_dim": 8,
+    "patch_frames": 2,
+    "max_frames": 64,
+    "encoder_dim": 16,
+    "encoder_layers": 1,
+    "encoder_heads": 2,
+    "decoder_dim": 16,
+    "decoder_layers": 1,
+    "decoder_heads": 2,
+    "ff_mult": 2,
+    "max_caption_length": 16,
+}
+_SMALL_ACT = {
+    "encoder_dim": 192,
+    "encoder_layers": 4,
+    "encoder_heads": 4,
+    "decoder_dim": 192,
+    "decoder_heads": 4,
+    "decoder_layers": 2,
+    "dropout": 0.1,
+}
+
+
+def _vact_presets() -> dict[str, CaptionerConfig]:
+    return {
+        "paper": VACTConfig(),
+        "small": VACTConfig(**_SMALL_ACT),  # type: ignore[arg-type]
+        "tiny": VACTConfig(video_dim=6, max_video_frames=16, **_TINY_ACT),  # type: ignore[arg-type]
+    }
+
+
+AV_MODEL_PRESETS: dict[str, dict[str, CaptionerConfig]] = {
+    "vact": _vact_presets(),
+    "vact_video": _vact_presets(),
+    "vact_concat": _vact_presets(),
+    "video_only": _vact_presets(),
+    "maac": {
+        "paper": MAACConfig(),
+        "small": MAACConfig(
+            num_keywords=100,
+            cnn_channels=(32, 64, 128, 128, 256),
+            level_dim=128,
+            hidden_dim=256,
+            attention_dim=128,
+        ),
+        "tiny": MAACConfig(
+            feature_dim=8,
+            num_keywords=12,
+            top_k=3,
+            cnn_channels=(4, 4, 8, 8, 8),
+            level_dim=8,
+            hidden_dim=16,
+            attention_dim=8,
+        ),
+    },
+    "crossmodal": {
+        "paper": AVConfig(),
+        "small": AVConfig(
+            width=192,
+            audio_layers=4,
+            audio_heads=4,
+            fusion_layers=2,
+            fusion_heads=4,
+            decoder_layers=2,
+            decoder_heads=4,
+            dropout=0.1,
+        ),
+        "tiny": AVConfig(
+            feature_dim=8,
+            max_frames=32,
+            audio_pool=2,
+            width=16,
+            audio_layers=1,
+            audio_heads=2,
+            video_dim=6,
+            max_video_tokens=16,
+            fusion_layers=2,
+            fusion_heads=2,
+            decoder_layers=1,
+            decoder_heads=2,
+            ff_mult=2,
+            max_caption_length=16,
+        ),
+    },
+}
