@@ -1,0 +1,154 @@
+"""Corpus pages: export snapshots (researchers) and corpus statistics (researchers and
+reviewers). Objects load through the project (core.views._project_for: 404 for
+non-members, 403 for a missing role), so a version or id of another project is a 404."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from core.media import media_response
+from core.models import Role
+from core.services import job_enqueue
+from core.views import _project_for
+from corpus import services
+from corpus.forms import SnapshotForm
+from corpus.models import CorpusStatistics, Snapshot
+
+READ = (Role.RESEARCHER, Role.REVIEWER)
+WRITE = (Role.RESEARCHER,)
+
+
+def _snapshot_for(request: HttpRequest, slug: str, version: int) -> Snapshot:
+    project, _ = _project_for(request, slug, *WRITE)
+    return get_object_or_404(
+        Snapshot.objects.select_related("project", "job"), project=project, version=version
+    )
+
+
+def _snapshot_list_page(request: HttpRequest, slug: str, form: SnapshotForm) -> HttpResponse:
+    project, role = _project_for(request, slug, *WRITE)
+    snapshots = project.snapshots.select_related("job", "created_by")
+    context = {"project": project, "role": role, "snapshots": snapshots, "form": form}
+    return render(request, "corpus/snapshot_list.html", context)
+
+
+@login_required
+@require_GET
+def snapshot_list(request: HttpRequest, slug: str) -> HttpResponse:
+    return _snapshot_list_page(request, slug, SnapshotForm())
+
+
+@login_required
+@require_POST
+def snapshot_new(request: HttpRequest, slug: str) -> HttpResponse:
+    project, _ = _project_for(request, slug, *WRITE)
+    form = SnapshotForm(request.POST)
+    if form.is_valid():
+        try:
+            snapshot = services.snapshot_start(
+                project=project,
+                fmt=form.cleaned_data["format"],
+                text=form.cleaned_data["text"],
+                splits=form.cleaned_data["splits"],
+                created_by=request.user,
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Building snapshot v{snapshot.version}.")
+            return redirect(snapshot)
+    return _snapshot_list_page(request, slug, form)
+
+
+@login_required
+@require_GET
+def snapshot_detail(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    snapshot = _snapshot_for(request, slug, version)
+    context = {
+        "project": snapshot.project,
+        "role": Role.RESEARCHER,
+        "snapshot": snapshot,
+        "job": snapshot.job,
+        "files": snapshot.files,
+        "statistics": snapshot.statistics.first(),
+    }
+    return render(request, "corpus/snapshot_detail.html", context)
+
+
+@login_required
+@require_GET
+def snapshot_download(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    snapshot = _snapshot_for(request, slug, version)
+    if snapshot.state != Snapshot.State.READY:
+        raise Http404(f"Snapshot v{snapshot.version} is {snapshot.state}; nothing to download.")
+    response = media_response(request, snapshot.archive, missing="The archive is missing.")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{snapshot.archive.name.rsplit("/", 1)[-1]}"'
+    )
+    return response
+
+
+@login_required
+@require_GET
+def snapshot_file(request: HttpRequest, slug: str, version: int, name: str) -> HttpResponse:
+    snapshot = _snapshot_for(request, slug, version)
+    try:
+        chunks = services.snapshot_file_chunks(snapshot=snapshot, path=name)
+    except ValidationError as exc:
+        raise Http404("; ".join(exc.messages)) from None
+    kind = "application/json" if name.endswith((".json", ".jsonl")) else "text/csv"
+    response = StreamingHttpResponse(chunks, content_type=f"{kind}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+@require_GET
+def statistics(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = _project_for(request, slug, *READ)
+    latest = CorpusStatistics.objects.filter(project=project, snapshot=None).first()
+    context = {"project": project, "role": role, "statistics": latest}
+    return render(request, "corpus/statistics.html", context)
+
+
+@login_required
+@require_POST
+def statistics_compute(request: HttpRequest, slug: str) -> HttpResponse:
+    project, _ = _project_for(request, slug, *WRITE)
+    params: dict[str, int] = {"project_id": project.pk}
+    version = request.POST.get("snapshot", "")
+    if version:
+        if not version.isdigit():
+            raise Http404("No such snapshot.")
+        snapshot = get_object_or_404(Snapshot, project=project, version=int(version))
+        params["snapshot_id"] = snapshot.pk
+    job = job_enqueue(
+        kind="corpus_statistics",
+        params=params,
+        project=project,
+        created_by=request.user,
+        label=f"Statistics of {project.slug}" + (f" v{version}" if version else ""),
+    )
+    messages.success(request, f"Computing statistics as job #{job.pk}.")
+    return redirect(job)
+
+
+@login_required
+@require_GET
+def statistics_chart(request: HttpRequest, slug: str, pk: int, kind: str) -> HttpResponse:
+    project, role = _project_for(request, slug, *READ)
+    record = get_object_or_404(
+        CorpusStatistics.objects.select_related("snapshot"), project=project, pk=pk
+    )
+    if record.snapshot_id and role != Role.RESEARCHER:
+        raise PermissionDenied("Snapshots are the researchers'.")
+    try:
+        stored = services.statistics_chart(record=record, kind=kind)
+    except ValidationError as exc:
+        raise Http404("; ".join(exc.messages)) from None
+    return media_response(request, stored, missing="The chart is missing.")

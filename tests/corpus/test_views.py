@@ -1,0 +1,275 @@
+"""Corpus pages: snapshots are the researchers' (403 for reviewers and annotators, 404 for
+outsiders and for versions of another project); statistics are read by researchers and
+reviewers. Every URL of corpus.urls is in the access table."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, reverse
+
+from core.models import Job, Project
+from core.services import job_run
+from corpus import services
+from corpus import urls as corpus_urls
+from corpus.models import CorpusImport, CorpusStatistics, Snapshot
+from corpus.services import captions_import, snapshot_build, snapshot_create, statistics_compute
+from tests.conftest import login
+from tests.corpus.conftest import AUDIOCAPS, CLOTHO
+
+
+@dataclass
+class World:
+    project: Project
+    snapshot: Snapshot
+    statistics: CorpusStatistics  # of the project's corpus now
+    snapshot_statistics: CorpusStatistics
+
+
+@pytest.fixture(autouse=True)
+def no_pos(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(services, "_pos_pipeline", lambda: (None, "needs a spaCy pipeline (test)"))
+
+
+@pytest.fixture
+def world(imported: CorpusImport) -> World:
+    project = imported.project
+    snapshot = snapshot_build(
+        snapshot=snapshot_create(project=project, fmt="audiocaps", text="raw", splits=["train"])
+    )
+    return World(
+        project=project,
+        snapshot=snapshot,
+        statistics=statistics_compute(project=project),
+        snapshot_statistics=snapshot.statistics.get(),
+    )
+
+
+URL = Callable[[World], str]
+
+
+def _s(name: str, *rest: Any) -> URL:
+    return lambda w: reverse(name, args=[w.project.slug, w.snapshot.version, *rest])
+
+
+# name -> (method, URL, roles allowed besides researchers)
+PAGES: dict[str, tuple[str, URL, tuple[str, ...]]] = {
+    "snapshot_list": ("get", lambda w: reverse("snapshot_list", args=[w.project.slug]), ()),
+    "snapshot_new": ("post", lambda w: reverse("snapshot_new", args=[w.project.slug]), ()),
+    "snapshot_detail": ("get", _s("snapshot_detail"), ()),
+    "snapshot_download": ("get", _s("snapshot_download"), ()),
+    "snapshot_file": ("get", _s("snapshot_file", "train.csv"), ()),
+    "corpus_statistics": (
+        "get",
+        lambda w: reverse("corpus_statistics", args=[w.project.slug]),
+        ("reviewer",),
+    ),
+    "corpus_statistics_compute": (
+        "post",
+        lambda w: reverse("corpus_statistics_compute", args=[w.project.slug]),
+        (),
+    ),
+    "corpus_statistics_chart": (
+        "get",
+        lambda w: reverse(
+            "corpus_statistics_chart", args=[w.project.slug, w.statistics.pk, "lengths"]
+        ),
+        ("reviewer",),
+    ),
+}
+
+
+def test_every_corpus_url_is_in_the_access_table() -> None:
+    names = {p.name for p in corpus_urls.urlpatterns if isinstance(p, URLPattern)}
+
+    assert names == set(PAGES)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_anonymous_visitors_are_sent_to_log_in(world: World, name: str) -> None:
+    method, url, _ = PAGES[name]
+
+    response = getattr(Client(), method)(url(world))
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_outsiders_get_404(world: World, olive: Any, name: str) -> None:
+    method, url, _ = PAGES[name]
+
+    assert getattr(login(olive), method)(url(world)).status_code == 404
+
+
+@pytest.mark.parametrize("who", ["rey", "ann"])
+@pytest.mark.parametrize("name", list(PAGES))
+def test_other_roles_get_403_where_they_have_no_business(
+    world: World, request: pytest.FixtureRequest, who: str, name: str
+) -> None:
+    method, url, allowed = PAGES[name]
+    role = {"rey": "reviewer", "ann": "annotator"}[who]
+
+    response = getattr(login(request.getfixturevalue(who)), method)(url(world))
+
+    assert response.status_code == (200 if role in allowed else 403)
+
+
+def test_a_version_of_another_project_is_404(world: World, olive: Any) -> None:
+    birds = Project.objects.get(slug="birds")
+    captions_import(project=birds, path=AUDIOCAPS, fmt="audiocaps", split="train")
+    snapshot_build(
+        snapshot=snapshot_create(project=birds, fmt="jsonl", text="raw", splits=["train"])
+    )
+    mine = snapshot_create(project=world.project, fmt="jsonl", text="raw", splits=["train"])
+
+    response = login(olive).get(reverse("snapshot_detail", args=["birds", mine.version]))
+
+    assert response.status_code == 404
+
+
+def test_the_list_offers_the_form_and_lists_snapshots(world: World, alice: Any) -> None:
+    response = login(alice).get(reverse("snapshot_list", args=["sounds"]))
+
+    assert response.status_code == 200
+    assert b'data-testid="snapshot-form"' in response.content
+    assert b">v1</a>" in response.content
+
+
+def test_a_researcher_starts_a_snapshot_built_by_a_job(imported: CorpusImport, alice: Any) -> None:
+    response = login(alice).post(
+        reverse("snapshot_new", args=["sounds"]),
+        {"format": "jsonl", "text": "raw", "splits": ["train", "test"]},
+    )
+
+    snapshot = Snapshot.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == snapshot.get_absolute_url()
+    assert (snapshot.state, snapshot.splits, snapshot.created_by) == (
+        "building",
+        ["train", "test"],
+        alice,
+    )
+    assert snapshot.job.kind == "snapshot_build"
+    assert snapshot.job.state == Job.State.QUEUED
+    job_run(job_id=snapshot.job.pk)
+    snapshot.refresh_from_db()
+    assert snapshot.state == Snapshot.State.READY
+    assert snapshot.counts["train"] == {"clips": 4, "captions": 5}
+
+
+def test_a_snapshot_that_cannot_be_made_is_explained_on_the_form(
+    project: Project, alice: Any
+) -> None:
+    captions_import(project=project, path=CLOTHO, fmt="clotho", split="train")
+
+    response = login(alice).post(
+        reverse("snapshot_new", args=["sounds"]),
+        {"format": "audiocaps", "text": "raw", "splits": ["train"]},
+    )
+
+    assert response.status_code == 200
+    assert b"belong to local clips" in response.content
+    assert not Snapshot.objects.exists()
+
+
+def test_posting_needs_the_csrf_token(imported: CorpusImport, alice: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+
+    response = client.post(
+        reverse("snapshot_new", args=["sounds"]),
+        {"format": "jsonl", "text": "raw", "splits": ["train"]},
+    )
+
+    assert response.status_code == 403
+    assert not Snapshot.objects.exists()
+
+
+def test_the_detail_page_lists_files_with_checksums(world: World, alice: Any) -> None:
+    response = login(alice).get(world.snapshot.get_absolute_url())
+
+    assert response.status_code == 200
+    entry = world.snapshot.files[0]
+    assert str(entry["sha256"]).encode() in response.content
+    assert b'data-testid="download"' in response.content
+    assert b'data-testid="statistics-table"' in response.content
+
+
+def test_the_archive_downloads_as_a_zip(world: World, alice: Any) -> None:
+    response = login(alice).get(reverse("snapshot_download", args=["sounds", 1]))
+
+    data = b"".join(response.streaming_content)
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="sounds-v1-audiocaps-raw.zip"'
+    assert zipfile.ZipFile(io.BytesIO(data)).read("train.csv") == AUDIOCAPS.read_bytes()
+
+
+def test_one_file_downloads_on_its_own(world: World, alice: Any) -> None:
+    response = login(alice).get(reverse("snapshot_file", args=["sounds", 1, "train.csv"]))
+
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == AUDIOCAPS.read_bytes()
+
+
+def test_an_unknown_file_is_404(world: World, alice: Any) -> None:
+    response = login(alice).get(reverse("snapshot_file", args=["sounds", 1, "settings.py"]))
+
+    assert response.status_code == 404
+
+
+def test_a_building_snapshot_shows_its_progress_and_has_no_download(
+    world: World, alice: Any
+) -> None:
+    building = snapshot_create(project=world.project, fmt="jsonl", text="raw", splits=["train"])
+    client = login(alice)
+
+    assert (
+        client.get(reverse("snapshot_download", args=["sounds", building.version])).status_code
+        == 404
+    )
+    assert b'data-testid="state">Building' in client.get(building.get_absolute_url()).content
+
+
+def test_the_statistics_page_shows_the_tables(world: World, rey: Any) -> None:
+    response = login(rey).get(reverse("corpus_statistics", args=["sounds"]))
+
+    assert response.status_code == 200
+    assert b'data-split="train"' in response.content
+    assert b"needs a spaCy pipeline (test)" in response.content
+    assert b'data-testid="compute"' not in response.content  # reviewers do not recompute
+
+
+def test_a_researcher_recomputes_statistics_as_a_job(world: World, alice: Any) -> None:
+    response = login(alice).post(
+        reverse("corpus_statistics_compute", args=["sounds"]), {"snapshot": "1"}
+    )
+
+    job = Job.objects.get(kind="corpus_statistics")
+    assert response["Location"] == job.get_absolute_url()
+    assert job.params == {"project_id": world.project.pk, "snapshot_id": world.snapshot.pk}
+    job_run(job_id=job.pk)
+    assert world.snapshot.statistics.count() == 2
+
+
+def test_the_chart_is_a_png(world: World, rey: Any) -> None:
+    response = login(rey).get(
+        reverse("corpus_statistics_chart", args=["sounds", world.statistics.pk, "labels"])
+    )
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/png"
+
+
+def test_a_snapshots_chart_is_for_researchers(world: World, rey: Any) -> None:
+    url = reverse(
+        "corpus_statistics_chart", args=["sounds", world.snapshot_statistics.pk, "lengths"]
+    )
+
+    assert login(rey).get(url).status_code == 403
