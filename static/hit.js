@@ -249,7 +249,7 @@
       var video = self.video;
       video.muted = true;
       video.addEventListener("volumechange", function () { if (!video.muted) video.muted = true; });
-      if (!video.src) video.src = body.video_url;
+      if (!video.src) { video.preload = "auto"; video.src = body.video_url; }
       video.hidden = false;
       self.videoButton.textContent = "Video hint opened (reviewers see this)";
       self.videoButton.dataset.opened = "1";
