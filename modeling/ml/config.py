@@ -85,7 +85,8 @@ class TopDownConfig(CaptionerConfig):
     aligned_attention: bool = True
     # Where attribute words come from: the nearest training clip's labels ("retrieval", realistic)
     # or the clip's own ground-truth labels ("labels", an upper bound). The data pipeline fills
-    # batch["attributes"] accordingly; the model itself only reads the tensor.
+    # batch["attributes"] accordingly (nn_retrieval.with_retrieved_attributes does the lookup);
+    # the model itself only reads the tensor.
     attribute_source: Literal["retrieval", "labels"] = "retrieval"
 
 

@@ -103,7 +103,8 @@ class Trainer:
         self.model_name = model_name
         self.config = config
         self.vocab = vocab
-        self.train_set = CaptionDataset(train_items)
+        # prepare() fills the 1NN bank before the first epoch (see Captioner.prepare).
+        self.train_set = CaptionDataset(model.prepare(train_items))
         self.val_set = CaptionDataset(val_items) if val_items else None
         self.out_dir = Path(out_dir)
         # Higher is better; without one, the negative validation loss is the score.
@@ -320,7 +321,6 @@ class Trainer:
 
     def fit(self, resume_from: str | Path | None = None) -> TrainResult:
         self.model.to(self.device)
-        self.model.prepare(self.train_set.items)
         if resume_from is not None:
             self._resume(resume_from)
         cfg = self.config

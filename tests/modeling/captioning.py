@@ -55,8 +55,7 @@ def tiny_model(name: str, vocab: Vocabulary, *, seed: int = 0, **overrides: obje
     for key, value in overrides.items():
         setattr(config, key, value)
     model = build_model(name, config, vocab_size=len(vocab))
-    if name == "nn":
-        model.prepare(items(vocab))
+    model.prepare(items(vocab))  # fills the 1NN bank (nn, topdown with retrieval)
     return model
 
 

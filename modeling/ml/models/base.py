@@ -10,7 +10,7 @@ A batch is a dict (see ``modeling.ml.data.collate``):
     "features"          (B, T, F) float, zero beyond each clip's length
     "feature_lengths"   (B,) long, >= 1
     "tokens"            (B, L) long, "<bos> w1 .. wn <eos> <pad>..."
-    "attributes"        (B, N) long word ids (optional, TopDown)
+    "attributes"        (B, N) long word ids (only when some clip has attribute words)
     "attribute_lengths" (B,) long (optional, may be 0)
     "mid_features"      (B, T, F_mid) float (optional, TopDown with two feature levels)
 """
@@ -63,8 +63,12 @@ class Captioner(nn.Module):
         """
         raise NotImplementedError
 
-    def prepare(self, train_items: Sequence[Any]) -> None:
-        """Hook run by the trainer before the first epoch (1NN fills its retrieval bank here)."""
+    def prepare(self, train_items: Sequence[Any]) -> Sequence[Any]:
+        """Hook run by the trainer before training; returns the items to train on.
+
+        1NN fills its retrieval bank here.
+        """
+        return train_items
 
     @property
     def max_prefix_length(self) -> int | None:

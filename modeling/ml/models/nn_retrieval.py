@@ -44,7 +44,7 @@ class NearestNeighbourCaptioner(Captioner):
 
     # ------------------------------------------------------------------ bank
 
-    def prepare(self, train_items: Sequence[CaptionItem]) -> None:
+    def prepare(self, train_items: Sequence[CaptionItem]) -> Sequence[CaptionItem]:
         """Fill the bank with one entry per training clip (its first caption, its attributes)."""
         first: dict[str, CaptionItem] = {}
         for index, item in enumerate(train_items):
@@ -72,6 +72,7 @@ class NearestNeighbourCaptioner(Captioner):
         self.bank_captions = captions.to(device)
         self.bank_attributes = attributes.to(device)
         self.bank_attribute_lengths = attribute_lengths.to(device)
+        return train_items
 
     def get_extra_state(self) -> Any:
         return {"clip_ids": list(self.clip_ids)}
