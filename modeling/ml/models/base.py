@@ -10,8 +10,8 @@ A batch is a dict (see ``modeling.ml.data.collate``):
     "features"          (B, T, F) float, zero beyond each clip's length
     "feature_lengths"   (B,) long, >= 1
     "tokens"            (B, L) long, "<bos> w1 .. wn <eos> <pad>..."
-    "attributes"        (B, N) long word ids (only when some clip has attribute words)
-    "attribute_lengths" (B,) long (optional, may be 0)
+    "attributes"        (B, N) long attribute word ids, N = 0 when no clip has any (TopDown)
+    "attribute_lengths" (B,) long, may be 0
     "mid_features"      (B, T, F_mid) float (optional, TopDown with two feature levels)
 """
 
