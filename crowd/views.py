@@ -86,7 +86,9 @@ def review_queue(request: HttpRequest, slug: str) -> HttpResponse:
         Prefetch("clip__labels", queryset=Label.objects.select_related("word_label")),
         Prefetch("flags", queryset=Flag.objects.order_by("created_at")),
     )
-    queue = queue.prefetch_related(Prefetch("captions", queryset=captions.order_by("id")))
+    queue = queue.prefetch_related(
+        Prefetch("captions", queryset=captions.order_by("id")), "video_hints", "listens"
+    )
     page = Paginator(queue, QUEUE_PAGE).get_page(request.GET.get("page"))
     context = {
         "project": project,
@@ -107,6 +109,10 @@ def review_queue(request: HttpRequest, slug: str) -> HttpResponse:
 def _card(assignment: Assignment) -> dict[str, Any]:
     batch = assignment.hit.batch
     submitted = assignment.submitted_at
+    # the HIT page's log: when the worker opened a clip's video hint, and whether they
+    # heard the clip to the end before writing
+    video_opened = {v.clip_id: v.opened_at for v in assignment.video_hints.all()}
+    heard = {listen.clip_id for listen in assignment.listens.all()}
     return {
         "assignment": assignment,
         "batch": batch,
@@ -116,6 +122,8 @@ def _card(assignment: Assignment) -> dict[str, Any]:
                 "caption": caption,
                 "hints": _hints(caption.clip.labels.all()),
                 "flags": list(caption.flags.all()),
+                "video_opened_at": video_opened.get(caption.clip_id),
+                "heard": caption.clip_id in heard,
             }
             for caption in assignment.captions.all()
         ],
@@ -184,7 +192,11 @@ def review_fix(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, f"Assignment #{pk} not fixed: {_messages(exc)}")
     else:
-        messages.success(request, f"Fixed and approved assignment #{pk}.")
+        fixed = assignment.captions.exclude(fixed_text="").count()
+        if fixed:
+            messages.success(request, f"Fixed and approved assignment #{pk}.")
+        else:
+            messages.success(request, f"Approved assignment #{pk}; its text was not changed.")
     return _back(request, reverse("review_queue", args=[slug]))
 
 
@@ -218,7 +230,8 @@ def worker_detail(request: HttpRequest, slug: str, user_id: int) -> HttpResponse
         "worker": worker,
         "summary": services.worker_summary(project=project, worker=worker),
         "record": worker_record(worker=worker),
-        "block": Block.objects.active().filter(project=project, worker=worker).first(),
+        # not "block": the {% block %} tag puts its own "block" in the context
+        "active_block": Block.objects.active().filter(project=project, worker=worker).first(),
         "blocks": Block.objects.filter(project=project, worker=worker).select_related(
             "blocked_by", "lifted_by"
         ),
@@ -226,9 +239,10 @@ def worker_detail(request: HttpRequest, slug: str, user_id: int) -> HttpResponse
         "ledger": LedgerEntry.objects.filter(project=project, worker=worker).select_related(
             "batch"
         )[:100],
-        "block_form": BlockForm(),
-        "unblock_form": UnblockForm(),
-        "bonus_form": BonusForm(),
+        # one page, three forms with a "reason": distinct ids keep each label on its field
+        "block_form": BlockForm(auto_id="block_%s"),
+        "unblock_form": UnblockForm(auto_id="unblock_%s"),
+        "bonus_form": BonusForm(auto_id="bonus_%s"),
     }
     return render(request, "crowd/worker_detail.html", context)
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import URLPattern, reverse
 
-from annotation.models import Assignment, Batch, Caption, Hit
+from annotation.models import Assignment, Batch, Caption, Hit, VideoHintView
 from annotation.services import hit_claim
 from core.models import Project, Role
 from core.services import membership_add
@@ -462,6 +463,19 @@ def test_it_shows_each_submitted_caption_escaped_with_its_hints(world: World, re
     assert b"crowd_review.js" in response.content
 
 
+def test_it_shows_whether_the_video_hint_was_used(world: World, rey: Any) -> None:
+    queue = URLS["review_queue"](world)
+    assert b"video hint not used" in login(rey).get(queue).content
+    VideoHintView.objects.create(
+        assignment=world.assignment,
+        clip_id=world.caption.clip_id,
+        opened_at=world.assignment.submitted_at - timedelta(minutes=2),
+    )
+    assert "video hint opened 2\xa0minutes before submitting" in (
+        login(rey).get(queue).content.decode()
+    )
+
+
 def test_it_rejects_through_the_queue_and_reopens_the_slot(world: World, rey: Any) -> None:
     queue = URLS["review_queue"](world) + "?worker=" + str(world.worker.pk)
     response = login(rey).post(
@@ -527,6 +541,17 @@ def test_it_shows_the_worker_page_with_history_and_earnings(
     assert world.caption.text in content
     assert "$2.50" in content
     assert 'name="idempotency_key"' in content
+    assert "Block from this project" in content
+    assert "Unblock" not in content
+
+
+def test_it_offers_to_unblock_a_blocked_worker(world: World, rey: Any) -> None:
+    worker_block(project=world.project, worker=world.worker, by=rey, reason="Lists the hints.")
+    content = login(rey).get(URLS["worker_detail"](world)).content.decode()
+    assert "by rey: Lists the hints." in content
+    assert "Block from this project" not in content
+    login(rey).post(URLS["worker_unblock"](world), {"reason": "Better now."})
+    assert not Block.objects.active().exists()
 
 
 def test_it_blocks_from_the_worker_page(world: World, rey: Any) -> None:
