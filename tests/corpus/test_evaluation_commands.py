@@ -189,8 +189,7 @@ def test_it_prints_the_audiocaps_test_human_bound(shared_data: Path, db: None) -
         *("--metrics", "bleu,rouge,cider", "--json"),
     )
     scores = json.loads(out)["scores"]
-    # recorded in benchmarks/RESULTS.md; the AudioCaps paper's Human row reads 65.4, 29.1,
-    # 49.6 and 91.3 on its version of the split
+    # the numbers recorded in benchmarks/RESULTS.md
     assert scores["BLEU-1"] == pytest.approx(0.6541, abs=5e-5)
     assert scores["BLEU-4"] == pytest.approx(0.2905, abs=5e-5)
     assert scores["ROUGE-L"] == pytest.approx(0.4949, abs=5e-5)
