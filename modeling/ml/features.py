@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 import torch
+import torch.nn.functional as F
 import torchaudio
 from torch import Tensor, nn
 
@@ -181,20 +182,42 @@ def feature_preset(name: str) -> FeatureConfig:
 
 
 @lru_cache(maxsize=32)
-def _mel_transform(config: FeatureConfig) -> torchaudio.transforms.MelSpectrogram:
-    return torchaudio.transforms.MelSpectrogram(
-        sample_rate=config.sample_rate,
-        n_fft=config.n_fft,
-        win_length=config.win_length,
-        hop_length=config.hop_length,
-        f_min=config.f_min,
-        f_max=config.f_max,
-        n_mels=config.n_mels,
-        power=config.power,
-        center=config.center,
-        norm=config.mel_norm,
-        mel_scale=config.mel_scale,
+def _mel_filters(config: FeatureConfig) -> tuple[Tensor, Tensor, int, int]:
+    """(window padded to n_fft, mel filterbank rows lo:hi (hi - lo, n_mels), lo, hi): the same
+    window and filterbank torchaudio's MelSpectrogram uses; bins no filter touches are
+    skipped."""
+    window = torch.hann_window(config.win_length)
+    left = (config.n_fft - config.win_length) // 2
+    window = F.pad(window, (left, config.n_fft - config.win_length - left))
+    fb = torchaudio.functional.melscale_fbanks(
+        config.n_fft // 2 + 1,
+        config.f_min,
+        config.f_max if config.f_max is not None else config.sample_rate / 2,
+        config.n_mels,
+        config.sample_rate,
+        config.mel_norm,
+        config.mel_scale,
     )
+    used = torch.nonzero(fb.abs().sum(dim=1)).flatten()
+    lo, hi = int(used.min()), int(used.max()) + 1
+    return window, fb[lo:hi].contiguous(), lo, hi
+
+
+def _mel(waves: Tensor, config: FeatureConfig) -> Tensor:
+    """waves (B, samples) -> mel energies (B, T, n_mels), as torchaudio's MelSpectrogram
+    (Hann window, reflect padding when centred) but framed with unfold and a real FFT per
+    frame, and only over the FFT bins the filterbank uses: about twice as fast on CPU."""
+    window, fb, lo, hi = _mel_filters(config)
+    if config.center:
+        pad = config.n_fft // 2
+        waves = F.pad(waves[:, None], (pad, pad), mode="reflect")[:, 0]
+    frames = waves.unfold(1, config.n_fft, config.hop_length) * window  # (B, T, n_fft)
+    spectrum = torch.fft.rfft(frames)[..., lo:hi]
+    if config.power == 2.0:
+        power = spectrum.real.square() + spectrum.imag.square()
+    else:
+        power = spectrum.abs().pow(config.power)
+    return torch.matmul(power, fb)
 
 
 @lru_cache(maxsize=32)
@@ -238,11 +261,11 @@ def _extract_batch_tensor(waves: Tensor, config: FeatureConfig) -> Tensor:
                 for wave in waves
             ]
         )
-    mel = _mel_transform(config)(waves)  # (B, n_mels, T)
-    logmel = _log(mel, config)
+    # a few clips at a time keep the (B, T, n_fft) frames in cache-sized pieces
+    logmel = torch.cat([_log(_mel(part, config), config) for part in waves.split(8)])
     if config.kind == "mfcc":
-        return torch.matmul(logmel.transpose(1, 2), _dct(config.n_mfcc, config.n_mels))
-    return logmel.transpose(1, 2)
+        return torch.matmul(logmel, _dct(config.n_mfcc, config.n_mels))
+    return logmel
 
 
 def resample(waveform: Tensor, sample_rate: int, target_rate: int) -> Tensor:
@@ -329,14 +352,14 @@ def sha256_file(path: Path | str) -> str:
 def _atomic_write(target: Path, write: Any) -> None:
     """Writes through a temporary file in the target's folder and renames it into place, so
     readers see either nothing or a whole file; when two workers race, both write complete
-    identical files and the last rename wins."""
+    identical files and the last rename wins. No fsync (it tripled the cost of a cache
+    miss): after a power cut a renamed file may be empty or short, and `FeatureCache.get`
+    treats such a file as a miss and rewrites it."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
