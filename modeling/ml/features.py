@@ -274,7 +274,7 @@ def resample(waveform: Tensor, sample_rate: int, target_rate: int) -> Tensor:
     return torchaudio.functional.resample(waveform, sample_rate, target_rate)
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: callers may train on the result
 def extract(waveform: Tensor | np.ndarray, sample_rate: int, config: FeatureConfig) -> Tensor:
     """Features `(T, F)` float32 of one clip.
 
@@ -306,7 +306,7 @@ def read_wav(path: Path | str) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(mono), int(rate)
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: callers may train on the result
 def extract_files(paths: Sequence[Path | str], config: FeatureConfig) -> list[Tensor]:
     """Features of many audio files, decoded with soundfile. Clips with the same length and
     rate (10 s AudioSet clips, SynthScenes) go through the STFT as one batch."""

@@ -327,3 +327,11 @@ def test_spec_augment_probability_picks_about_that_share() -> None:
 def test_spec_augment_rejects_a_bad_probability() -> None:
     with pytest.raises(ValueError, match=r"probability 1\.5"):
         SpecAugment(time_mask=1, freq_mask=1, p=1.5)
+
+
+def test_extracted_features_can_feed_a_trained_model() -> None:
+    # inference-mode tensors cannot be saved for backward; extract must not return them
+    features = extract(torch.from_numpy(tone()), 32_000, ACT)
+    conv = torch.nn.Conv1d(64, 4, 3)
+    conv(features.T[None]).sum().backward()
+    assert conv.weight.grad is not None
