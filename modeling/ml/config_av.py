@@ -60,6 +60,9 @@ class MAACConfig(CaptionerConfig):
     backbone: Literal["cnn", "resnet38"] = "cnn"
     # PANNs checkpoint file for backbone="resnet38" ("" = random init, for tests only).
     backbone_weights: str = ""
+    # ResNet38 architecture (PANNs: these defaults; a published checkpoint needs them).
+    panns_widths: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
+    panns_layers: tuple[int, ...] = (3, 4, 6, 3)
     # Conv block widths of the small CNN; features are taken after the 3rd, 4th and last block.
     cnn_channels: tuple[int, ...] = (64, 128, 256, 512, 1024)
     # The first this many CNN blocks halve time (time reduction 2 ** cnn_time_pools).

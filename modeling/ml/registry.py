@@ -22,11 +22,12 @@ from modeling.ml.config import (
     config_from_dict,
     model_preset,
 )
-from modeling.ml.config_av import AV_MODEL_PRESETS, VACTConfig
+from modeling.ml.config_av import AV_MODEL_PRESETS, MAACConfig, VACTConfig
 from modeling.ml.models.act import ACTCaptioner
 from modeling.ml.models.base import Captioner
 from modeling.ml.models.bilstm import BiLSTMCaptioner
 from modeling.ml.models.lstm import LSTMCaptioner
+from modeling.ml.models.maac import MAACCaptioner
 from modeling.ml.models.nn_retrieval import NearestNeighbourCaptioner
 from modeling.ml.models.tempatt import TempAttCaptioner
 from modeling.ml.models.topdown import TopDownCaptioner
@@ -48,6 +49,7 @@ MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
     "vact_video": (VACTVideoCaptioner, VACTConfig),
     "vact_concat": (ConcatCaptioner, VACTConfig),
     "video_only": (VideoOnlyCaptioner, VACTConfig),
+    "maac": (MAACCaptioner, MAACConfig),
 }
 # The audio-visual and keyword families keep their presets beside their configs.
 MODEL_PRESETS.update(AV_MODEL_PRESETS)
