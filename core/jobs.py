@@ -35,8 +35,26 @@ JOB_KINDS: dict[str, JobKind] = {
         "Import local audio", "curation.services.clips_import_local_job", "media"
     ),
     "clips_fetch": JobKind("Fetch clips", "curation.services.clips_fetch_job", "media"),
+    "synthscenes_make": JobKind(
+        "Make SynthScenes", "modeling.services_synth.synthscenes_make_job", "media"
+    ),
     "clips_import_archive": JobKind(
         "Import an audio archive", "curation.services.clips_import_archive_job", "media"
+    ),
+    "captions_import": JobKind("Import captions", "corpus.services.captions_import_job", "default"),
+    "snapshot_build": JobKind("Export snapshot", "corpus.services.snapshot_build_job", "default"),
+    "corpus_statistics": JobKind(
+        "Corpus statistics", "corpus.services.statistics_compute_job", "text"
+    ),
+    "captions_evaluate": JobKind(
+        "Evaluate captions", "corpus.evaluation_services.evaluation_job", "text"
+    ),
+    "captions_human_bound": JobKind(
+        "Human upper bound", "corpus.evaluation_services.human_bound_job", "text"
+    ),
+    "training_run": JobKind("Train a captioner", "modeling.services.run_execute_job", "gpu"),
+    "clips_caption": JobKind(
+        "Suggest captions for clips", "modeling.services.clips_caption_job", "gpu"
     ),
 }
 

@@ -135,6 +135,9 @@ STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
 MEDIA_URL = "/media/"
+# Audio features per clip and feature config (modeling): recomputable, so a local disk
+# of each GPU worker, never the shared media storage.
+FEATURE_CACHE_DIR = Path(env_str("FEATURE_CACHE_DIR", str(VAR_DIR / "features"))).resolve()
 # Clip audio, video hints, charts, exports: on disk under MEDIA_ROOT, or in an
 # S3-compatible bucket with MEDIA_STORAGE=s3 and S3_BUCKET (+ S3_ENDPOINT_URL, S3_REGION,
 # S3_PREFIX; credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).

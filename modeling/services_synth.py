@@ -3,6 +3,7 @@ reference captions and a split subset, so captioners can be trained offline."""
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -139,6 +140,9 @@ def synthscenes_make(
                         )
                     )
         Caption.objects.bulk_create(new, batch_size=1000)
+        # the provenance record that makes these captions part of the project's corpus
+        # (exports and training runs read imported captions through it)
+        _record_import(project=project, subset=subset, splits=splits, seed=seed, new=new)
     progress(total, total, "done")
     per_split = {s: sum(1 for v in splits.values() if v == s) for s in ("train", "val", "test")}
     return {
@@ -152,6 +156,27 @@ def synthscenes_make(
         "test_clips": per_split["test"],
         "already_made": False,
     }
+
+
+def _record_import(
+    *, project: Any, subset: Any, splits: dict[int, str], seed: int, new: list[Any]
+) -> None:
+    from corpus.models import CorpusFormat, CorpusImport
+
+    for split in sorted(set(splits.values())):
+        clips = [clip_id for clip_id, s in splits.items() if s == split]
+        CorpusImport.objects.create(
+            project=project,
+            subset=subset,
+            format=CorpusFormat.SYNTHSCENES,
+            split=split,
+            file_name=f"{subset.slug} ({split})",
+            sha256=hashlib.sha256(f"synthscenes:{seed}:{sorted(clips)}".encode()).hexdigest(),
+            rows=len(clips),
+            clips_created=len(clips),
+            captions_created=sum(1 for c in new if splits.get(c.clip_id) == split),
+            captions_existing=0,
+        )
 
 
 def synthscenes_make_job(

@@ -1,0 +1,225 @@
+"""Training data from a snapshot: every run names exactly what it trained on.
+
+A JSONL snapshot (corpus.Snapshot) lists each approved caption with its clip, the clip's
+audio in storage, its split and its AudioSet labels. Here it becomes
+`modeling.ml.data.CaptionItem`s: log-mel features from the feature cache (keyed by the
+clip's content hash and the feature config), token ids from a vocabulary built on the
+training split, and attribute words (TopDown) from the clip's labels or from its nearest
+training clip.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.storage import default_storage
+
+from corpus.models import Snapshot
+from curation.models import Clip, Label
+from modeling.ml.data import CaptionItem
+from modeling.ml.features import FeatureCache, FeatureConfig
+from modeling.ml.vocab import Vocabulary, tokenize
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass
+class ClipCaptions:
+    """One clip of a split with all its captions (the references of evaluation)."""
+
+    clip_id: int
+    texts: list[str]
+    labels: list[str]  # AudioSet mids
+    audio: str  # storage name
+    features: torch.Tensor | None = None
+
+
+@dataclass
+class SplitData:
+    clips: list[ClipCaptions] = field(default_factory=list)
+
+    @property
+    def captions(self) -> int:
+        return sum(len(c.texts) for c in self.clips)
+
+
+def snapshot_splits(snapshot: Snapshot) -> dict[str, SplitData]:
+    """The snapshot's captions grouped by split and clip, read back from its archive."""
+    if snapshot.state != Snapshot.State.READY:
+        raise ValidationError(f"Snapshot v{snapshot.version} is {snapshot.state}, not ready.")
+    if snapshot.format != Snapshot.Format.JSONL:
+        raise ValidationError(
+            f"Snapshot v{snapshot.version} is a {snapshot.get_format_display()} export; "
+            "training reads JSON-lines snapshots (they carry the audio and labels)."
+        )
+    out: dict[str, SplitData] = {}
+    with snapshot.archive.open("rb") as stored, zipfile.ZipFile(stored) as archive:
+        for entry in snapshot.files:
+            split = str(entry["split"])
+            by_clip: dict[int, ClipCaptions] = {}
+            with archive.open(str(entry["path"])) as handle:
+                for number, line in enumerate(handle, start=1):
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ValidationError(f"{entry['path']} line {number}: {exc}") from None
+                    text = record.get("train_text") or record["text"]
+                    clip = by_clip.get(record["clip_id"])
+                    if clip is None:
+                        clip = by_clip[record["clip_id"]] = ClipCaptions(
+                            clip_id=record["clip_id"],
+                            texts=[],
+                            labels=list(record.get("labels") or []),
+                            audio=record.get("audio") or "",
+                        )
+                    clip.texts.append(text)
+            out[split] = SplitData(clips=list(by_clip.values()))
+    return out
+
+
+@contextmanager
+def local_file(name: str) -> Iterator[Path]:
+    """A path on this machine for a stored file: the file itself on disk storage, a
+    temporary copy from a bucket."""
+    try:
+        yield Path(default_storage.path(name))
+        return
+    except NotImplementedError:
+        pass
+    with tempfile.TemporaryDirectory(prefix="earmark-audio-") as tmp:
+        target = Path(tmp) / Path(name).name
+        with default_storage.open(name, "rb") as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        yield target
+
+
+def feature_cache(config: FeatureConfig) -> FeatureCache:
+    return FeatureCache(Path(settings.FEATURE_CACHE_DIR), config)
+
+
+def attach_features(
+    splits: dict[str, SplitData], config: FeatureConfig, *, progress: ProgressFn
+) -> dict[str, int]:
+    """Fills every clip's features from the cache, extracting what is missing. Clips
+    without audio (not fetched yet) are dropped from their split and counted."""
+    cache = feature_cache(config)
+    hashes = dict(
+        Clip.objects.filter(
+            pk__in=[c.clip_id for data in splits.values() for c in data.clips]
+        ).values_list("pk", "content_sha256")
+    )
+    total = sum(len(data.clips) for data in splits.values())
+    done = 0
+    dropped: dict[str, int] = {}
+    for split, data in splits.items():
+        kept = []
+        for clip in data.clips:
+            done += 1
+            sha = hashes.get(clip.clip_id, "")
+            if not clip.audio or not sha:
+                dropped[split] = dropped.get(split, 0) + 1
+                continue
+            with local_file(clip.audio) as path:
+                clip.features = cache.get_or_compute(path, sha)
+            kept.append(clip)
+            if done % 50 == 0 or done == total:
+                progress(done, total, f"features {done:,}/{total:,}")
+        data.clips = kept
+    return dropped
+
+
+def label_names(splits: dict[str, SplitData]) -> dict[str, str]:
+    mids = {mid for data in splits.values() for clip in data.clips for mid in clip.labels}
+    return dict(Label.objects.filter(mid__in=mids).values_list("mid", "name"))
+
+
+def build_vocabulary(train: SplitData, *, min_count: int, max_length: int) -> Vocabulary:
+    if not train.clips:
+        raise ValidationError("The snapshot has no training captions with audio.")
+    texts = [text for clip in train.clips for text in clip.texts]
+    return Vocabulary.build(texts, min_count=min_count, max_length=max_length)
+
+
+def _pooled(clips: list[ClipCaptions]) -> np.ndarray:
+    return np.stack([clip.features.float().mean(0).numpy() for clip in clips])  # type: ignore[union-attr]
+
+
+def nearest_training_clips(train: SplitData, others: list[ClipCaptions]) -> list[int]:
+    """For each clip of `others`, the index in `train.clips` of the training clip with the
+    nearest mean-pooled features (L2), never the clip itself: the 1NN retrieval that gives
+    TopDown its realistic attribute words."""
+    bank = _pooled(train.clips)
+    queries = _pooled(others)
+    distances = ((queries[:, None, :] - bank[None, :, :]) ** 2).sum(-1)
+    own = {clip.clip_id: i for i, clip in enumerate(train.clips)}
+    for row, clip in enumerate(others):
+        if clip.clip_id in own:
+            distances[row, own[clip.clip_id]] = np.inf
+    return distances.argmin(1).tolist()
+
+
+def attribute_words(
+    splits: dict[str, SplitData], *, source: str, names: dict[str, str]
+) -> dict[int, list[str]]:
+    """Attribute phrases (label names) per clip id: the clip's own labels ("labels", the
+    paper's upper bound) or those of its nearest training clip ("retrieval")."""
+    out: dict[int, list[str]] = {}
+    train = splits.get("train", SplitData())
+    for data in splits.values():
+        if source == "labels" or len(train.clips) < 2:
+            for clip in data.clips:
+                out[clip.clip_id] = [names.get(m, "") for m in clip.labels]
+            continue
+        nearest = nearest_training_clips(train, data.clips)
+        for clip, index in zip(data.clips, nearest, strict=True):
+            out[clip.clip_id] = [names.get(m, "") for m in train.clips[index].labels]
+    return out
+
+
+def caption_items(
+    data: SplitData,
+    vocab: Vocabulary,
+    *,
+    attributes: dict[int, list[str]] | None = None,
+    max_attributes: int = 16,
+) -> list[CaptionItem]:
+    """One training item per caption (clips with several captions appear several times)."""
+    items = []
+    for clip in data.clips:
+        attribute_ids = (
+            vocab.encode_words(attributes.get(clip.clip_id, []), limit=max_attributes)
+            if attributes
+            else []
+        )
+        for text in clip.texts:
+            items.append(
+                CaptionItem(
+                    features=clip.features,  # type: ignore[arg-type]
+                    tokens=vocab.encode(tokenize(text)),
+                    clip_id=str(clip.clip_id),
+                    attributes=attribute_ids,
+                )
+            )
+    return items
+
+
+def references(data: SplitData) -> dict[str, list[str]]:
+    return {str(clip.clip_id): list(clip.texts) for clip in data.clips}
+
+
+def split_counts(splits: dict[str, SplitData]) -> dict[str, dict[str, int]]:
+    return {
+        split: {"clips": len(data.clips), "captions": data.captions}
+        for split, data in splits.items()
+    }

@@ -1,0 +1,572 @@
+"""Training runs and suggestions: the Django side of modeling/ml.
+
+`run_start` records what to train and queues it on the gpu queue; `run_execute` (the job)
+builds the data from the run's snapshot, trains with modeling.ml.trainer, scores the val and
+test splits with corpus.evaluation and stores the checkpoint; `clips_caption` runs beam
+search with a run's checkpoint and stores Suggestions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from django.core.exceptions import ValidationError
+from django.core.files import File
+from django.db import transaction
+from django.utils import timezone
+
+from core.models import Job, Project
+from core.services import job_enqueue
+from corpus.models import Snapshot
+from curation.models import Clip, Subset
+from modeling import datasets
+from modeling.ml import registry
+from modeling.ml.config import ConfigError, RunConfig, apply_overrides
+from modeling.ml.features import FeatureConfig, feature_preset
+from modeling.models import Suggestion, TrainingRun
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[..., None]
+
+# Input features per model when the config does not say: ACT's log-mels (32 kHz, 1024/640,
+# 64 mels) for every model, since the pretrained embedders of the papers (VGGish, YAMNet)
+# need weights these machines cannot download; the models' feature_dim follows them.
+DEFAULT_FEATURES = "act"
+VALIDATION_METRICS = ("cider",)  # per epoch: CIDEr-D only (fast, no JVM start for METEOR)
+FINAL_METRICS = ("bleu", "meteor", "rouge", "cider", "spice")
+CURVE_LIMIT = 5000  # learning-curve rows kept in the row (oldest steps thinned out)
+
+
+def _no_progress(*_: Any, **__: Any) -> None:
+    pass
+
+
+# Configuration -------------------------------------------------------------------------
+
+
+def run_spec(
+    *, model_name: str, preset: str = "small", overrides: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The stored config of a run: {"run": RunConfig as a dict, "features": FeatureConfig
+    as a dict}. `overrides` are `key=value` strings: `features.*` keys set the feature
+    config, the others the RunConfig (`train.epochs=3`, `model.dropout=0.1`)."""
+    try:
+        registry.lookup(model_name)
+        run = registry.run_config(model_name, preset=preset)
+        features = feature_preset(DEFAULT_FEATURES)
+        feature_overrides = [o for o in overrides if o.strip().startswith("features.")]
+        run_overrides = [o for o in overrides if not o.strip().startswith("features.")]
+        features = apply_overrides(
+            features, [o.strip().removeprefix("features.") for o in feature_overrides]
+        )
+        run = apply_overrides(run, run_overrides)
+        # the model reads the features it is given, whatever its paper used
+        run = dataclasses.replace(
+            run, model=dataclasses.replace(run.model, feature_dim=features.n_features)
+        )
+    except (ConfigError, KeyError, ValueError) as exc:
+        raise ValidationError(str(exc)) from None
+    return {"run": dataclasses.asdict(run), "features": features.to_dict()}
+
+
+def _configs(run: TrainingRun) -> tuple[RunConfig, FeatureConfig]:
+    return (
+        registry.run_config_from_dict(run.config["run"]),
+        FeatureConfig.from_dict(run.config["features"]),
+    )
+
+
+# Starting, cancelling, resuming --------------------------------------------------------
+
+
+def run_start(
+    *,
+    project: Project,
+    model_name: str,
+    snapshot: Snapshot,
+    created_by: Any,
+    preset: str = "small",
+    overrides: Sequence[str] = (),
+    enqueue: bool = True,
+) -> TrainingRun:
+    """Records a run and (with `enqueue`) queues its training on the gpu queue."""
+    if snapshot.project_id != project.pk:
+        raise ValidationError("The snapshot belongs to another project.")
+    if snapshot.state != Snapshot.State.READY:
+        raise ValidationError(f"Snapshot v{snapshot.version} is {snapshot.state}, not ready.")
+    if snapshot.format != Snapshot.Format.JSONL:
+        raise ValidationError(
+            f"Snapshot v{snapshot.version} is {snapshot.get_format_display()}; training needs "
+            "a JSON-lines snapshot."
+        )
+    if "train" not in snapshot.splits:
+        raise ValidationError(f"Snapshot v{snapshot.version} has no train split.")
+    config = run_spec(model_name=model_name, preset=preset, overrides=overrides)
+    with transaction.atomic():
+        run = TrainingRun.objects.create(
+            project=project,
+            model_name=model_name,
+            config=config,
+            overrides=list(overrides),
+            snapshot=snapshot,
+            created_by=created_by,
+        )
+        if enqueue:
+            run.job = job_enqueue(
+                kind="training_run",
+                params={"run_id": run.pk},
+                project=project,
+                created_by=created_by,
+                label=f"Train {model_name} on snapshot v{snapshot.version} (run #{run.pk})",
+            )
+            run.save(update_fields=["job"])
+    return run
+
+
+def run_resume(*, run: TrainingRun, user: Any) -> TrainingRun:
+    """Queues a cancelled or failed run again; training continues from its last checkpoint."""
+    if run.state not in (TrainingRun.State.CANCELLED, TrainingRun.State.FAILED):
+        raise ValidationError(f"Run #{run.pk} is {run.state}; only a stopped run resumes.")
+    with transaction.atomic():
+        run.state = TrainingRun.State.QUEUED
+        run.error = ""
+        run.job = job_enqueue(
+            kind="training_run",
+            params={"run_id": run.pk, "resume": True},
+            project=run.project,
+            created_by=user,
+            label=f"Resume run #{run.pk} ({run.model_name})",
+        )
+        run.save(update_fields=["state", "error", "job"])
+    return run
+
+
+def run_promote(*, run: TrainingRun) -> TrainingRun:
+    """Makes this run the project's suggesting model (one per project)."""
+    if run.state != TrainingRun.State.SUCCEEDED:
+        raise ValidationError(f"Run #{run.pk} is {run.state}; only a finished run is promoted.")
+    with transaction.atomic():
+        TrainingRun.objects.filter(project=run.project, promoted_at__isnull=False).exclude(
+            pk=run.pk
+        ).update(promoted_at=None)
+        run.promoted_at = timezone.now()
+        run.save(update_fields=["promoted_at"])
+    return run
+
+
+# Training ------------------------------------------------------------------------------
+
+
+class _RunRecorder:
+    """Trainer callbacks that keep the run row and the job's progress current."""
+
+    def __init__(self, run: TrainingRun, progress: ProgressFn, flush_seconds: float = 2.0):
+        self.run = run
+        self.progress = progress
+        self.flush_seconds = flush_seconds
+        self.last_flush = 0.0
+        self.total = 1
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self.last_flush >= self.flush_seconds:
+            curve = self.run.learning_curve
+            if len(curve) > CURVE_LIMIT:  # keep every validation, thin the steps
+                steps = [r for r in curve if "loss" in r]
+                keep = {id(r) for r in steps[::2]}
+                self.run.learning_curve = [r for r in curve if "loss" not in r or id(r) in keep]
+            TrainingRun.objects.filter(pk=self.run.pk).update(
+                learning_curve=self.run.learning_curve,
+                history=self.run.history,
+                best_score=self.run.best_score,
+                steps=self.run.steps,
+            )
+            self.last_flush = now
+
+    def on_start(self, _trainer: Any, info: dict[str, Any]) -> None:
+        self.total = max(1, int(info["total_steps"]))
+        self.progress(int(info.get("resumed_from_step") or 0), self.total, "training")
+
+    def on_step(self, _trainer: Any, info: dict[str, Any]) -> None:
+        row = {k: info[k] for k in ("step", "epoch", "loss", "lr")}
+        self.run.learning_curve.append(row)
+        self.run.steps = int(info["step"])
+        self.progress(
+            int(info["step"]), self.total, f"epoch {info['epoch'] + 1}, loss {info['loss']:.3f}"
+        )
+        self.flush()
+
+    def on_validation(self, _trainer: Any, info: dict[str, Any]) -> None:
+        row = {k: info.get(k) for k in ("step", "epoch", "val_loss", "score")}
+        self.run.learning_curve.append(row)
+        if info.get("improved"):
+            self.run.best_score = info.get("score")
+        self.flush(force=True)
+
+    def on_epoch_end(self, _trainer: Any, info: dict[str, Any]) -> None:
+        self.run.history.append(dict(info))
+        self.flush(force=True)
+
+    def callbacks(self) -> dict[str, list[Any]]:
+        return {
+            "train_start": [self.on_start],
+            "step": [self.on_step],
+            "validation": [self.on_validation],
+            "epoch_end": [self.on_epoch_end],
+        }
+
+
+def _batch_of(clips: Sequence[datasets.ClipCaptions], attributes: dict[int, list[int]]) -> Any:
+    from modeling.ml.data import CaptionItem, collate
+    from modeling.ml.vocab import BOS_ID, EOS_ID
+
+    items = [
+        CaptionItem(
+            features=clip.features,  # type: ignore[arg-type]
+            tokens=[BOS_ID, EOS_ID],
+            clip_id=str(clip.clip_id),
+            attributes=attributes.get(clip.clip_id, []),
+        )
+        for clip in clips
+    ]
+    return collate(items)
+
+
+def caption_clips_with(
+    model: Any,
+    vocab: Any,
+    clips: Sequence[datasets.ClipCaptions],
+    *,
+    beam_size: int,
+    attributes: dict[int, list[int]] | None = None,
+    batch_size: int = 32,
+    device: torch.device | None = None,
+) -> list[list[Any]]:
+    """Beam-search hypotheses (best first) for each clip, in order."""
+    from modeling.ml.decoding import beam_search, greedy
+    from modeling.ml.trainer import to_device
+
+    device = device or next(iter(model.parameters()), torch.zeros(0)).device
+    model.eval()
+    out: list[list[Any]] = []
+    with torch.no_grad():
+        for start in range(0, len(clips), batch_size):
+            batch = to_device(
+                _batch_of(clips[start : start + batch_size], attributes or {}), device
+            )
+            if beam_size == 1:
+                out.extend([hyp] for hyp in greedy(model, batch, max_length=vocab.max_length))
+            else:
+                out.extend(
+                    beam_search(model, batch, beam_size=beam_size, max_length=vocab.max_length)
+                )
+    return out
+
+
+def _score_split(
+    model: Any,
+    vocab: Any,
+    data: datasets.SplitData,
+    *,
+    metrics: Sequence[str],
+    attributes: dict[int, list[int]],
+    beam_size: int = 1,
+) -> Any:
+    from corpus.evaluation import evaluate
+
+    hypotheses = caption_clips_with(
+        model, vocab, data.clips, beam_size=beam_size, attributes=attributes
+    )
+    predictions = {
+        str(clip.clip_id): (vocab.decode(hyps[0].tokens) if hyps else "") or "<empty>"
+        for clip, hyps in zip(data.clips, hypotheses, strict=True)
+    }
+    return evaluate(predictions=predictions, references=datasets.references(data), metrics=metrics)
+
+
+def run_execute(
+    *,
+    run: TrainingRun,
+    progress: ProgressFn = _no_progress,
+    job: Job | None = None,
+    resume: bool = False,
+) -> TrainingRun:
+    """Trains the run (or continues it from its last checkpoint with `resume`)."""
+    from modeling.ml.checkpoint import load_checkpoint
+    from modeling.ml.trainer import pick_device, train
+
+    run_config, feature_config = _configs(run)
+    TrainingRun.objects.filter(pk=run.pk).update(
+        state=TrainingRun.State.RUNNING, started_at=run.started_at or timezone.now(), error=""
+    )
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix=f"earmark-run-{run.pk}-"))
+    try:
+        progress(0, 1, "reading the snapshot")
+        splits = datasets.snapshot_splits(run.snapshot)
+        dropped = datasets.attach_features(splits, feature_config, progress=progress)
+        train_data = splits.get("train", datasets.SplitData())
+        vocab = datasets.build_vocabulary(
+            train_data,
+            min_count=run_config.vocab.min_count,
+            max_length=run_config.vocab.max_length,
+        )
+        attributes: dict[int, list[int]] = {}
+        phrases: dict[int, list[str]] | None = None
+        if getattr(run_config.model, "aligned_attention", False):
+            phrases = datasets.attribute_words(
+                splits,
+                source=getattr(run_config.model, "attribute_source", "retrieval"),
+                names=datasets.label_names(splits),
+            )
+            attributes = {
+                cid: vocab.encode_words(words, limit=16) for cid, words in phrases.items()
+            }
+        train_items = datasets.caption_items(train_data, vocab, attributes=phrases)
+        val_data = splits.get("val") or splits.get("test")
+        val_items = (
+            datasets.caption_items(val_data, vocab, attributes=phrases)
+            if val_data and val_data.clips
+            else None
+        )
+
+        def score_fn(model: Any) -> float:
+            scored = _score_split(
+                model, vocab, val_data, metrics=VALIDATION_METRICS, attributes=attributes
+            )
+            return float(scored.scores["CIDEr-D"] or 0.0)
+
+        def cancelled() -> bool:
+            return job is not None and Job.objects.filter(pk=job.pk, cancel_requested=True).exists()
+
+        recorder = _RunRecorder(run, progress)
+        if not resume:
+            run.learning_curve, run.history = [], []
+        resume_from = None
+        if resume:
+            last = work / "last.pt"
+            if run.checkpoint and _copy_from_storage(run.checkpoint, last):
+                resume_from = last
+        device = pick_device(run_config.train.device)
+        TrainingRun.objects.filter(pk=run.pk).update(device=_device_text(device))
+        result = train(
+            run=run_config,
+            vocab=vocab,
+            train_items=train_items,
+            out_dir=work,
+            val_items=val_items,
+            score_fn=score_fn if val_data and val_data.clips else None,
+            callbacks=recorder.callbacks(),
+            cancel=cancelled,
+            feature_config=feature_config,
+            resume_from=resume_from,
+        )
+        recorder.flush(force=True)
+        best = result.best_checkpoint or result.last_checkpoint
+        checkpoint = load_checkpoint(best, map_location=device)
+        model = checkpoint.model.to(device)
+        model.prepare(train_items)
+        metrics: dict[str, Any] = {}
+        unavailable: dict[str, str] = {}
+        if result.stopped != "cancelled":
+            for split in ("val", "test"):
+                data = splits.get(split)
+                if data is None or not data.clips:
+                    continue
+                progress(1, 1, f"scoring {split}")
+                scored = _score_split(
+                    model, vocab, data, metrics=FINAL_METRICS, attributes=attributes, beam_size=3
+                )
+                metrics[split] = scored.scores
+                unavailable.update(scored.unavailable)
+        state = (
+            TrainingRun.State.CANCELLED
+            if result.stopped == "cancelled"
+            else TrainingRun.State.SUCCEEDED
+        )
+        # a cancelled run keeps its last checkpoint, so it can resume
+        keep = result.last_checkpoint if state == TrainingRun.State.CANCELLED else best
+        with transaction.atomic():
+            locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+            with Path(keep).open("rb") as handle:
+                locked.checkpoint.save(f"run-{run.pk}.pt", File(handle), save=False)
+            locked.state = state
+            locked.metrics = metrics
+            locked.metrics_unavailable = unavailable
+            locked.stopped = result.stopped
+            locked.steps = result.steps
+            locked.best_score = result.best_score
+            locked.learning_curve = run.learning_curve
+            locked.history = run.history
+            locked.code_version = checkpoint.code_version
+            locked.duration_seconds = (run.duration_seconds or 0) + time.perf_counter() - started
+            locked.finished_at = timezone.now()
+            locked.save()
+        locked.dropped_clips = dropped  # type: ignore[attr-defined]
+        return locked
+    except Exception as exc:
+        TrainingRun.objects.filter(pk=run.pk).update(
+            state=TrainingRun.State.FAILED,
+            error=str(exc) or type(exc).__name__,
+            finished_at=timezone.now(),
+            duration_seconds=(run.duration_seconds or 0) + time.perf_counter() - started,
+        )
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _device_text(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def _copy_from_storage(field_file: Any, target: Path) -> bool:
+    try:
+        with field_file.open("rb") as src, target.open("wb") as dst:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                dst.write(block)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def run_execute_job(*, job: Job, progress: ProgressFn, run_id: int, resume: bool = False) -> dict:
+    run = TrainingRun.objects.select_related("snapshot", "project").get(pk=run_id)
+    if run.job_id != job.pk:
+        TrainingRun.objects.filter(pk=run.pk).update(job=job)
+    finished = run_execute(run=run, progress=progress, job=job, resume=resume)
+    return {
+        "run": finished.pk,
+        "state": finished.state,
+        "stopped": finished.stopped,
+        "best_score": finished.best_score,
+        "metrics": finished.metrics,
+        "dropped_clips_without_audio": getattr(finished, "dropped_clips", {}),
+    }
+
+
+# Suggestions ---------------------------------------------------------------------------
+
+
+def clips_caption(
+    *,
+    run: TrainingRun,
+    clip_ids: Iterable[int] | None = None,
+    subset: Subset | None = None,
+    beam_size: int = 3,
+    progress: ProgressFn = _no_progress,
+    batch_size: int = 32,
+) -> dict[str, Any]:
+    """Captions clips with the run's model (beam search) and stores one Suggestion per
+    clip: the best hypothesis with its log-probability and mean token entropy, and the
+    rest of the beam. Clips without audio are skipped and counted."""
+    from modeling.ml.checkpoint import load_checkpoint
+    from modeling.ml.trainer import pick_device
+
+    if run.state != TrainingRun.State.SUCCEEDED or not run.checkpoint:
+        raise ValidationError(f"Run #{run.pk} is {run.state}; it has no model to caption with.")
+    if beam_size < 1 or beam_size > 10:
+        raise ValidationError("The beam size is between 1 and 10.")
+    clips = Clip.objects.filter(status=Clip.Status.READY).exclude(audio="")
+    if subset is not None:
+        clips = clips.filter(subsets=subset)
+    if clip_ids is not None:
+        wanted = sorted(set(clip_ids))
+        known = set(Clip.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+        if set(wanted) - known:
+            raise ValidationError(f"Unknown clip id(s): {sorted(set(wanted) - known)}.")
+        clips = clips.filter(pk__in=wanted)
+    rows = list(clips.order_by("pk").values_list("pk", "audio", "content_sha256"))
+    run_config, feature_config = _configs(run)
+    device = pick_device(run_config.train.device)
+    with tempfile.TemporaryDirectory(prefix="earmark-caption-") as tmp:
+        local = Path(tmp) / "model.pt"
+        _copy_from_storage(run.checkpoint, local)
+        checkpoint = load_checkpoint(local, map_location=device)
+    model, vocab = checkpoint.model.to(device), checkpoint.vocab
+    cache = datasets.feature_cache(feature_config)
+    stored = 0
+    total = len(rows)
+    progress(0, total, f"captioning {total:,} clip(s)")
+    for start in range(0, total, batch_size):
+        chunk = rows[start : start + batch_size]
+        group = []
+        for pk, audio, sha in chunk:
+            with datasets.local_file(audio) as path:
+                features = cache.get_or_compute(path, sha or None)
+            group.append(
+                datasets.ClipCaptions(
+                    clip_id=pk, texts=[], labels=[], audio=audio, features=features
+                )
+            )
+        hypotheses = caption_clips_with(model, vocab, group, beam_size=beam_size, device=device)
+        now = timezone.now()
+        suggestions = []
+        for clip, hyps in zip(group, hypotheses, strict=True):
+            if not hyps:
+                continue
+            best = hyps[0]
+            suggestions.append(
+                Suggestion(
+                    run=run,
+                    clip_id=clip.clip_id,
+                    text=vocab.decode(best.tokens),
+                    log_prob=min(0.0, best.log_prob),
+                    mean_entropy=max(0.0, best.entropy),
+                    hypotheses=[
+                        {
+                            "text": vocab.decode(h.tokens),
+                            "log_prob": h.log_prob,
+                            "score": h.score,
+                            "entropy": h.entropy,
+                        }
+                        for h in hyps
+                    ],
+                    beam_size=beam_size,
+                    created_at=now,
+                )
+            )
+        with transaction.atomic():
+            Suggestion.objects.filter(
+                run=run, clip_id__in=[s.clip_id for s in suggestions]
+            ).delete()
+            Suggestion.objects.bulk_create(suggestions)
+        stored += len(suggestions)
+        progress(min(start + batch_size, total), total, f"{stored:,} suggestion(s)")
+    return {"run": run.pk, "clips": total, "suggestions": stored, "beam_size": beam_size}
+
+
+def clips_caption_job(
+    *,
+    job: Job,
+    progress: ProgressFn,
+    run_id: int,
+    clip_ids: list[int] | None = None,
+    subset_id: int | None = None,
+    beam_size: int = 3,
+) -> dict[str, Any]:
+    run = TrainingRun.objects.get(pk=run_id)
+    subset = Subset.objects.get(pk=subset_id, project=run.project) if subset_id else None
+    return clips_caption(
+        run=run, clip_ids=clip_ids, subset=subset, beam_size=beam_size, progress=progress
+    )
+
+
+def model_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in sorted(registry.MODELS)]
+
+
+def preset_names(model_name: str) -> list[str]:
+    from modeling.ml.config import MODEL_PRESETS
+
+    return sorted(MODEL_PRESETS.get(model_name, {}))

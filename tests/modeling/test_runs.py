@@ -1,0 +1,254 @@
+"""Training runs in the app: from a snapshot of SynthScenes to a checkpoint, metrics and
+suggestions, through the same services the gpu-queue job calls (tiny models, CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+
+from core.models import Job, Project
+from corpus.models import Snapshot
+from corpus.services import snapshot_build, snapshot_create
+from curation.models import Subset
+from curation.services import ontology_import
+from modeling import datasets, services
+from modeling.ml.checkpoint import load_checkpoint
+from modeling.ml.vocab import tokenize
+from modeling.models import Suggestion, TrainingRun
+from modeling.services_synth import synthscenes_make
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.django_db
+
+TINY = [
+    "train.epochs=2",
+    "train.batch_size=4",
+    "train.log_every_steps=1",
+    "features.n_mels=16",
+    "features.hop_length=3200",
+]
+
+
+@pytest.fixture
+def media_root(settings: Any, tmp_path: Path) -> Path:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.FEATURE_CACHE_DIR = tmp_path / "features"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def scenes(project: Project, media_root: Path) -> Subset:
+    ontology_import(path=FIXTURES / "audioset_ontology.json")
+    result = synthscenes_make(project=project, train=8, val=2, test=2, seed=7)
+    return Subset.objects.get(project=project, slug=result["subset"])
+
+
+@pytest.fixture
+def snapshot(project: Project, scenes: Subset, alice: Any) -> Snapshot:
+    created = snapshot_create(
+        project=project, fmt="jsonl", text="raw", splits=["train", "val", "test"], created_by=alice
+    )
+    return snapshot_build(snapshot=created)
+
+
+def _train(project: Project, snapshot: Snapshot, model: str = "tempatt", **kw: Any) -> TrainingRun:
+    run = services.run_start(
+        project=project,
+        model_name=model,
+        snapshot=snapshot,
+        created_by=None,
+        preset="tiny",
+        overrides=kw.pop("overrides", TINY),
+        enqueue=False,
+    )
+    return services.run_execute(run=run, **kw)
+
+
+def test_a_run_trains_on_its_snapshot_and_keeps_curve_metrics_and_checkpoint(
+    project: Project, snapshot: Snapshot
+) -> None:
+    run = _train(project, snapshot)
+
+    assert run.state == TrainingRun.State.SUCCEEDED, run.error
+    assert run.stopped == "completed"
+    assert any("loss" in row for row in run.learning_curve)
+    assert any("score" in row for row in run.learning_curve)  # a validation per epoch
+    assert len(run.history) == 2
+    for split in ("val", "test"):
+        assert isinstance(run.metrics[split]["CIDEr-D"], float)
+        assert isinstance(run.metrics[split]["BLEU-4"], float)
+        assert run.metrics[split]["SPICE"] is None  # no CoreNLP here: unavailable, never 0
+    assert "SPICE" in run.metrics_unavailable
+    assert run.device.startswith("cpu")
+    assert run.duration_seconds > 0
+    checkpoint = load_checkpoint(run.checkpoint.path)  # rebuilds from the file alone
+    assert checkpoint.model_name == "tempatt"
+    assert checkpoint.feature_config["n_mels"] == 16
+    a_training_caption = datasets.snapshot_splits(snapshot)["train"].clips[0].texts[0]
+    assert set(tokenize(a_training_caption)) <= set(checkpoint.vocab.words)
+
+
+def test_the_model_reads_the_features_it_is_given(project: Project, snapshot: Snapshot) -> None:
+    run = services.run_start(
+        project=project,
+        model_name="lstm",
+        snapshot=snapshot,
+        created_by=None,
+        preset="tiny",
+        overrides=["features.n_mels=24"],
+        enqueue=False,
+    )
+    assert run.config["run"]["model"]["feature_dim"] == 24
+    assert run.config["features"]["n_mels"] == 24
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.epochz=3", "unknown config key 'train.epochz'"),
+        ("train.epochs=many", "train.epochs"),
+        ("features.kind=wavelet", "kind 'wavelet' is not one of"),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_it(
+    project: Project, snapshot: Snapshot, override: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        services.run_start(
+            project=project,
+            model_name="lstm",
+            snapshot=snapshot,
+            created_by=None,
+            overrides=[override],
+            enqueue=False,
+        )
+    assert not TrainingRun.objects.exists()
+
+
+def test_an_unknown_model_is_refused_listing_the_known_ones(
+    project: Project, snapshot: Snapshot
+) -> None:
+    with pytest.raises(ValidationError, match=r"unknown model 'gpt'.*lstm"):
+        services.run_start(
+            project=project, model_name="gpt", snapshot=snapshot, created_by=None, enqueue=False
+        )
+
+
+def test_a_snapshot_that_is_not_jsonl_cannot_be_trained_on(
+    project: Project, scenes: Subset
+) -> None:
+    csv = snapshot_build(
+        snapshot=snapshot_create(project=project, fmt="clotho", text="raw", splits=["train"])
+    )
+    with pytest.raises(ValidationError, match="training needs a JSON-lines snapshot"):
+        services.run_start(
+            project=project, model_name="lstm", snapshot=csv, created_by=None, enqueue=False
+        )
+
+
+def test_a_cancelled_run_keeps_its_checkpoint_and_resumes(
+    project: Project, snapshot: Snapshot
+) -> None:
+    run = services.run_start(
+        project=project,
+        model_name="lstm",
+        snapshot=snapshot,
+        created_by=None,
+        preset="tiny",
+        overrides=[*TINY, "train.epochs=3"],
+        enqueue=False,
+    )
+    job = Job.objects.create(kind="training_run", label="t", params={"run_id": run.pk})
+    Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+
+    cancelled = services.run_execute(run=run, job=job)
+
+    assert cancelled.state == TrainingRun.State.CANCELLED
+    assert cancelled.checkpoint
+    assert cancelled.steps < 3 * 5
+    resumed = services.run_resume(run=cancelled, user=None)
+    assert resumed.state == TrainingRun.State.QUEUED
+    finished = services.run_execute(run=resumed, resume=True)
+    assert finished.state == TrainingRun.State.SUCCEEDED, finished.error
+    assert [row["epoch"] for row in finished.history] == [1, 2, 3]  # three in all, not more
+
+
+def test_a_failing_run_keeps_the_reason(project: Project, snapshot: Snapshot) -> None:
+    run = services.run_start(
+        project=project,
+        model_name="lstm",
+        snapshot=snapshot,
+        created_by=None,
+        preset="tiny",
+        overrides=[*TINY, "train.device=cuda:7"],
+        enqueue=False,
+    )
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA; the failure needs a missing device")
+
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        services.run_execute(run=run)
+
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.FAILED
+    assert "CUDA is not available" in run.error
+
+
+def test_a_finished_run_suggests_captions_with_scores(
+    project: Project, snapshot: Snapshot, scenes: Subset
+) -> None:
+    run = _train(project, snapshot)
+
+    result = services.clips_caption(run=run, subset=scenes, beam_size=3)
+
+    assert result["suggestions"] == scenes.clips.count() == 12
+    for suggestion in Suggestion.objects.filter(run=run):
+        assert suggestion.text
+        assert suggestion.log_prob <= 0
+        assert suggestion.mean_entropy >= 0
+        assert 1 <= len(suggestion.hypotheses) <= 3
+        scores = [h["score"] for h in suggestion.hypotheses]
+        assert scores == sorted(scores, reverse=True)
+    services.clips_caption(run=run, subset=scenes, beam_size=1)  # again: replaced, not added
+    assert Suggestion.objects.filter(run=run).count() == 12
+    assert set(Suggestion.objects.values_list("beam_size", flat=True)) == {1}
+
+
+def test_promoting_a_run_demotes_the_previous_one(project: Project, snapshot: Snapshot) -> None:
+    first = _train(project, snapshot)
+    second = TrainingRun.objects.create(  # another finished run of the same project
+        project=project,
+        model_name=first.model_name,
+        config=first.config,
+        snapshot=snapshot,
+        state=TrainingRun.State.SUCCEEDED,
+        checkpoint=first.checkpoint.name,
+    )
+
+    services.run_promote(run=first)
+    services.run_promote(run=second)
+
+    first.refresh_from_db()
+    assert first.promoted_at is None
+    assert second.promoted_at is not None
+
+
+def test_the_train_command_runs_and_reports(project: Project, snapshot: Snapshot) -> None:
+    args = ["--model", "lstm", "--snapshot", str(snapshot.pk), "--preset", "tiny"]
+    for item in TINY:
+        args += ["--set", item]
+    call_command("train", *args)
+
+    run = TrainingRun.objects.get()
+    assert run.state == TrainingRun.State.SUCCEEDED
+    assert run.overrides == TINY
+
+
+def test_the_train_command_names_an_unknown_snapshot(db: None) -> None:
+    with pytest.raises(CommandError, match="No snapshot with id 999"):
+        call_command("train", "--model", "lstm", "--snapshot", "999")
