@@ -276,6 +276,10 @@ class MeteorProcess:
         self.starts = 0  # JVMs started so far, for tests and benchmarks
 
     @property
+    def jvm_pid(self) -> int:
+        return self._proc.pid if self._proc is not None else 0
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._pid == os.getpid() and self._proc.poll() is None
 
@@ -442,6 +446,7 @@ class Scores:
     unavailable: dict[str, str] = field(default_factory=dict)
     per_clip: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    meteor: dict[str, int] | None = None  # the METEOR JVM used: pid, JVMs started so far
 
 
 @dataclass
@@ -452,6 +457,7 @@ class Evaluation:
     references: int
     seconds: dict[str, float]
     per_clip: dict[str, dict[str, float]] = field(repr=False, default_factory=dict)
+    meteor: dict[str, int] | None = None
 
     def as_dict(self, *, per_clip: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -460,6 +466,7 @@ class Evaluation:
             "clips": self.clips,
             "references": self.references,
             "seconds": self.seconds,
+            "meteor_process": self.meteor,
             "pycocoevalcap": _package_version(),
             "cider": CIDER_NOTE,
         }
@@ -539,6 +546,7 @@ def score_tokenized(
         score, per = timed("METEOR", lambda: process.score(gts, res))
         out.scores["METEOR"] = float(score)
         _spread(out.per_clip, keys, "METEOR", per)
+        out.meteor = {"pid": process.jvm_pid, "starts": process.starts}
     if "rouge" in chosen:
         score, per = timed("ROUGE-L", lambda: Rouge().compute_score(gts, res))
         out.scores["ROUGE-L"] = float(score)
@@ -647,6 +655,7 @@ def evaluate(
         references=sum(len(refs) for refs in references.values()),
         seconds={"tokenize": tokenize_seconds, **out.seconds},
         per_clip=out.per_clip,
+        meteor=out.meteor,
     )
 
 
