@@ -17,4 +17,5 @@ urlpatterns = [
     path("", include("crowd.urls")),
     path("", include("postprocessing.urls")),
     path("", include("corpus.urls")),
+    path("", include("modeling.urls")),
 ]

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from corpus.models import Snapshot
+from modeling.ml.config import MODEL_PRESETS
+from modeling.ml.registry import MODELS
+
+
+class RunForm(forms.Form):
+    model_name = forms.ChoiceField(label="Model", choices=[(m, m) for m in sorted(MODELS)])
+    preset = forms.ChoiceField(
+        choices=[("small", "small (CPU in minutes)"), ("paper", "paper"), ("tiny", "tiny")],
+        initial="small",
+        help_text="Model size: the paper's settings, a small one for CPUs, or a tiny one.",
+    )
+    snapshot = forms.ModelChoiceField(
+        queryset=Snapshot.objects.none(),
+        help_text="A ready JSON-lines snapshot: the run names exactly what it trained on.",
+    )
+    overrides = forms.CharField(
+        label="Settings",
+        required=False,
+        widget=forms.Textarea(
+            attrs={"rows": 4, "placeholder": "train.epochs=10\nmodel.dropout=0.3"}
+        ),
+        help_text="One key=value per line (train.*, model.*, vocab.*, features.*).",
+    )
+
+    def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["snapshot"].queryset = Snapshot.objects.filter(
+            project=project, state=Snapshot.State.READY, format=Snapshot.Format.JSONL
+        ).order_by("-version")
+        self.fields["snapshot"].label_from_instance = lambda s: (
+            f"v{s.version} — {s.total_captions:,} captions ({', '.join(s.splits)})"
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        model, preset = data.get("model_name"), data.get("preset")
+        if model and preset and preset not in MODEL_PRESETS.get(model, {}):
+            self.add_error("preset", f"{model} has no {preset} preset.")
+        return data
+
+    def clean_overrides(self) -> list[str]:
+        lines = [line.strip() for line in self.cleaned_data["overrides"].splitlines()]
+        lines = [line for line in lines if line and not line.startswith("#")]
+        bad = [line for line in lines if "=" not in line]
+        if bad:
+            raise forms.ValidationError(f"Not of the form key=value: {bad[0]!r}.")
+        return lines
+
+
+class SuggestForm(forms.Form):
+    subset = forms.ModelChoiceField(queryset=None, help_text="Caption every ready clip of it.")
+    beam_size = forms.IntegerField(min_value=1, max_value=10, initial=3)
+
+    def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["subset"].queryset = project.subsets.order_by("name")

@@ -1,0 +1,250 @@
+"""Training-run pages: who may see and do what, and what each page shows.
+
+Runs here are rows written directly (the training itself is tested in test_runs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from core.models import Job, Project
+from corpus.models import Snapshot
+from curation.models import Subset
+from modeling.models import TrainingRun
+from modeling.services import run_spec
+from tests.conftest import login
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def snapshot(project: Project) -> Snapshot:
+    return Snapshot.objects.create(
+        project=project,
+        version=1,
+        format=Snapshot.Format.JSONL,
+        splits=["train", "val", "test"],
+        state=Snapshot.State.READY,
+        archive="snapshots/sounds-v1.zip",
+        archive_sha256="0" * 64,
+        finished_at=timezone.now(),
+        counts={"train": {"clips": 8, "captions": 16}},
+    )
+
+
+def _run(project: Project, snapshot: Snapshot, **fields: Any) -> TrainingRun:
+    defaults: dict[str, Any] = {
+        "model_name": "tempatt",
+        "config": run_spec(model_name="tempatt", preset="tiny"),
+        "state": TrainingRun.State.SUCCEEDED,
+        "checkpoint": "checkpoints/run.pt",
+        "metrics": {
+            "test": {"BLEU-4": 0.12, "CIDEr-D": 0.31, "SPICE": None, "SPIDEr": None},
+            "val": {"BLEU-4": 0.1, "CIDEr-D": 0.2},
+        },
+        "learning_curve": [
+            {"step": 1, "epoch": 0, "loss": 5.1, "lr": 0.001},
+            {"step": 2, "epoch": 0, "loss": 4.2, "lr": 0.001},
+            {"step": 2, "epoch": 0, "val_loss": 4.0, "score": 0.2},
+        ],
+    }
+    defaults.update(fields)
+    return TrainingRun.objects.create(project=project, snapshot=snapshot, **defaults)
+
+
+@pytest.fixture
+def run(project: Project, snapshot: Snapshot) -> TrainingRun:
+    return _run(project, snapshot)
+
+
+URL = Callable[[TrainingRun], str]
+PAGES: dict[str, URL] = {
+    "run_list": lambda r: reverse("run_list", args=[r.project.slug]),
+    "run_detail": lambda r: reverse("run_detail", args=[r.project.slug, r.pk]),
+    "run_curve": lambda r: reverse("run_curve", args=[r.project.slug, r.pk]),
+}
+ACTIONS: dict[str, URL] = {
+    "run_cancel": lambda r: reverse("run_cancel", args=[r.project.slug, r.pk]),
+    "run_resume": lambda r: reverse("run_resume", args=[r.project.slug, r.pk]),
+    "run_promote": lambda r: reverse("run_promote", args=[r.project.slug, r.pk]),
+    "run_suggest": lambda r: reverse("run_suggest", args=[r.project.slug, r.pk]),
+}
+
+
+def _state() -> tuple[Any, ...]:
+    rows = TrainingRun.objects.values_list("pk", "state", "promoted_at")
+    return (sorted(rows, key=str), Job.objects.count())
+
+
+def test_every_url_of_the_app_is_covered() -> None:
+    from modeling import urls
+
+    assert {p.name for p in urls.urlpatterns} == set(PAGES) | set(ACTIONS)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_reviewers_may_look(run: TrainingRun, rey: Any, name: str) -> None:
+    assert login(rey).get(PAGES[name](run)).status_code == 200
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_annotators_may_not_look(run: TrainingRun, ann: Any, name: str) -> None:
+    assert login(ann).get(PAGES[name](run)).status_code == 403
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_outsiders_get_404(run: TrainingRun, olive: Any, name: str) -> None:
+    assert login(olive).get(PAGES[name](run)).status_code == 404
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_anonymous_visitors_are_sent_to_log_in(run: TrainingRun, name: str) -> None:
+    response = Client().get(PAGES[name](run))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("who", ["rey", "ann"])
+@pytest.mark.parametrize("name", list(ACTIONS))
+def test_only_researchers_act(
+    run: TrainingRun, who: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    before = _state()
+    response = login(request.getfixturevalue(who)).post(ACTIONS[name](run))
+    assert response.status_code == 403
+    assert _state() == before
+
+
+@pytest.mark.parametrize("name", list(ACTIONS))
+def test_outsiders_cannot_act(run: TrainingRun, olive: Any, name: str) -> None:
+    before = _state()
+    assert login(olive).post(ACTIONS[name](run)).status_code == 404
+    assert _state() == before
+
+
+def test_a_run_of_another_project_is_404(run: TrainingRun, alice: Any) -> None:
+    other = Project.objects.create(name="Other", slug="other")
+    url = reverse("run_detail", args=[other.slug, run.pk])
+    assert login(alice).get(url).status_code == 404
+
+
+@pytest.mark.parametrize("name", list(ACTIONS))
+def test_actions_refuse_get(run: TrainingRun, alice: Any, name: str) -> None:
+    assert login(alice).get(ACTIONS[name](run)).status_code == 405
+
+
+def test_the_leaderboard_ranks_by_cider_and_shows_unavailable_as_na(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    weaker = _run(project, snapshot, model_name="lstm", metrics={"test": {"CIDEr-D": 0.05}})
+    stronger = _run(project, snapshot, model_name="topdown", metrics={"test": {"CIDEr-D": 0.4}})
+
+    html = login(alice).get(reverse("run_list", args=[project.slug])).content.decode()
+
+    board = html[html.index('data-testid="leaderboard"') :]
+    assert board.index(f"#{stronger.pk} topdown") < board.index(f"#{weaker.pk} lstm")
+    assert "n/a" in board
+
+
+def test_a_researcher_queues_a_run_from_the_form(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    response = login(alice).post(
+        reverse("run_list", args=[project.slug]),
+        {
+            "model_name": "lstm",
+            "preset": "small",
+            "snapshot": snapshot.pk,
+            "overrides": "train.epochs=3\n# a comment\nmodel.dropout=0.1",
+        },
+    )
+
+    run = TrainingRun.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == run.get_absolute_url()
+    assert run.overrides == ["train.epochs=3", "model.dropout=0.1"]
+    assert run.config["run"]["train"]["epochs"] == 3
+    assert run.job.kind == "training_run"
+    assert run.job.queue == "gpu"
+
+
+def test_a_bad_setting_in_the_form_is_shown_and_nothing_queued(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    response = login(alice).post(
+        reverse("run_list", args=[project.slug]),
+        {"model_name": "lstm", "preset": "small", "snapshot": snapshot.pk, "overrides": "lr=1"},
+    )
+
+    assert response.status_code == 400
+    assert "unknown config key" in response.content.decode()
+    assert not TrainingRun.objects.exists()
+    assert not Job.objects.exists()
+
+
+def test_the_detail_page_shows_scores_and_the_curve(run: TrainingRun, alice: Any) -> None:
+    html = login(alice).get(PAGES["run_detail"](run)).content.decode()
+
+    assert "0.310" in html  # test CIDEr-D
+    assert 'data-testid="curve"' in html
+    assert "Use it to suggest captions" in html
+
+
+def test_the_curve_is_a_png(run: TrainingRun, alice: Any) -> None:
+    response = login(alice).get(PAGES["run_curve"](run))
+    assert response["Content-Type"] == "image/png"
+    assert response.content.startswith(b"\x89PNG")
+
+
+def test_promoting_marks_the_run(run: TrainingRun, alice: Any) -> None:
+    login(alice).post(ACTIONS["run_promote"](run))
+    run.refresh_from_db()
+    assert run.promoted_at is not None
+
+
+def test_resume_refuses_a_finished_run(run: TrainingRun, alice: Any) -> None:
+    response = login(alice).post(ACTIONS["run_resume"](run), follow=True)
+    assert "only a stopped run resumes" in response.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_suggesting_queues_a_gpu_job_for_the_subset(
+    run: TrainingRun, alice: Any, project: Project
+) -> None:
+    subset = Subset.objects.create(project=project, name="Birds", slug="birds")
+
+    login(alice).post(ACTIONS["run_suggest"](run), {"subset": subset.pk, "beam_size": 3})
+
+    job = Job.objects.get(kind="clips_caption")
+    assert job.params == {"run_id": run.pk, "subset_id": subset.pk, "beam_size": 3}
+    assert job.queue == "gpu"
+
+
+def test_suggesting_cannot_name_another_projects_subset(
+    run: TrainingRun, alice: Any, olive: Any
+) -> None:
+    other = Project.objects.create(name="Other", slug="other")
+    subset = Subset.objects.create(project=other, name="Theirs", slug="theirs")
+
+    login(alice).post(ACTIONS["run_suggest"](run), {"subset": subset.pk, "beam_size": 3})
+
+    assert not Job.objects.exists()
+
+
+def test_cancelling_asks_the_runs_job_to_stop(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    job = Job.objects.create(
+        kind="training_run", label="t", params={}, project=project, state=Job.State.RUNNING
+    )
+    running = _run(project, snapshot, state=TrainingRun.State.RUNNING, checkpoint="", job=job)
+
+    login(alice).post(ACTIONS["run_cancel"](running))
+
+    job.refresh_from_db()
+    assert job.cancel_requested
