@@ -128,6 +128,9 @@ class Toolkit:
     def spice_missing(self) -> str:
         """Why SPICE cannot run here, or "" when it can."""
         lib = self.spice_dir / "lib"
+        for name in CORENLP_JARS:  # installed into the package since this process started
+            if not (lib / name).is_file() and (self.source / "spice" / "lib" / name).is_file():
+                _link(self.source / "spice" / "lib" / name, lib)
         missing = [name for name in CORENLP_JARS if not (lib / name).is_file()]
         if not missing:
             return ""

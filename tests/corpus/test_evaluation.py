@@ -147,6 +147,19 @@ def test_it_reports_a_spice_that_fails_as_unavailable(tmp_path: Path) -> None:
     assert result.scores["SPIDEr"] is None
 
 
+def test_it_finds_corenlp_jars_installed_after_it_started(tmp_path: Path) -> None:
+    source = tmp_path / "pycocoevalcap"
+    subprocess.run(["cp", "-rs", str(evaluation.pycocoevalcap_dir()), str(source)], check=True)
+    kit = evaluation.toolkit(tmp_path / "cache", source=source)
+    assert "not installed" in kit.spice_missing()
+    for name in evaluation.CORENLP_JARS:
+        (source / "spice" / "lib" / name).write_bytes(b"PK")
+    assert kit.spice_missing() == ""
+    assert (kit.spice_dir / "lib" / evaluation.CORENLP_JARS[0]).resolve().parent == (
+        source / "spice" / "lib"
+    )
+
+
 def test_it_takes_spider_as_the_mean_of_cider_d_and_spice(
     kit: Toolkit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
