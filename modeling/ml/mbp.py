@@ -50,6 +50,10 @@ class ModalityBalancer(nn.Module):
         gaps = (gaps - joint) ** 2  # eq. 3
         target = torch.softmax(self.alpha * gaps, dim=0)  # eq. 6
         self.weights.mul_(self.beta).add_((1.0 - self.beta) * target.to(self.weights))  # eq. 5
+        self._record(joint, loss_audio, loss_video, gaps)
+        return self.weights.clone()
+
+    def _record(self, joint: Tensor, loss_audio: Tensor, loss_video: Tensor, gaps: Tensor) -> None:
         self.last = {
             "loss_joint": float(joint),
             "loss_audio": float(loss_audio),
@@ -59,11 +63,16 @@ class ModalityBalancer(nn.Module):
             "weight_audio": float(self.weights[0]),
             "weight_video": float(self.weights[1]),
         }
-        return self.weights.clone()
 
     def forward(self, loss: Tensor, loss_audio: Tensor, loss_video: Tensor) -> Tensor:
-        """Eq. 4 with freshly updated weights (updated only in training mode)."""
+        """Eq. 4 with freshly updated weights (updated only in training mode; in eval mode
+        the figures are recorded with the weights as they are)."""
         if self.training:
             self.update(loss, loss_audio, loss_video)
+        else:
+            with torch.no_grad():
+                losses = torch.stack([loss_audio.detach().float(), loss_video.detach().float()])
+                gaps = (losses - loss.detach().float()) ** 2
+                self._record(loss.detach(), loss_audio.detach(), loss_video.detach(), gaps)
         w_a, w_v = self.weights.to(loss.dtype)
         return loss + w_a * loss_audio + w_v * loss_video

@@ -22,8 +22,9 @@ from modeling.ml.config import (
     config_from_dict,
     model_preset,
 )
-from modeling.ml.config_av import AV_MODEL_PRESETS, MAACConfig, VACTConfig
+from modeling.ml.config_av import AV_MODEL_PRESETS, AVConfig, MAACConfig, VACTConfig
 from modeling.ml.models.act import ACTCaptioner
+from modeling.ml.models.av import AVCaptioner
 from modeling.ml.models.base import Captioner
 from modeling.ml.models.bilstm import BiLSTMCaptioner
 from modeling.ml.models.lstm import LSTMCaptioner
@@ -50,6 +51,7 @@ MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
     "vact_concat": (ConcatCaptioner, VACTConfig),
     "video_only": (VideoOnlyCaptioner, VACTConfig),
     "maac": (MAACCaptioner, MAACConfig),
+    "crossmodal": (AVCaptioner, AVConfig),
 }
 # The audio-visual and keyword families keep their presets beside their configs.
 MODEL_PRESETS.update(AV_MODEL_PRESETS)

@@ -100,3 +100,10 @@ def test_weights_are_saved_and_restored_with_the_state_dict():
 def test_beta_outside_the_unit_interval_is_refused():
     with pytest.raises(ValueError, match="MBP beta must be in"):
         ModalityBalancer(beta=1.5)
+
+
+def test_eval_mode_still_records_the_figures():
+    balancer = ModalityBalancer().eval()
+    balancer(*_losses(1.0, 3.0, 1.0))
+    assert balancer.last["gap_audio"] == pytest.approx(4.0)
+    assert balancer.last["weight_audio"] == 0.5
