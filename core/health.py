@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
@@ -79,26 +77,11 @@ def check_java() -> Check:
 
 
 def check_languagetool() -> Check:
-    if settings.LANGUAGETOOL_URL:
-        url = f"{settings.LANGUAGETOOL_URL}/v2/languages"
-        try:
-            with urllib.request.urlopen(url, timeout=3) as response:
-                response.read(1)
-            return Check(True, f"server at {settings.LANGUAGETOOL_URL}")
-        except Exception as exc:
-            return Check(False, f"server at {settings.LANGUAGETOOL_URL} unreachable: {exc}")
-    if settings.LTP_JAR_DIR_PATH:
-        jar_dir = Path(settings.LTP_JAR_DIR_PATH)
-        if any(jar_dir.glob("languagetool*.jar")):
-            return Check(True, f"offline install in {jar_dir}")
-        return Check(False, f"LTP_JAR_DIR_PATH={jar_dir} holds no languagetool*.jar")
-    cache = Path.home() / ".cache" / "language_tool_python"
-    if any(cache.glob("LanguageTool*/languagetool*.jar")):
-        return Check(True, f"downloaded copy in {cache}")
-    return Check(
-        False,
-        "not available: set LANGUAGETOOL_URL or LTP_JAR_DIR_PATH; grammar correction is skipped",
-    )
+    # the same resolution post-processing uses (URL, offline install, download cache)
+    from postprocessing.languagetool import describe
+    from postprocessing.services import grammar_config
+
+    return Check(*describe(grammar_config()))
 
 
 CHECKS: dict[str, Callable[[], Check]] = {

@@ -40,7 +40,9 @@ def tools(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     )
     settings.LANGUAGETOOL_URL = ""
     settings.LTP_JAR_DIR_PATH = ""
+    settings.LANGUAGETOOL_DOWNLOAD = False
     monkeypatch.setenv("HOME", str(tmp_path))  # no downloaded LanguageTool in ~/.cache
+    monkeypatch.delenv("LTP_PATH", raising=False)
 
 
 @pytest.fixture
@@ -165,15 +167,18 @@ def test_it_reports_a_languagetool_jar_dir_without_jars(settings: Any, tmp_path:
     assert response.status_code == 200
     assert response.json()["checks"]["languagetool"] == {
         "ok": False,
-        "detail": f"LTP_JAR_DIR_PATH={tmp_path} holds no languagetool*.jar",
+        "detail": f"LTP_JAR_DIR_PATH={tmp_path}: the folder must keep its unzipped name "
+        "LanguageTool-<version> (language-tool-python reads the version from it)",
         "core": False,
     }
 
 
 @pytest.mark.usefixtures("heartbeat")
 def test_it_finds_an_offline_languagetool(settings: Any, tmp_path: Path) -> None:
-    (tmp_path / "languagetool-server.jar").write_bytes(b"")
-    settings.LTP_JAR_DIR_PATH = str(tmp_path)
+    install = tmp_path / "LanguageTool-6.8"
+    install.mkdir()
+    (install / "languagetool-server.jar").write_bytes(b"")
+    settings.LTP_JAR_DIR_PATH = str(install)
     response = _healthz()
     assert response.status_code == 200
     assert response.json()["checks"]["languagetool"]["ok"] is True
