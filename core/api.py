@@ -19,7 +19,10 @@ from ninja.security import HttpBearer, SessionAuth
 from core import services
 from core.models import Job, Membership, Project
 from core.schemas import ErrorOut, JobOut
+from corpus.api import router as corpus_router
+from corpus.evaluation_api import router as evaluation_router
 from curation.api import router as curation_router
+from modeling.api import router as modeling_router
 
 
 class TokenAuth(HttpBearer):
@@ -130,3 +133,6 @@ api.add_router("/projects", projects)
 api.add_router("/jobs", jobs)
 
 api.add_router("/", curation_router)  # /api/projects/{slug}/recipes…, /api/labels
+api.add_router("/", evaluation_router)  # /api/projects/{slug}/evaluations…
+api.add_router("/", corpus_router)  # /api/projects/{slug}/snapshots…, …/statistics
+api.add_router("/", modeling_router)  # /api/projects/{slug}/runs…

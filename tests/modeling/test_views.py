@@ -10,56 +10,28 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
 from core.models import Job, Project
 from corpus.models import Snapshot
 from curation.models import Subset
 from modeling.models import TrainingRun
-from modeling.services import run_spec
 from tests.conftest import login
+from tests.modeling.factories import make_run, ready_snapshot
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def snapshot(project: Project) -> Snapshot:
-    return Snapshot.objects.create(
-        project=project,
-        version=1,
-        format=Snapshot.Format.JSONL,
-        splits=["train", "val", "test"],
-        state=Snapshot.State.READY,
-        archive="snapshots/sounds-v1.zip",
-        archive_sha256="0" * 64,
-        finished_at=timezone.now(),
-        counts={"train": {"clips": 8, "captions": 16}},
-    )
+    return ready_snapshot(project)
 
 
-def _run(project: Project, snapshot: Snapshot, **fields: Any) -> TrainingRun:
-    defaults: dict[str, Any] = {
-        "model_name": "tempatt",
-        "config": run_spec(model_name="tempatt", preset="tiny"),
-        "state": TrainingRun.State.SUCCEEDED,
-        "checkpoint": "checkpoints/run.pt",
-        "metrics": {
-            "test": {"BLEU-4": 0.12, "CIDEr-D": 0.31, "SPICE": None, "SPIDEr": None},
-            "val": {"BLEU-4": 0.1, "CIDEr-D": 0.2},
-        },
-        "learning_curve": [
-            {"step": 1, "epoch": 0, "loss": 5.1, "lr": 0.001},
-            {"step": 2, "epoch": 0, "loss": 4.2, "lr": 0.001},
-            {"step": 2, "epoch": 0, "val_loss": 4.0, "score": 0.2},
-        ],
-    }
-    defaults.update(fields)
-    return TrainingRun.objects.create(project=project, snapshot=snapshot, **defaults)
+_run = make_run
 
 
 @pytest.fixture
 def run(project: Project, snapshot: Snapshot) -> TrainingRun:
-    return _run(project, snapshot)
+    return make_run(project, snapshot)
 
 
 URL = Callable[[TrainingRun], str]
