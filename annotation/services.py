@@ -37,6 +37,7 @@ from annotation.models import (
 )
 from core.models import Membership, Role
 from core.services import require_role
+from crowd.models import LedgerEntry
 from curation.models import Clip, Split, Subset, SubsetClip
 
 # AudioCaps collected one caption per training clip and five per validation/test clip.
@@ -522,11 +523,16 @@ class WorkerSummary:
     rejected: int
     earned_cents: int  # rewards of approved HITs
     pending_cents: int  # rewards of HITs waiting for review
+    bonus_cents: int  # bonuses paid (crowd.LedgerEntry)
 
     @property
     def approval_percent(self) -> float | None:
         reviewed = self.approved + self.rejected
         return 100 * self.approved / reviewed if reviewed else None
+
+    @property
+    def total_cents(self) -> int:
+        return self.earned_cents + self.bonus_cents
 
 
 def worker_summary(*, worker: Any) -> WorkerSummary:
@@ -542,10 +548,14 @@ def worker_summary(*, worker: Any) -> WorkerSummary:
     submitted, pending = rows.get(Assignment.State.SUBMITTED, (0, 0))
     approved, earned = rows.get(Assignment.State.APPROVED, (0, 0))
     rejected, _ = rows.get(Assignment.State.REJECTED, (0, 0))
+    bonuses = LedgerEntry.objects.filter(worker=worker, kind=LedgerEntry.Kind.BONUS).aggregate(
+        cents=Sum("amount_cents")
+    )
     return WorkerSummary(
         submitted=submitted,
         approved=approved,
         rejected=rejected,
         earned_cents=earned,
         pending_cents=pending,
+        bonus_cents=bonuses["cents"] or 0,
     )

@@ -187,7 +187,8 @@ def work_done(request: HttpRequest) -> HttpResponse:
 
 def _money(summary: services.WorkerSummary) -> dict[str, str]:
     return {
-        "earned": f"{summary.earned_cents / 100:,.2f}",
+        "earned": f"{summary.total_cents / 100:,.2f}",
+        "bonus": f"{summary.bonus_cents / 100:,.2f}",
         "pending": f"{summary.pending_cents / 100:,.2f}",
     }
 

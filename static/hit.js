@@ -164,9 +164,10 @@
     var self = this;
     this.heard = true;
     this.unlock();
-    post(this.data.heard_url).catch(function () {
+    var logged = function () { self.heardState.dataset.logged = "1"; };
+    post(this.data.heard_url).then(logged, function () {
       // one retry; the box stays unlocked on this page either way
-      setTimeout(function () { post(self.data.heard_url).catch(function () {}); }, 2000);
+      setTimeout(function () { post(self.data.heard_url).then(logged, function () {}); }, 2000);
     });
     var active = document.activeElement;
     if (!active || active.tagName !== "TEXTAREA") this.textarea.focus();

@@ -28,6 +28,8 @@ from annotation.models import (
     VideoHintView,
 )
 from annotation.services import assignment_submit, caption_limits, hit_claim
+from core.models import Project
+from crowd.models import LedgerEntry
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.conftest import CAPTION, MakeBatch, captions_for
 from tests.conftest import login
@@ -387,6 +389,29 @@ def test_it_shows_the_worker_their_approval_rate_and_earnings(
     assert "$3.75" in stats
     assert "+ $1.25 pending" in stats
     assert "5 HITs" in stats  # done in this batch
+
+
+def _bonus(worker: Any, cents: int) -> None:
+    LedgerEntry.objects.create(
+        kind=LedgerEntry.Kind.BONUS,
+        project=Project.objects.get(slug="sounds"),
+        worker=worker,
+        amount_cents=cents,
+        reason="careful work",
+        idempotency_key=f"bonus-{worker.pk}-{cents}",
+    )
+
+
+def test_it_counts_the_workers_bonuses_in_their_earnings(
+    make_batch: MakeBatch, ann: Any, abe: Any
+) -> None:
+    make_batch(clips=3, captions_per_clip=2, reward_cents=125)
+    _reviewed(ann, approve=True)
+    _bonus(ann, 50)
+    _bonus(abe, 777)
+    response = login(ann).get(_claim(ann).get_absolute_url())
+    stats = response.content.decode().split('data-testid="worker-stats"')[1].split("</dl>")[0]
+    assert "$1.75 <small>incl. $0.50 bonus</small>" in stats
 
 
 def test_it_shows_no_other_workers_record(make_batch: MakeBatch, ann: Any, abe: Any) -> None:

@@ -172,6 +172,7 @@ def test_it_takes_an_annotator_through_a_hit(
     expect(page.locator("[data-heard-state]")).to_have_text("Heard in full", timeout=15_000)
     expect(box).not_to_have_attribute("readonly", "")
     expect(box).to_be_focused()
+    expect(page.locator("[data-heard-state]")).to_have_attribute("data-logged", "1")
     assert ClipListen.objects.filter(assignment=first).exists()
 
     # a broken rule, live, with the server's message; Space and r go into the text
