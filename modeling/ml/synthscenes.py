@@ -149,12 +149,17 @@ def _wind(rng: np.random.Generator, sr: int, seconds: float, count: int) -> np.n
 def _ticking(rng: np.random.Generator, sr: int, seconds: float, count: int) -> np.ndarray:
     n = round(seconds * sr)
     out = np.zeros(n)
-    rate = rng.choice([1.0, 2.0, 3.0, 4.0])
-    length = int(0.004 * sr)
-    pitches = rng.uniform(2500, 4500, size=2)
+    rate = rng.choice([2.0, 3.0, 4.0])
+    length = int(0.025 * sr)
     t = np.arange(length) / sr
+    pitches = rng.uniform(1800, 3500, size=2)  # tick and tock differ a little
     for i, start in enumerate(np.arange(0, n - length, sr / rate).astype(int)):
-        click = np.sin(2 * np.pi * pitches[i % 2] * t) * _decay(length, sr, 0.0008)
+        # a wooden knock (short noise) exciting a small metal resonance
+        ring = np.sin(2 * np.pi * pitches[i % 2] * t) + 0.5 * np.sin(
+            2 * np.pi * 2.3 * pitches[i % 2] * t
+        )
+        click = ring * _decay(length, sr, 0.004)
+        click[: int(0.001 * sr)] += rng.standard_normal(int(0.001 * sr))
         _place(out, start, click)
     return out
 
