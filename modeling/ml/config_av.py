@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from modeling.ml.config import ACTConfig, CaptionerConfig
+from modeling.ml.config import ACTConfig, CaptionerConfig, TrainConfig
 
 
 @dataclass
@@ -210,4 +210,16 @@ AV_MODEL_PRESETS: dict[str, dict[str, CaptionerConfig]] = {
             max_caption_length=16,
         ),
     },
+}
+
+# Training presets of these papers, merged into TRAIN_PRESETS by the registry like the models'.
+AV_TRAIN_PRESETS: dict[str, TrainConfig] = {
+    # MAAC cross-entropy stage: Adam 3e-4, 30 epochs, batch 32, lr x 0.98 per epoch, smoothing.
+    "maac": TrainConfig(
+        lr=3e-4, epochs=30, batch_size=32, lr_decay_per_epoch=0.98, label_smoothing=0.1
+    ),
+    # MAAC self-critical stage (modeling.ml.scst): Adam 5e-5, no smoothing (no targets).
+    "maac_scst": TrainConfig(
+        lr=5e-5, epochs=30, batch_size=32, lr_decay_per_epoch=0.98, label_smoothing=0.0
+    ),
 }

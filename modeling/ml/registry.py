@@ -8,6 +8,7 @@ from typing import Any
 
 from modeling.ml.config import (
     MODEL_PRESETS,
+    TRAIN_PRESETS,
     ACTConfig,
     BiLSTMConfig,
     CaptionerConfig,
@@ -22,7 +23,13 @@ from modeling.ml.config import (
     config_from_dict,
     model_preset,
 )
-from modeling.ml.config_av import AV_MODEL_PRESETS, AVConfig, MAACConfig, VACTConfig
+from modeling.ml.config_av import (
+    AV_MODEL_PRESETS,
+    AV_TRAIN_PRESETS,
+    AVConfig,
+    MAACConfig,
+    VACTConfig,
+)
 from modeling.ml.models.act import ACTCaptioner
 from modeling.ml.models.av import AVCaptioner
 from modeling.ml.models.base import Captioner
@@ -55,6 +62,7 @@ MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
 }
 # The audio-visual and keyword families keep their presets beside their configs.
 MODEL_PRESETS.update(AV_MODEL_PRESETS)
+TRAIN_PRESETS.update(AV_TRAIN_PRESETS)
 
 
 class UnknownModelError(KeyError):

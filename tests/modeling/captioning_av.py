@@ -79,3 +79,17 @@ def overfit(model: Captioner, batch: Batch, loss_fn, *, steps: int = 40, lr: flo
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+def assert_checkpoint_round_trip(name: str, model: Captioner, vocab: Vocabulary, path) -> Captioner:
+    """Saving and loading rebuilds the same model from the file alone (same outputs)."""
+    from modeling.ml.checkpoint import load_checkpoint, save_checkpoint
+
+    save_checkpoint(path, model_name=name, model=model, vocab=vocab)
+    loaded = load_checkpoint(path)
+    assert type(loaded.model) is type(model)
+    assert loaded.model.config == model.config
+    data = av_batch(vocab)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model.eval()(data), model.eval()(data))
+    return loaded.model

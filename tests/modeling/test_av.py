@@ -10,7 +10,13 @@ from modeling.ml.decoding import beam_search
 from modeling.ml.models.av import FusionLayer, downsample_long_clips, masked_pool
 from modeling.ml.models.base import caption_loss
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
-from tests.modeling.captioning_av import av_batch, overfit, padded_pair, tiny_av_model
+from tests.modeling.captioning_av import (
+    assert_checkpoint_round_trip,
+    av_batch,
+    overfit,
+    padded_pair,
+    tiny_av_model,
+)
 
 FUSIONS = ["merged", "cross", "global_cross", "local_global"]
 WIDTH = 8
@@ -288,3 +294,12 @@ def test_batch_without_video_is_refused_with_a_clear_message():
     del data["video_lengths"]
     with pytest.raises(ValueError, match=r"needs batch\['video'\] and video_lengths"):
         _model(vocab=vocab)(data)
+
+
+def test_checkpoint_keeps_the_fusion_and_the_mbp_weights(tmp_path):
+    vocab = vocabulary()
+    model = _model("global_cross", vocab, mbp=True, mbp_beta=0.5)
+    model.training_loss(av_batch(vocab))
+    loaded = assert_checkpoint_round_trip("crossmodal", model, vocab, tmp_path / "model.pt")
+    assert torch.equal(loaded.balancer.weights, model.balancer.weights)
+    assert model.balancer.weights.tolist() != [0.5, 0.5]

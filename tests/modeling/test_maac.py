@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modeling.ml.config import model_preset
+from modeling.ml.config import model_preset, train_preset
 from modeling.ml.decoding import beam_search
 from modeling.ml.encoders import PannsConfig, ResNet38
 from modeling.ml.keywords import top_keywords
@@ -13,7 +13,13 @@ from modeling.ml.models.base import caption_loss, masked_mean
 from modeling.ml.models.maac import GLUAttention
 from modeling.ml.registry import build_model
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
-from tests.modeling.captioning_av import av_batch, overfit, padded_pair, tiny_av_model
+from tests.modeling.captioning_av import (
+    assert_checkpoint_round_trip,
+    av_batch,
+    overfit,
+    padded_pair,
+    tiny_av_model,
+)
 
 N_KEYWORDS = 12  # the tiny preset's keyword vocabulary
 
@@ -255,3 +261,14 @@ def test_resnet38_backbone_loads_panns_weights_from_a_file(tmp_path):
     frames = torch.randn(2, 64, 64)
     batch = {"features": frames, "feature_lengths": torch.tensor([64, 40])}
     assert model.keyword_logits(batch).shape == (2, N_KEYWORDS)
+
+
+def test_checkpoint_rebuilds_the_model(tmp_path):
+    vocab = vocabulary()
+    assert_checkpoint_round_trip("maac", _model(vocab), vocab, tmp_path / "model.pt")
+
+
+def test_training_presets_follow_the_paper():
+    ce, rl = train_preset("maac"), train_preset("maac_scst")
+    assert (ce.lr, ce.epochs, ce.batch_size, ce.lr_decay_per_epoch) == (3e-4, 30, 32, 0.98)
+    assert (rl.lr, rl.lr_decay_per_epoch) == (5e-5, 0.98)

@@ -12,7 +12,13 @@ from modeling.ml.models.base import caption_loss
 from modeling.ml.registry import build_model
 from modeling.ml.vocab import EOS_ID
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
-from tests.modeling.captioning_av import av_batch, overfit, padded_pair, tiny_av_model
+from tests.modeling.captioning_av import (
+    assert_checkpoint_round_trip,
+    av_batch,
+    overfit,
+    padded_pair,
+    tiny_av_model,
+)
 
 NAMES = ["vact", "vact_video", "vact_concat", "video_only"]
 
@@ -154,3 +160,10 @@ def test_trainable_video_frame_encoder_option_stays_padding_invariant():
         expected = model(single)[0]
         got = model(together)[row, : expected.size(0)]
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_checkpoint_rebuilds_the_model_it_names(name, tmp_path):
+    vocab = vocabulary()
+    model = tiny_av_model(name, vocab, beta=0.2)
+    assert_checkpoint_round_trip(name, model, vocab, tmp_path / "model.pt")

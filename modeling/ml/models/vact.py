@@ -7,10 +7,10 @@ Transformer blocks (``video_layers``) when the features come from no strong enco
 
 The four fusions share everything else and differ only in the decoder's cross-attention:
 
-    VACTCaptioner        "vact"        AdaAVA, A_conf from audio context (eq. 3)
-    VACTVideoCaptioner   "vact_video"  AdaAVA, A_conf from video context (eq. 7)
+    VACTCaptioner        "vact"         AdaAVA, A_conf from audio context (eq. 3)
+    VACTVideoCaptioner   "vact_video"   AdaAVA, A_conf from video context (eq. 7)
     ConcatCaptioner      "vact_concat"  one cross-attention over [A ; V]
-    VideoOnlyCaptioner   "video_only"  one cross-attention over V; no audio encoder
+    VideoOnlyCaptioner   "video_only"   one cross-attention over V; no audio encoder
 
 The fusion is a class attribute, not a config field, so a registry name always builds the
 model it names (checkpoints store the name).
