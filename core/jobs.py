@@ -38,6 +38,12 @@ JOB_KINDS: dict[str, JobKind] = {
     "synthscenes_make": JobKind(
         "Make SynthScenes", "modeling.services_synth.synthscenes_make_job", "media"
     ),
+    "captions_postprocess": JobKind(
+        "Post-process captions", "postprocessing.services.captions_postprocess_job", "text"
+    ),
+    "vocabulary_rebuild": JobKind(
+        "Rebuild vocabulary", "postprocessing.services.vocabulary_rebuild_job", "text"
+    ),
     "clips_import_archive": JobKind(
         "Import an audio archive", "curation.services.clips_import_archive_job", "media"
     ),
