@@ -38,6 +38,8 @@ from annotation.models import (
 from core.models import Membership, Role
 from core.services import require_role
 from crowd.models import LedgerEntry
+from crowd.queries import hits_open_to
+from crowd.records import review_record
 from curation.models import Clip, Split, Subset, SubsetClip
 
 # AudioCaps collected one caption per training clip and five per validation/test clip.
@@ -218,6 +220,8 @@ def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) ->
     ).exclude(pk__in=blocked_hits)
     if batch is not None:
         hits = hits.filter(batch=batch)
+    # blocks and batch requirements (qualifications, approval rate and count)
+    hits = hits_open_to(hits, worker=worker)
     return hits.order_by("-priority", "id")
 
 
@@ -371,22 +375,41 @@ def assignment_return(
 def assignment_review(
     *,
     assignment: Assignment,
-    reviewer: Any,
+    reviewer: Any | None,
     approve: bool,
     feedback: str = "",
+    reason: str = "",
     now: datetime | None = None,
 ) -> Assignment:
     """Approves or rejects a submitted assignment. A rejection re-opens its slot, for
-    another worker: the rejected worker is kept off those clips."""
-    require_role(assignment.hit.batch.project, reviewer, Role.RESEARCHER, Role.REVIEWER)
+    another worker: the rejected worker is kept off those clips. `reviewer` None is the
+    batch's auto-approval (a trusted caller); `reason` is a crowd.models.RejectReason.
+    The decision and, for an approval, the worker's reward are recorded in the same
+    transaction (crowd.records)."""
+    if reviewer is None and not approve:
+        raise ValidationError("Only a reviewer can reject an assignment.")
+    if reviewer is not None:
+        require_role(assignment.hit.batch.project, reviewer, Role.RESEARCHER, Role.REVIEWER)
     now = now or timezone.now()
     with transaction.atomic():
         assignment = _locked(assignment)
         if approve:
             assignment.move_to(Assignment.State.APPROVED, now=now, feedback=feedback)
+            # post-processing runs on the text queue once this commits
+            from postprocessing.services import assignment_postprocess_later
+
+            assignment_postprocess_later(assignment=assignment)
         else:
             assignment.move_to(Assignment.State.REJECTED, now=now, feedback=feedback)
             Hit.objects.filter(pk=assignment.hit_id).update(taken=F("taken") - 1)
+        review_record(
+            assignment=assignment,
+            reviewer=reviewer,
+            approve=approve,
+            reason=reason,
+            feedback=feedback,
+            now=now,
+        )
     return assignment
 
 
