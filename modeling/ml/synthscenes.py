@@ -791,23 +791,28 @@ _COUNT_WORDS = {2: "twice", 3: "three times"}
 
 
 def _verb_phrase(event: SceneEvent, rng: np.random.Generator, form: int) -> str:
+    """Verb, then manner ("loudly"), then count ("twice"), then place ("in the distance"):
+    "barks loudly twice", "knocks softly and repeatedly", "rings twice in the distance"."""
     kind = EVENT_TYPES[event.type]
     phrase = kind.verbs[rng.integers(0, len(kind.verbs))][form]
-    extras = []
+    count = ""
     if kind.countable:
         if event.count in _COUNT_WORDS:
-            extras.append(_COUNT_WORDS[event.count])
+            count = _COUNT_WORDS[event.count]
         elif event.count >= 4:
-            extras.append(str(rng.choice(["repeatedly", "several times", "many times"])))
+            count = str(rng.choice(["repeatedly", "several times", "many times"]))
         elif rng.random() < 0.3:
-            extras.append("once")
+            count = "once"
+    manner = place = ""
     if event.distant:
-        extras.append(str(rng.choice(["in the distance", "far away", "from a distance"])))
+        place = str(rng.choice(["in the distance", "far away", "from a distance"]))
     elif event.level == "loud" and rng.random() < 0.75:
-        extras.append("loudly")
+        manner = "loudly"
     elif event.level == "quiet" and rng.random() < 0.75:
-        extras.append(str(rng.choice(["quietly", "softly", "faintly"])))
-    return " ".join([phrase, *extras])
+        manner = str(rng.choice(["quietly", "softly", "faintly"]))
+    if manner and count == "repeatedly":
+        manner, count = f"{manner} and repeatedly", ""
+    return " ".join(w for w in (phrase, manner, count, place) if w)
 
 
 def _clause(event: SceneEvent, rng: np.random.Generator, form: int = 0) -> str:
