@@ -8,13 +8,27 @@ in the order they were created — for an imported file, the file's own order.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import FieldDoesNotExist
-from django.db.models import Exists, F, Min, OuterRef, Q, QuerySet, Value, Window
+from django.db.models import (
+    Aggregate,
+    CharField,
+    Exists,
+    F,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    Window,
+)
 from django.db.models.functions import Coalesce, NullIf
 
 from annotation.models import Assignment, Caption
 from core.models import Project
-from curation.models import Subset, SubsetClip
+from curation.models import Clip, Subset, SubsetClip
 
 
 def import_subsets(project: Project) -> QuerySet[Subset]:
@@ -49,6 +63,31 @@ def unprocessed(captions: QuerySet[Caption]) -> QuerySet[Caption]:
     fixed by a reviewer after (ProcessedCaption.source_text is the text it processed)."""
     current = Coalesce(NullIf(F("fixed_text"), Value("")), F("text"))
     return captions.filter(Q(processed__isnull=True) | ~Q(processed__source_text=current))
+
+
+class _Joined(Aggregate):
+    """Values of a group joined with commas (GROUP_CONCAT; STRING_AGG on PostgreSQL)."""
+
+    function = "GROUP_CONCAT"
+    template = "%(function)s(%(expressions)s)"
+    output_field = CharField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler,
+            connection,
+            function="STRING_AGG",
+            template="%(function)s(%(expressions)s, ',')",
+        )
+
+
+def clip_label_mids() -> Subquery:
+    """Per caption: its clip's AudioSet label mids, comma-separated in no set order (None
+    when the clip has no labels). One correlated subquery, so a streamed export needs no
+    second lookup per chunk of captions."""
+    links = Clip.labels.through.objects.filter(clip_id=OuterRef("clip_id"))
+    joined = links.order_by().values("clip_id").annotate(mids=_Joined("label__mid"))
+    return Subquery(joined.values("mids")[:1])
 
 
 def processed_available() -> bool:

@@ -54,7 +54,9 @@ class Tally:
         self.splits: dict[str, _SplitTally] = {}
 
     def add(self, *, split: str, clip_id: int, text: str) -> None:
-        tally = self.splits.setdefault(split, _SplitTally())
+        tally = self.splits.get(split)
+        if tally is None:
+            tally = self.splits[split] = _SplitTally()
         found = words(text)
         tally.captions += 1
         tally.lengths.append(len(found))

@@ -218,3 +218,24 @@ def test_the_command_prints_the_table(corpus: Project, no_pos: None) -> None:
     text = out.getvalue()
     assert "train: 4 clips, 5 captions, 6.00 words/caption (median 6)" in text
     assert "POS: needs a spaCy pipeline (test)" in text
+
+
+def test_the_pipeline_comes_from_post_processing() -> None:
+    nlp, reason = services._pos_pipeline()
+
+    assert reason == ""
+    assert [t.pos_ for t in nlp("A dog barks loudly.")][:4] == ["DET", "NOUN", "VERB", "ADV"]
+
+
+def test_a_missing_pipeline_is_named_in_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from postprocessing import nlp
+
+    def missing(name: str | None = None) -> Any:
+        raise nlp.PosPipelineUnavailable("spaCy pipeline 'en_core_web_sm' is not installed")
+
+    monkeypatch.setattr(nlp, "pos_pipeline", missing)
+
+    assert services._pos_pipeline() == (
+        None,
+        "needs a spaCy pipeline: spaCy pipeline 'en_core_web_sm' is not installed",
+    )
