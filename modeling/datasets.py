@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -27,6 +26,7 @@ from django.core.files.storage import default_storage
 
 from corpus.models import Snapshot
 from curation.models import Clip, Label
+from modeling.ml import retrieval
 from modeling.ml.data import CaptionItem
 from modeling.ml.features import FeatureCache, FeatureConfig
 from modeling.ml.vocab import Vocabulary, tokenize
@@ -151,22 +151,13 @@ def build_vocabulary(train: SplitData, *, min_count: int, max_length: int) -> Vo
     return Vocabulary.build(texts, min_count=min_count, max_length=max_length)
 
 
-def _pooled(clips: list[ClipCaptions]) -> np.ndarray:
-    return np.stack([clip.features.float().mean(0).numpy() for clip in clips])  # type: ignore[union-attr]
-
-
 def nearest_training_clips(train: SplitData, others: list[ClipCaptions]) -> list[int]:
     """For each clip of `others`, the index in `train.clips` of the training clip with the
-    nearest mean-pooled features (L2), never the clip itself: the 1NN retrieval that gives
-    TopDown its realistic attribute words."""
-    bank = _pooled(train.clips)
-    queries = _pooled(others)
-    distances = ((queries[:, None, :] - bank[None, :, :]) ** 2).sum(-1)
+    nearest mean-pooled features (L2), never the clip itself."""
+    bank = retrieval.mean_pooled([c.features for c in train.clips])  # type: ignore[misc]
+    queries = retrieval.mean_pooled([c.features for c in others])  # type: ignore[misc]
     own = {clip.clip_id: i for i, clip in enumerate(train.clips)}
-    for row, clip in enumerate(others):
-        if clip.clip_id in own:
-            distances[row, own[clip.clip_id]] = np.inf
-    return distances.argmin(1).tolist()
+    return retrieval.nearest(bank, queries, exclude=[own.get(c.clip_id) for c in others])
 
 
 def attribute_words(

@@ -69,9 +69,14 @@ def run_spec(
         )
         run = apply_overrides(run, run_overrides)
         # the model reads the features it is given, whatever its paper used
-        run = dataclasses.replace(
-            run, model=dataclasses.replace(run.model, feature_dim=features.n_features)
-        )
+        model = dataclasses.replace(run.model, feature_dim=features.n_features)
+        if hasattr(model, "max_caption_length"):
+            # room for the longest caption the vocabulary keeps, plus <bos> and <eos>
+            longest = run.vocab.max_length + 2
+            model = dataclasses.replace(
+                model, max_caption_length=max(model.max_caption_length, longest)
+            )
+        run = dataclasses.replace(run, model=model)
     except (ConfigError, KeyError, ValueError) as exc:
         raise ValidationError(str(exc)) from None
     return {"run": dataclasses.asdict(run), "features": features.to_dict()}

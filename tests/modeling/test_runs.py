@@ -22,6 +22,7 @@ from modeling.ml.vocab import tokenize
 from modeling.models import Suggestion, TrainingRun
 from modeling.services_synth import synthscenes_make
 from tests.conftest import FIXTURES
+from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
 

@@ -1,0 +1,219 @@
+"""Train every first-wave captioner on SynthScenes and score it: BLEU-4, METEOR, CIDEr-D on
+the test split, seconds per epoch, and (on CUDA) training clips/s, peak GPU memory and
+beam-3 inference clips/s.
+
+Usage: .venv/bin/python benchmarks/train_synthscenes.py [--train 2000] [--val 200]
+       [--test 200] [--models nn,lstm,tempatt,topdown,act,bilstm] [--epochs 15]
+       [--preset small] [--hop 1280] [--device auto] [--json OUT]
+
+Pure PyTorch + pycocoevalcap (no Django, no database): scenes are generated in memory
+(seed 2026), log-mels computed once (64 mels at 32 kHz; the hop is a flag because LSTMs
+over 500 frames are slow on 2 CPU cores), the vocabulary built on the training captions,
+each model trained with its paper's recipe where MODELS.md gives one and early-stopped on
+validation CIDEr-D, then decoded with beam 3 on the test split. TopDown gets its attribute
+words from 1NN retrieval (the labels of the nearest training clip), the paper's realistic
+setting. Train clips carry 2 captions, val/test clips 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from corpus.evaluation import evaluate
+from modeling.ml import retrieval, synthscenes
+from modeling.ml.checkpoint import load_checkpoint
+from modeling.ml.config import TRAIN_PRESETS, RunConfig, VocabConfig, model_preset
+from modeling.ml.data import CaptionItem, collate
+from modeling.ml.decoding import beam_search
+from modeling.ml.features import extract, feature_preset
+from modeling.ml.trainer import pick_device, to_device, train
+from modeling.ml.vocab import BOS_ID, EOS_ID, Vocabulary, tokenize
+
+SEED = 2026
+# the paper recipes (modeling.ml.config.TRAIN_PRESETS) with epochs from the command line
+RECIPES = {"nn": "audiocaps", "lstm": "audiocaps", "tempatt": "audiocaps",
+           "topdown": "audiocaps", "act": "act", "bilstm": "bilstm"}  # fmt: skip
+
+
+def scenes(count: int, start: int, n_captions: int) -> list[synthscenes.Scene]:
+    return list(synthscenes.generate_scenes(SEED, count, start=start, n_captions=n_captions))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", type=int, default=2000)
+    parser.add_argument("--val", type=int, default=200)
+    parser.add_argument("--test", type=int, default=200)
+    parser.add_argument("--models", default="nn,lstm,tempatt,topdown,act,bilstm")
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--hop", type=int, default=1280, help="log-mel hop in samples at 32 kHz")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    device = pick_device(args.device)
+    print(f"machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
+          f"device {device}" + (f" ({torch.cuda.get_device_name(device)})"
+                                if device.type == "cuda" else ""))  # fmt: skip
+    started = time.perf_counter()
+    sets = {
+        "train": scenes(args.train, 0, 2),
+        "val": scenes(args.val, args.train, 5),
+        "test": scenes(args.test, args.train + args.val, 5),
+    }
+    print(
+        f"generated {sum(map(len, sets.values()))} scenes in {time.perf_counter() - started:.1f} s"
+    )
+    config = dataclasses.replace(feature_preset("act"), hop_length=args.hop)
+    started = time.perf_counter()
+    feats = {
+        split: [extract(s.waveform, s.sample_rate, config) for s in items]
+        for split, items in sets.items()
+    }
+    n = sum(map(len, feats.values()))
+    print(f"log-mel {config.n_mels}x{feats['train'][0].shape[0]} frames for {n} clips: "
+          f"{n / (time.perf_counter() - started):.0f} clips/s")  # fmt: skip
+    vocab = Vocabulary.build([c for s in sets["train"] for c in s.captions], max_length=30)
+    print(f"vocabulary: {len(vocab)} words")
+    label_names = {e.mids[0]: e.label for s in sets["train"] for e in s.events if e.mids}
+    bank = retrieval.mean_pooled(feats["train"])
+
+    def attributes(split: str) -> list[list[int]]:
+        queries = retrieval.mean_pooled(feats[split])
+        exclude = list(range(len(feats[split]))) if split == "train" else None
+        nearest = retrieval.nearest(bank, queries, exclude=exclude)
+        return [
+            vocab.encode_words([label_names.get(m, "") for m in sets["train"][i].mids], limit=16)
+            for i in nearest
+        ]
+
+    attrs = {split: attributes(split) for split in sets}
+
+    def items(split: str) -> list[CaptionItem]:
+        return [
+            CaptionItem(
+                features=f,
+                tokens=vocab.encode(tokenize(c)),
+                clip_id=str(i),
+                attributes=attrs[split][i],
+            )
+            for i, (scene, f) in enumerate(zip(sets[split], feats[split], strict=True))
+            for c in scene.captions
+        ]
+
+    data = {split: items(split) for split in sets}
+    references = {
+        split: {str(i): s.captions for i, s in enumerate(sets[split])} for split in ("val", "test")
+    }
+
+    def decode(model: torch.nn.Module, split: str, beam: int) -> dict[str, str]:
+        out: dict[str, str] = {}
+        model.eval()
+        clips = feats[split]
+        with torch.no_grad():
+            for start in range(0, len(clips), 64):
+                batch = collate([
+                    CaptionItem(features=f, tokens=[BOS_ID, EOS_ID], clip_id=str(start + j),
+                                attributes=attrs[split][start + j])
+                    for j, f in enumerate(clips[start : start + 64])
+                ])  # fmt: skip
+                hyps = beam_search(model, to_device(batch, device), beam_size=beam, max_length=30)
+                for j, h in enumerate(hyps):
+                    out[str(start + j)] = vocab.decode(h[0].tokens) if h else "<empty>"
+        return {k: v or "<empty>" for k, v in out.items()}
+
+    results = []
+    for name in args.models.split(","):
+        model_config = dataclasses.replace(
+            model_preset(name, args.preset), feature_dim=config.n_mels
+        )
+        if name == "act":
+            model_config = dataclasses.replace(
+                model_config,
+                max_frames=max(f.shape[0] for f in feats["train"]) + 8,
+                max_caption_length=max(model_config.max_caption_length, vocab.max_length + 2),
+            )
+        recipe = RECIPES[name]
+        train_config = dataclasses.replace(
+            TRAIN_PRESETS[recipe], epochs=args.epochs, batch_size=args.batch_size,
+            device=args.device, early_stopping_patience=4, log_every_steps=50,
+        )  # fmt: skip
+        run = RunConfig(
+            model_name=name, model=model_config, vocab=VocabConfig(), train=train_config
+        )
+
+        def score(model: torch.nn.Module) -> float:
+            got = evaluate(predictions=decode(model, "val", 1), references=references["val"],
+                           metrics=["cider"])  # fmt: skip
+            return float(got.scores["CIDEr-D"] or 0.0)
+
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        with tempfile.TemporaryDirectory() as out:
+            started = time.perf_counter()
+            result = train(
+                run=run,
+                vocab=vocab,
+                train_items=data["train"],
+                out_dir=out,
+                val_items=data["val"],
+                score_fn=score,
+                feature_config=config,
+            )
+            train_seconds = time.perf_counter() - started
+            best = load_checkpoint(result.best_checkpoint or result.last_checkpoint,
+                                   map_location=device)  # fmt: skip
+        model = best.model.to(device)
+        model.prepare(data["train"])
+        started = time.perf_counter()
+        predictions = decode(model, "test", 3)
+        infer = len(predictions) / (time.perf_counter() - started)
+        scores = evaluate(predictions=predictions, references=references["test"],
+                          metrics=["bleu", "meteor", "rouge", "cider"]).scores  # fmt: skip
+        epochs = len(result.history)
+        epoch_seconds = [row["seconds"] for row in result.history]
+        row = {
+            "model": name,
+            "epochs": epochs,
+            "stopped": result.stopped,
+            "seconds_per_epoch": sum(epoch_seconds) / max(1, len(epoch_seconds)),
+            "train_seconds": train_seconds,
+            "train_clips_per_s": len(data["train"]) * epochs / max(1e-9, sum(epoch_seconds)),
+            "beam3_clips_per_s": infer,
+            "gpu_peak_mb": torch.cuda.max_memory_allocated(device) / 2**20
+            if device.type == "cuda"
+            else None,
+            **{k: scores.get(k) for k in ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D")},
+            "example": predictions["0"],
+        }
+        results.append(row)
+        print(
+            f"{name:8} BLEU-4 {row['BLEU-4']:.3f}  METEOR {row['METEOR']:.3f}  "
+            f"CIDEr-D {row['CIDEr-D']:.3f}  {row['seconds_per_epoch']:.1f} s/epoch x {epochs} "
+            f"({result.stopped}), train {row['train_clips_per_s']:.0f} captions/s, "
+            f"beam-3 {infer:.0f} clips/s"
+            + (f", GPU peak {row['gpu_peak_mb']:.0f} MB" if row["gpu_peak_mb"] else ""),
+            flush=True,
+        )
+        print(
+            f"         test clip 0: {row['example']!r} (reference: {sets['test'][0].captions[0]!r})"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
