@@ -273,3 +273,17 @@ def test_a_snapshots_chart_is_for_researchers(world: World, rey: Any) -> None:
     )
 
     assert login(rey).get(url).status_code == 403
+
+
+def test_the_project_page_links_snapshots_for_researchers_only(
+    project: Project, alice: Any, rey: Any
+) -> None:
+    link = reverse("snapshot_list", args=["sounds"]).encode()
+    statistics = reverse("corpus_statistics", args=["sounds"]).encode()
+
+    researcher = login(alice).get(project.get_absolute_url()).content
+    reviewer = login(rey).get(project.get_absolute_url()).content
+
+    assert link in researcher
+    assert link not in reviewer
+    assert statistics in reviewer
