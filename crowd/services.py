@@ -70,11 +70,6 @@ def caption_check(text: str, *, min_words: int, max_words: int) -> str | None:
     return caption_problem(text, min_words=min_words, max_words=max_words)
 
 
-def _project_assignment(assignment: Assignment, project: Project | None) -> None:
-    if project is not None and assignment.hit.batch.project_id != project.pk:
-        raise PermissionDenied("This assignment belongs to another project.")
-
-
 def review_approve(
     *,
     assignment: Assignment,

@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Count, Prefetch, Q, Sum
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -562,11 +562,9 @@ def qualification_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> Htt
 def my_earnings(request: HttpRequest) -> HttpResponse:
     """The worker's own ledger; it names no other worker and no reviewer."""
     entries = LedgerEntry.objects.filter(worker=request.user).select_related("project", "batch")
-    totals = entries.values("kind").annotate(n=Count("pk"))
     context = {
         "entries": Paginator(entries, 50).get_page(request.GET.get("page")),
-        "total_cents": sum(e for e in entries.values_list("amount_cents", flat=True)),
-        "totals": totals,
+        "total_cents": entries.aggregate(total=Sum("amount_cents", default=0))["total"],
         "record": worker_record(worker=request.user),
     }
     return render(request, "crowd/my_earnings.html", context)
