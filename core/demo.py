@@ -20,6 +20,8 @@ DEMO_USERS: dict[str, str] = {
 }
 ONTOLOGY_EXCERPT = settings.BASE_DIR / "curation" / "fixtures" / "audioset_ontology_excerpt.json"
 WORD_LABELS = settings.BASE_DIR / "curation" / "fixtures" / "word_labels_demo.csv"
+# SynthScenes per split for the demo's training data (tests make it smaller)
+DEMO_SYNTHSCENES = {"train": 24, "val": 6, "test": 6}
 
 
 def demo_seed(*, echo: Any = None) -> Project:
@@ -82,7 +84,32 @@ def demo_seed(*, echo: Any = None) -> Project:
         )
     _demo_curation(project, users["researcher"])
     _demo_batch(project, users["researcher"])
+    _demo_training_data(project, users["researcher"], echo=echo)
     return project
+
+
+def _demo_training_data(project: Project, researcher: Any, *, echo: Any = None) -> None:
+    """SynthScenes with reference captions and a JSON-lines snapshot of them, so a
+    researcher can queue a training run (Training runs → Train a captioner) at once."""
+    from corpus.models import Snapshot
+    from corpus.services import snapshot_build, snapshot_create
+    from modeling.services_synth import synthscenes_make, synthscenes_slug
+
+    sizes = DEMO_SYNTHSCENES
+    if not project.subsets.filter(slug=synthscenes_slug(seed=0, **sizes)).exists():
+        if echo:
+            echo("Making SynthScenes for the demo's training data…")
+        synthscenes_make(project=project, seed=0, **sizes)
+    if not Snapshot.objects.filter(project=project, format=Snapshot.Format.JSONL).exists():
+        snapshot_build(
+            snapshot=snapshot_create(
+                project=project,
+                fmt=Snapshot.Format.JSONL,
+                text=Snapshot.Text.RAW,
+                splits=["train", "val", "test"],
+                created_by=researcher,
+            )
+        )
 
 
 def _demo_batch(project: Project, researcher: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
+from core import demo
 from core.demo import DEMO_PASSWORD, DEMO_USERS, demo_seed
 from core.models import Job, Membership, Project, Role
 from curation import synth
@@ -16,6 +17,8 @@ from curation.models import Clip, Label
 from curation.synth import DEMO_SOUNDS
 
 pytestmark = pytest.mark.django_db
+
+SYNTHSCENES = {"train": 3, "val": 1, "test": 1}  # the demo makes 24/6/6
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +44,7 @@ def seeded(
         return labels
 
     monkeypatch.setattr(synth, "generate_demo_sounds", copy_demo_sounds)
+    monkeypatch.setattr(demo, "DEMO_SYNTHSCENES", SYNTHSCENES)
     return demo_seed()
 
 
@@ -83,7 +87,7 @@ def test_it_creates_the_demo_project_led_by_the_researcher(seeded: Project) -> N
 def test_it_imports_six_ready_clips_with_video_hints_and_labels(
     seeded: Project, tmp_path: Path
 ) -> None:
-    clips = Clip.objects.all()
+    clips = Clip.objects.filter(original_name__in=DEMO_SOUNDS)
     assert clips.count() == len(DEMO_SOUNDS) == 6
     media = tmp_path / "var" / "media"
     for clip in clips:
@@ -109,7 +113,7 @@ def test_it_records_two_succeeded_jobs(seeded: Project) -> None:
 
 def test_it_changes_nothing_when_run_twice(seeded: Project) -> None:
     before = _counts()
-    assert before["clips"] == 6
+    assert before["clips"] == 6 + sum(SYNTHSCENES.values())
 
     again = demo_seed()
 
@@ -131,3 +135,18 @@ def test_it_publishes_a_batch_an_annotator_can_claim_at_once(seeded: Project) ->
 
     assert assignment is not None
     assert assignment.hit.batch == batch
+
+
+def test_it_makes_synthscenes_and_a_snapshot_to_train_on(seeded: Project) -> None:
+    from corpus.models import Snapshot
+    from modeling.services import run_start
+
+    snapshot = Snapshot.objects.get(project=seeded)
+    assert snapshot.state == Snapshot.State.READY
+    assert snapshot.format == Snapshot.Format.JSONL
+    assert snapshot.counts["train"] == {"clips": 3, "captions": 6}
+    assert snapshot.counts["test"] == {"clips": 1, "captions": 5}
+    run = run_start(
+        project=seeded, model_name="tempatt", snapshot=snapshot, created_by=None, enqueue=False
+    )
+    assert run.state == "queued"
