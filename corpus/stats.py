@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import re
-import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,25 +29,40 @@ def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
 
 
-def _median(values: list[int]) -> float:
-    return float(statistics.median(values)) if values else 0.0
+def _median(histogram: Counter[int]) -> float:
+    """The median of the values a {value: count} histogram holds."""
+    total = sum(histogram.values())
+    if not total:
+        return 0.0
+    ordered = sorted(histogram)
+
+    def nth(k: int) -> int:  # the k-th smallest value, from 0
+        seen = 0
+        for value in ordered:
+            seen += histogram[value]
+            if seen > k:
+                return value
+        raise AssertionError("k is below the total")
+
+    return (nth((total - 1) // 2) + nth(total // 2)) / 2
 
 
-def _mean(values: list[int]) -> float:
-    return round(sum(values) / len(values), 4) if values else 0.0
+def _mean(histogram: Counter[int]) -> float:
+    total = sum(histogram.values())
+    return round(sum(v * n for v, n in histogram.items()) / total, 4) if total else 0.0
 
 
 @dataclass
 class _SplitTally:
     captions: int = 0
-    lengths: list[int] = field(default_factory=list)
+    lengths: Counter[int] = field(default_factory=Counter)  # words per caption -> captions
     vocabulary: Counter[str] = field(default_factory=Counter)
     clips: set[int] = field(default_factory=set)
 
 
 class Tally:
-    """Accumulates captions one at a time (memory: one length per caption, one id per clip
-    and the vocabulary), then summarises with each clip's labels."""
+    """Accumulates captions one at a time (memory: a length histogram, the vocabulary and
+    one id per clip), then summarises with each clip's labels."""
 
     def __init__(self) -> None:
         self.splits: dict[str, _SplitTally] = {}
@@ -59,7 +73,7 @@ class Tally:
             tally = self.splits[split] = _SplitTally()
         found = words(text)
         tally.captions += 1
-        tally.lengths.append(len(found))
+        tally.lengths[len(found)] += 1
         tally.vocabulary.update(found)
         tally.clips.add(clip_id)
 
@@ -72,7 +86,7 @@ class Tally:
         may be missing; they are left out of labels per clip, not counted as zero)."""
         rows = {name: self._row([t], clip_labels) for name, t in sorted(self.splits.items())}
         every = list(self.splits.values())
-        lengths = Counter(n for t in every for n in t.lengths)
+        lengths: Counter[int] = sum((t.lengths for t in every), Counter())
         per_label: Counter[str] = Counter(m for c in self.clip_ids for m in clip_labels.get(c, []))
         return {
             "word_rule": WORD_RULE,
@@ -87,9 +101,9 @@ class Tally:
 
     @staticmethod
     def _row(tallies: list[_SplitTally], clip_labels: dict[int, list[str]]) -> dict[str, Any]:
-        lengths = [n for t in tallies for n in t.lengths]
+        lengths: Counter[int] = sum((t.lengths for t in tallies), Counter())
         clips = set().union(*(t.clips for t in tallies)) if tallies else set()
-        labelled = [len(clip_labels[c]) for c in clips if clip_labels.get(c)]
+        labelled = Counter(len(clip_labels[c]) for c in clips if clip_labels.get(c))
         vocabulary: Counter[str] = Counter()
         for t in tallies:
             vocabulary.update(t.vocabulary)
@@ -100,10 +114,10 @@ class Tally:
             "captions_per_clip": round(captions / len(clips), 4) if clips else 0.0,
             "words_per_caption_mean": _mean(lengths),
             "words_per_caption_median": _median(lengths),
-            "clips_with_labels": len(labelled),
+            "clips_with_labels": sum(labelled.values()),
             "labels_per_clip_mean": _mean(labelled),
             "labels_per_clip_median": _median(labelled),
-            "tokens": sum(lengths),
+            "tokens": sum(v * n for v, n in lengths.items()),
             "vocabulary": len(vocabulary),
         }
 

@@ -8,6 +8,7 @@ Labels: clip A has Dog and Bark, B Rain, C none, D Speech, Dog and Vehicle, the 
 from __future__ import annotations
 
 import io
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -83,6 +84,14 @@ def test_words_are_lower_cased_runs_of_letters_and_digits() -> None:
         "1990s",
         "café",
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "median"),
+    [([4], 4.0), ([1, 2, 3], 2.0), ([4, 4, 5, 9], 4.5), ([2, 2, 2, 3], 2.0), ([], 0.0)],
+)
+def test_the_median_comes_from_the_length_histogram(values: list[int], median: float) -> None:
+    assert stats._median(Counter(values)) == median
 
 
 def test_it_counts_table_1_per_split(corpus: Project, no_pos: None) -> None:
