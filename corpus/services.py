@@ -874,21 +874,28 @@ def _snapshot_write(snapshot: Snapshot, out_dir: Path | None, progress: Progress
             for block in iter(lambda: handle.read(1 << 20), b""):
                 archive_sha.update(block)
         stem = f"{snapshot.project.slug}-v{snapshot.version}-{snapshot.format}-{snapshot.text}"
-        with transaction.atomic():
-            locked = Snapshot.objects.select_for_update().get(pk=snapshot.pk)
-            if locked.state != Snapshot.State.BUILDING:
-                raise ValidationError(f"Snapshot v{locked.version} is {locked.state} already.")
-            with archive.open("rb") as handle:
-                locked.archive.save(f"{stem}.zip", File(handle), save=False)
-            locked.archive_sha256 = archive_sha.hexdigest()
-            locked.manifest = manifest
-            locked.counts = counts
-            locked.state = Snapshot.State.READY
-            locked.finished_at = timezone.now()
-            locked.save()
-            CorpusStatistics.objects.create(
-                project=locked.project, snapshot=locked, data=statistics, job=locked.job
-            )
+        stored = ""
+        try:
+            with transaction.atomic():
+                locked = Snapshot.objects.select_for_update().get(pk=snapshot.pk)
+                if locked.state != Snapshot.State.BUILDING:
+                    raise ValidationError(f"Snapshot v{locked.version} is {locked.state} already.")
+                with archive.open("rb") as handle:
+                    locked.archive.save(f"{stem}.zip", File(handle), save=False)
+                stored = locked.archive.name
+                locked.archive_sha256 = archive_sha.hexdigest()
+                locked.manifest = manifest
+                locked.counts = counts
+                locked.state = Snapshot.State.READY
+                locked.finished_at = timezone.now()
+                locked.save()
+                CorpusStatistics.objects.create(
+                    project=locked.project, snapshot=locked, data=statistics, job=locked.job
+                )
+        except Exception:
+            if stored:  # no row points at it: keep storage free of orphans
+                Snapshot.archive.field.storage.delete(stored)
+            raise
         progress(steps, steps, f"{sum(c['captions'] for c in counts.values()):,} captions")
         return locked
     finally:

@@ -264,3 +264,23 @@ def test_the_command_explains_an_export_it_cannot_make(project: Project, tmp_pat
 
     with pytest.raises(CommandError, match="export them as clotho or jsonl"):
         call_command("export_dataset", "--format", "audiocaps", "--out", str(tmp_path / "o"))
+
+
+def test_a_build_that_fails_while_storing_leaves_no_archive_behind(
+    imported: CorpusImport, media: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = snapshot_create(project=imported.project, fmt="jsonl", text="raw", splits=["train"])
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(CorpusStatistics.objects, "create", broken)
+
+    with pytest.raises(RuntimeError, match="database went away"):
+        snapshot_build(snapshot=snapshot)
+
+    snapshot.refresh_from_db()
+    assert snapshot.state == Snapshot.State.FAILED
+    assert snapshot.error == "database went away"
+    assert (media / "snapshots").is_dir()  # the archive was stored, then removed
+    assert not list((media / "snapshots").glob("*.zip"))

@@ -204,3 +204,14 @@ def test_the_command_reports_a_malformed_file(project: Project, tmp_path: Path) 
 def test_the_command_needs_a_project_when_there_are_several(project: Project, olive: Any) -> None:
     with pytest.raises(CommandError, match="Several projects exist; name one with --project"):
         call_command("import_captions", str(AUDIOCAPS), "--format", "audiocaps", "--split", "train")
+
+
+def test_the_import_subset_page_shows_its_splits(imported: CorpusImport, alice: Any) -> None:
+    from django.urls import reverse
+
+    from tests.conftest import login
+
+    response = login(alice).get(reverse("subset_detail", args=["sounds", "audiocaps"]))
+
+    assert response.status_code == 200
+    assert b"AudioCaps (imported)" in response.content
