@@ -1,0 +1,780 @@
+"""Annotation API (mounted on /api/ by core.api): batches, the worker's assignments and
+captions, and review.
+
+Who sees what, as on the pages:
+- /api/projects/{slug}/batches…, …/review, …/assignments/{id}: a project you are not in is
+  a 404; researchers and reviewers read and review; only researchers create, publish, pause
+  and close batches; annotators get 403.
+- /api/work/…: the worker's own assignments. An assignment exists only for the worker
+  holding it: anyone else (another worker, the project's researcher, an outsider) gets 404,
+  and a worker's answers carry nothing of other workers (no captions, pay or names).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import EmptyPage, Paginator
+from django.db.models import Count, Prefetch, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils import timezone
+from ninja import Field, Router, Schema
+from ninja.errors import HttpError
+from ninja.responses import Status
+
+from annotation import rules, services
+from annotation.models import Assignment, Batch, Caption, HitClip
+from core.media import media_response
+from core.models import Membership, Project, Role
+from core.schemas import ErrorOut
+from core.services import require_role
+from crowd import services as crowd_services
+from crowd.models import RejectReason
+from crowd.queries import blocks_of
+from curation.models import Clip, Label, Split, Subset
+
+router = Router(tags=["annotation"])
+
+READ = (Role.RESEARCHER, Role.REVIEWER)
+WRITE = (Role.RESEARCHER,)
+MAX_PER_PAGE = 500
+MAX_MINE = 200  # the worker's own list, newest first
+
+
+# Schemas --------------------------------------------------------------------------------
+
+
+class FieldErrorsOut(Schema):
+    detail: str
+    # field -> messages; captions are "caption-<clip id>", fixes "fix-<caption id>"
+    errors: dict[str, list[str]]
+
+
+class ProgressOut(Schema):
+    clips: int
+    wanted: int  # clips x captions per clip
+    submitted: int  # captions waiting for review
+    approved: int
+    rejected: int
+    in_progress: int  # assignments accepted and not yet submitted
+
+
+class BatchIn(Schema):
+    name: str
+    subset: str = Field(description="slug of a subset of the project")
+    split: str = Field(Split.VAL, description=f"one of {', '.join(Split.values)}")
+    captions_per_clip: int | None = Field(
+        None, description="None: 1 for train, 5 for val and test (as AudioCaps)"
+    )
+    clips_per_hit: int = 5
+    reward_cents: int = Field(20, ge=0, description="paid per approved HIT")
+    time_allotted_minutes: int = Field(30, ge=1)
+    lifetime_hours: int = Field(7 * 24, ge=1)
+    auto_approve_days: int = Field(3, ge=0)
+    min_words: int = 3
+    max_words: int = 40
+    publish: bool = Field(True, description="false keeps the batch a draft")
+
+
+class BatchOut(Schema):
+    id: int
+    name: str
+    subset: str
+    split: str
+    state: str
+    mode: str
+    captions_per_clip: int
+    clips_per_hit: int
+    reward_cents: int
+    time_allotted_seconds: int
+    lifetime_seconds: int
+    auto_approve_delay_seconds: int
+    min_words: int
+    max_words: int
+    hits: int
+    created_at: datetime
+    published_at: datetime | None
+    expires_at: datetime | None
+    progress: ProgressOut
+
+
+class LabelHintOut(Schema):
+    name: str
+    description: str
+
+
+class HintOut(Schema):
+    word: str  # the word label the HIT page shows ("dog")
+    labels: list[LabelHintOut]  # the ontology labels it stands for, with their definitions
+
+
+class WorkClipOut(Schema):
+    id: int
+    number: int  # 1-based position in the HIT
+    duration_seconds: float
+    audio_url: str  # served only to the assignment's worker
+    peaks: list[float]
+    hints: list[HintOut]
+    caption: str | None  # the worker's own caption, once submitted
+
+
+class WorkBatchOut(Schema):
+    id: int
+    name: str
+    mode: str
+    reward_cents: int
+    time_allotted_seconds: int
+    min_words: int
+    max_words: int
+
+
+class WorkAssignmentOut(Schema):
+    id: int
+    state: str
+    accepted_at: datetime
+    deadline: datetime
+    submitted_at: datetime | None
+    reviewed_at: datetime | None
+    feedback: str  # the reviewer's words to this worker
+    batch: WorkBatchOut
+    guidance: list[str]  # the caption rules, as the HIT page states them
+    clips: list[WorkClipOut]
+
+
+class WorkAssignmentBriefOut(Schema):
+    id: int
+    state: str
+    batch: str
+    reward_cents: int
+    accepted_at: datetime
+    submitted_at: datetime | None
+    feedback: str
+
+
+class WorkSummaryOut(Schema):
+    submitted: int
+    approved: int
+    rejected: int
+    approval_percent: float | None
+    earned_cents: int
+    pending_cents: int
+    bonus_cents: int
+    total_cents: int
+
+
+class BlockedOut(Schema):
+    detail: str
+    reasons: list[str]
+
+
+class SubmitIn(Schema):
+    captions: dict[int, str] = Field(description="clip id -> caption, one per clip of the HIT")
+
+
+class FlagOut(Schema):
+    reason: str
+    created_at: datetime
+
+
+class ReviewCaptionOut(Schema):
+    id: int
+    clip_id: int
+    audio_url: str | None
+    text: str  # as the worker typed it
+    fixed_text: str  # a reviewer's correction, "" when none
+    heard: bool  # the worker heard the clip to the end on the HIT page
+    video_hint_opened_at: datetime | None
+    hints: list[str]
+    flags: list[FlagOut]
+
+
+class WorkerOut(Schema):
+    id: int
+    username: str
+
+
+class ReviewOut(Schema):
+    decision: str
+    reason: str
+    feedback: str
+    reviewer: str | None
+    automatic: bool
+    created_at: datetime
+
+
+class ReviewAssignmentOut(Schema):
+    id: int
+    state: str
+    batch_id: int
+    batch: str
+    worker: WorkerOut
+    accepted_at: datetime
+    submitted_at: datetime | None
+    auto_approve_at: datetime | None
+    captions: list[ReviewCaptionOut]
+    review: ReviewOut | None
+
+
+class ReviewPageOut(Schema):
+    count: int
+    page: int
+    pages: int
+    items: list[ReviewAssignmentOut]
+
+
+class ApproveIn(Schema):
+    feedback: str = ""
+
+
+class RejectIn(Schema):
+    reason: str = Field(description=f"one of {', '.join(RejectReason.values)}")
+    feedback: str = Field("", description="empty: the reason's standard feedback")
+
+
+class FixIn(Schema):
+    fixes: dict[int, str] = Field(description="caption id -> corrected text (both kept)")
+    feedback: str = ""
+
+
+class CaptionOut(Schema):
+    id: int
+    clip_id: int
+    assignment_id: int
+    worker: str
+    state: str  # the assignment's: submitted, approved or rejected
+    text: str
+    fixed_text: str
+    created_at: datetime
+
+
+class CaptionPageOut(Schema):
+    count: int
+    page: int
+    pages: int
+    items: list[CaptionOut]
+
+
+# Access ---------------------------------------------------------------------------------
+
+
+def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
+    project = Project.objects.filter(slug=slug).first()
+    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
+        raise HttpError(404, f"No project {slug!r} (or you are not in it).")
+    try:
+        require_role(project, request.user, *roles)
+    except PermissionDenied:
+        who = "researchers" if roles == WRITE else "researchers and reviewers"
+        raise HttpError(403, f"Only the project's {who} may do this.") from None
+    return project
+
+
+def _batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> Batch:
+    project = _project(request, slug, *roles)
+    batch = (
+        Batch.objects.select_related("project", "subset")
+        .annotate(n_hits=Count("hits"))
+        .filter(project=project, pk=batch_id)
+        .first()
+    )
+    if batch is None:
+        raise HttpError(404, f"No batch #{batch_id} in project {slug!r}.")
+    return batch
+
+
+def _project_assignment(request: HttpRequest, slug: str, pk: int) -> Assignment:
+    project = _project(request, slug, *READ)
+    assignment = (
+        _review_rows(Assignment.objects.filter(hit__batch__project=project, pk=pk))
+        .select_related("review__reviewer")
+        .first()
+    )
+    if assignment is None:
+        raise HttpError(404, f"No assignment #{pk} in project {slug!r}.")
+    return assignment
+
+
+def _mine(request: HttpRequest, pk: int) -> Assignment:
+    """Only the worker holding an assignment sees it; for anyone else it does not exist."""
+    assignment = (
+        Assignment.objects.select_related("hit__batch").filter(pk=pk, worker=request.user).first()
+    )
+    if assignment is None:
+        raise HttpError(404, f"No assignment #{pk} of yours.")
+    return assignment
+
+
+def _messages(exc: ValidationError) -> str:
+    return " ".join(exc.messages)
+
+
+def _refused(exc: ValidationError) -> Status:
+    """400 with the field errors when the input was wrong; 409 when the object's state
+    refuses the change (already submitted, out of time, already reviewed)."""
+    if hasattr(exc, "error_dict"):
+        return Status(400, {"detail": _messages(exc), "errors": exc.message_dict})
+    return Status(409, {"detail": _messages(exc)})
+
+
+def _seconds(delta: timedelta) -> int:
+    return int(delta.total_seconds())
+
+
+def _page(rows: QuerySet[Any], page: int, per_page: int) -> tuple[Paginator, Any]:
+    paginator = Paginator(rows, max(1, min(per_page, MAX_PER_PAGE)))
+    try:
+        return paginator, paginator.page(page)
+    except EmptyPage:
+        raise HttpError(404, f"No page {page}; there are {paginator.num_pages}.") from None
+
+
+# Batches (researchers; reviewers read) -------------------------------------------------
+
+
+def _batch_out(batch: Batch) -> dict[str, Any]:
+    return {
+        **{f: getattr(batch, f) for f in ("id", "name", "split", "state", "mode")},
+        **{f: getattr(batch, f) for f in ("captions_per_clip", "clips_per_hit", "reward_cents")},
+        **{f: getattr(batch, f) for f in ("min_words", "max_words", "created_at")},
+        "subset": batch.subset.slug,
+        "time_allotted_seconds": _seconds(batch.time_allotted),
+        "lifetime_seconds": _seconds(batch.lifetime),
+        "auto_approve_delay_seconds": _seconds(batch.auto_approve_delay),
+        "hits": batch.n_hits,
+        "published_at": batch.published_at,
+        "expires_at": batch.expires_at,
+        "progress": services.batch_progress(batch=batch),
+    }
+
+
+@router.get(
+    "/projects/{slug}/batches", response={200: list[BatchOut], 403: ErrorOut, 404: ErrorOut}
+)
+def batch_list(request: HttpRequest, slug: str) -> Any:
+    project = _project(request, slug, *READ)
+    batches = project.batches.select_related("subset").annotate(n_hits=Count("hits"))
+    return [_batch_out(b) for b in batches]
+
+
+@router.post(
+    "/projects/{slug}/batches",
+    response={201: BatchOut, 400: FieldErrorsOut, 403: ErrorOut, 404: ErrorOut},
+)
+def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
+    """Creates a batch of HITs from a subset's split and publishes it (unless `publish` is
+    false): one HIT per `clips_per_hit` fetched clips."""
+    project = _project(request, slug, *WRITE)
+    subset = Subset.objects.filter(project=project, slug=payload.subset).first()
+    if subset is None:
+        message = f"No subset {payload.subset!r} in project {slug!r}."
+        return Status(400, {"detail": message, "errors": {"subset": [message]}})
+    try:
+        batch = services.batch_publish(
+            subset=subset,
+            split=payload.split,
+            name=payload.name.strip(),
+            captions_per_clip=payload.captions_per_clip,
+            clips_per_hit=payload.clips_per_hit,
+            reward_cents=payload.reward_cents,
+            time_allotted=timedelta(minutes=payload.time_allotted_minutes),
+            lifetime=timedelta(hours=payload.lifetime_hours),
+            auto_approve_delay=timedelta(days=payload.auto_approve_days),
+            min_words=payload.min_words,
+            max_words=payload.max_words,
+            created_by=request.user,
+            publish=payload.publish,
+        )
+    except ValidationError as exc:
+        if not hasattr(exc, "error_dict"):
+            exc = ValidationError({"__all__": exc.messages})
+        return _refused(exc)
+    return Status(201, _batch_out(_batch(request, slug, batch.pk, *WRITE)))
+
+
+@router.get(
+    "/projects/{slug}/batches/{batch_id}",
+    response={200: BatchOut, 403: ErrorOut, 404: ErrorOut},
+)
+def batch_get(request: HttpRequest, slug: str, batch_id: int) -> Any:
+    return _batch_out(_batch(request, slug, batch_id, *READ))
+
+
+def _batch_move(request: HttpRequest, slug: str, batch_id: int, state: str) -> Any:
+    batch = _batch(request, slug, batch_id, *WRITE)
+    try:
+        services.batch_move(batch=batch, state=state, user=request.user)
+    except ValidationError as exc:
+        return Status(409, {"detail": _messages(exc)})
+    return _batch_out(_batch(request, slug, batch_id, *WRITE))
+
+
+MOVE_RESPONSES = {200: BatchOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
+
+
+@router.post("/projects/{slug}/batches/{batch_id}/publish", response=MOVE_RESPONSES)
+def batch_publish(request: HttpRequest, slug: str, batch_id: int) -> Any:
+    """Offers a draft or paused batch's HITs to workers."""
+    return _batch_move(request, slug, batch_id, Batch.State.PUBLISHED)
+
+
+@router.post("/projects/{slug}/batches/{batch_id}/pause", response=MOVE_RESPONSES)
+def batch_pause(request: HttpRequest, slug: str, batch_id: int) -> Any:
+    """Stops new claims; accepted assignments keep their time and may be submitted."""
+    return _batch_move(request, slug, batch_id, Batch.State.PAUSED)
+
+
+@router.post("/projects/{slug}/batches/{batch_id}/close", response=MOVE_RESPONSES)
+def batch_close(request: HttpRequest, slug: str, batch_id: int) -> Any:
+    """Finishes the batch for good; accepted assignments may still be submitted."""
+    return _batch_move(request, slug, batch_id, Batch.State.FINISHED)
+
+
+@router.get(
+    "/projects/{slug}/batches/{batch_id}/captions",
+    response={200: CaptionPageOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+)
+def batch_captions(
+    request: HttpRequest,
+    slug: str,
+    batch_id: int,
+    state: str = "",
+    page: int = 1,
+    per_page: int = 100,
+) -> Any:
+    """The batch's captions, oldest first; `state` filters by the assignment's state."""
+    batch = _batch(request, slug, batch_id, *READ)
+    states = [s.value for s in services.REVIEW_STATES]
+    if state and state not in states:
+        raise HttpError(400, f"state must be one of {', '.join(states)}.")
+    captions = Caption.objects.filter(assignment__hit__batch=batch).select_related(
+        "assignment__worker"
+    )
+    if state:
+        captions = captions.filter(assignment__state=state)
+    paginator, current = _page(captions.order_by("created_at", "id"), page, per_page)
+    items = [
+        {
+            **{f: getattr(c, f) for f in ("id", "clip_id", "assignment_id", "text", "fixed_text")},
+            "worker": c.assignment.worker.get_username(),
+            "state": c.assignment.state,
+            "created_at": c.created_at,
+        }
+        for c in current
+    ]
+    return {"count": paginator.count, "page": page, "pages": paginator.num_pages, "items": items}
+
+
+# Work (the worker's own assignments) ----------------------------------------------------
+
+
+def _word(label: Label) -> str:
+    """The word hint a label shows as: its word label ("dog"), or itself without one."""
+    return label.word_label.name if label.word_label else label.name
+
+
+def _hints(clip: Clip) -> list[dict[str, Any]]:
+    """Word labels with the ontology labels they stand for, as the HIT page shows them."""
+    by_word: dict[str, list[dict[str, str]]] = {}
+    for label in clip.labels.all():
+        by_word.setdefault(_word(label), []).append(
+            {"name": label.name, "description": label.description}
+        )
+    return [{"word": word, "labels": labels} for word, labels in sorted(by_word.items())]
+
+
+def _work_out(assignment: Assignment) -> dict[str, Any]:
+    batch = assignment.hit.batch
+    labels = Label.objects.select_related("word_label").order_by("name")
+    hit_clips = (
+        HitClip.objects.filter(hit=assignment.hit_id)
+        .select_related("clip")
+        .prefetch_related(Prefetch("clip__labels", queryset=labels))
+        .order_by("position")
+    )
+    mine = dict(
+        Caption.objects.filter(assignment=assignment).values_list("clip_id", "text")
+    )  # only this assignment's captions: the worker's own
+    clips = []
+    for number, hit_clip in enumerate(hit_clips, start=1):
+        clip = hit_clip.clip
+        duration = clip.duration_seconds or float(clip.end_seconds - clip.start_seconds)
+        clips.append(
+            {
+                "id": clip.pk,
+                "number": number,
+                "duration_seconds": duration,
+                "audio_url": reverse("api-1:work_clip_audio", args=[assignment.pk, clip.pk]),
+                "peaks": clip.peaks or [],
+                "hints": _hints(clip),
+                "caption": mine.get(clip.pk),
+            }
+        )
+    return {
+        **{f: getattr(assignment, f) for f in ("id", "state", "accepted_at", "deadline")},
+        **{f: getattr(assignment, f) for f in ("submitted_at", "reviewed_at", "feedback")},
+        "batch": {
+            **{f: getattr(batch, f) for f in ("id", "name", "mode", "reward_cents")},
+            "time_allotted_seconds": _seconds(batch.time_allotted),
+            "min_words": batch.min_words,
+            "max_words": batch.max_words,
+        },
+        "guidance": rules.guidance(services.caption_limits(batch)),
+        "clips": clips,
+    }
+
+
+@router.post(
+    "/work/claim",
+    response={200: WorkAssignmentOut, 201: WorkAssignmentOut, 204: None, 403: BlockedOut,
+              404: ErrorOut},
+)  # fmt: skip
+def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
+    """The next HIT for you: 201 with a new assignment, 200 with the one you already hold
+    (one at a time), 204 when nothing is open to you, 403 with the reasons when every
+    project you annotate has blocked you. `batch` limits the claim to one batch."""
+    chosen = None
+    if batch is not None:
+        annotated = Membership.objects.filter(user=request.user, role=Role.ANNOTATOR)
+        chosen = Batch.objects.filter(pk=batch, project__in=annotated.values("project_id")).first()
+        if chosen is None:
+            raise HttpError(404, f"No batch #{batch} for you.")
+    now = timezone.now()
+    assignment = services.hit_claim(worker=request.user, batch=chosen, now=now)
+    if assignment is None:
+        if crowd_services.blocked_everywhere(worker=request.user):
+            reasons = [f"{b.project.name}: {b.reason}" for b in blocks_of(worker=request.user)]
+            return Status(403, {"detail": "You are blocked from all your projects.",
+                                "reasons": reasons})  # fmt: skip
+        return Status(204, None)
+    assignment = _mine(request, assignment.pk)
+    return Status(201 if assignment.accepted_at == now else 200, _work_out(assignment))
+
+
+@router.get("/work/assignments", response=list[WorkAssignmentBriefOut])
+def work_assignments(request: HttpRequest, state: str = "") -> Any:
+    """Your assignments, newest first (the latest 200)."""
+    if state and state not in Assignment.State.values:
+        raise HttpError(400, f"state must be one of {', '.join(Assignment.State.values)}.")
+    rows = Assignment.objects.filter(worker=request.user).select_related("hit__batch")
+    if state:
+        rows = rows.filter(state=state)
+    return [
+        {
+            **{f: getattr(a, f) for f in ("id", "state", "accepted_at", "submitted_at")},
+            "feedback": a.feedback,
+            "batch": a.hit.batch.name,
+            "reward_cents": a.hit.batch.reward_cents,
+        }
+        for a in rows[:MAX_MINE]
+    ]
+
+
+@router.get("/work/summary", response=WorkSummaryOut)
+def work_summary(request: HttpRequest) -> Any:
+    """Your own record and earnings (rewards of approved HITs plus bonuses)."""
+    summary = services.worker_summary(worker=request.user)
+    return {
+        **{f: getattr(summary, f) for f in ("submitted", "approved", "rejected")},
+        **{f: getattr(summary, f) for f in ("earned_cents", "pending_cents", "bonus_cents")},
+        "approval_percent": summary.approval_percent,
+        "total_cents": summary.total_cents,
+    }
+
+
+@router.get("/work/assignments/{assignment_id}", response={200: WorkAssignmentOut, 404: ErrorOut})
+def work_assignment(request: HttpRequest, assignment_id: int) -> Any:
+    return _work_out(_mine(request, assignment_id))
+
+
+@router.get(
+    "/work/assignments/{assignment_id}/clips/{clip_id}/audio",
+    response={200: None, 404: ErrorOut},
+    url_name="work_clip_audio",
+)
+def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> HttpResponse:
+    """The clip's audio (Range requests answered with 206), for the assignment's worker
+    and only for clips of its HIT."""
+    assignment = _mine(request, assignment_id)
+    hit_clip = (
+        HitClip.objects.select_related("clip").filter(hit=assignment.hit_id, clip_id=clip_id)
+    ).first()
+    if hit_clip is None:
+        raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
+    try:
+        return media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+    except Http404 as exc:
+        raise HttpError(404, str(exc)) from None
+
+
+@router.post(
+    "/work/assignments/{assignment_id}/submit",
+    response={200: WorkAssignmentOut, 400: FieldErrorsOut, 404: ErrorOut, 409: ErrorOut},
+)
+def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> Any:
+    """Submits one caption per clip, checked by the HIT page's rules (the same messages);
+    nothing is stored when any caption is refused. 409 when the assignment is no longer
+    open (already submitted, or its time ran out: it then goes back to the pool)."""
+    assignment = _mine(request, assignment_id)
+    try:
+        services.assignment_submit(
+            assignment=assignment, worker=request.user, captions=payload.captions
+        )
+    except ValidationError as exc:
+        return _refused(exc)
+    return _work_out(_mine(request, assignment_id))
+
+
+@router.post(
+    "/work/assignments/{assignment_id}/return",
+    response={200: WorkAssignmentOut, 404: ErrorOut, 409: ErrorOut},
+)
+def work_return(request: HttpRequest, assignment_id: int) -> Any:
+    """Gives the HIT back unsubmitted; its slot goes back to the pool."""
+    assignment = _mine(request, assignment_id)
+    try:
+        services.assignment_return(assignment=assignment, worker=request.user)
+    except ValidationError as exc:
+        return Status(409, {"detail": _messages(exc)})
+    return _work_out(_mine(request, assignment_id))
+
+
+# Review (researchers and reviewers) -----------------------------------------------------
+
+
+def _review_rows(rows: QuerySet[Assignment]) -> QuerySet[Assignment]:
+    captions = Caption.objects.select_related("clip").prefetch_related(
+        Prefetch("clip__labels", queryset=Label.objects.select_related("word_label")),
+        "flags",
+    )
+    return rows.select_related("hit__batch__project", "worker").prefetch_related(
+        Prefetch("captions", queryset=captions.order_by("id")), "video_hints", "listens"
+    )
+
+
+def _review_out(assignment: Assignment) -> dict[str, Any]:
+    batch = assignment.hit.batch
+    slug = batch.project.slug
+    opened = {v.clip_id: v.opened_at for v in assignment.video_hints.all()}
+    heard = {listen.clip_id for listen in assignment.listens.all()}
+    review = getattr(assignment, "review", None) if assignment.reviewed_at else None
+    return {
+        **{f: getattr(assignment, f) for f in ("id", "state", "accepted_at", "submitted_at")},
+        "batch_id": batch.pk,
+        "batch": batch.name,
+        "worker": {"id": assignment.worker_id, "username": assignment.worker.get_username()},
+        "auto_approve_at": (
+            assignment.submitted_at + batch.auto_approve_delay
+            if assignment.state == Assignment.State.SUBMITTED and assignment.submitted_at
+            else None
+        ),
+        "captions": [
+            {
+                **{f: getattr(c, f) for f in ("id", "clip_id", "text", "fixed_text")},
+                "audio_url": reverse("clip_audio", args=[slug, c.clip_id])
+                if c.clip.audio
+                else None,
+                "heard": c.clip_id in heard,
+                "video_hint_opened_at": opened.get(c.clip_id),
+                "hints": sorted({_word(label) for label in c.clip.labels.all()}),
+                "flags": [{"reason": f.reason, "created_at": f.created_at} for f in c.flags.all()],
+            }
+            for c in assignment.captions.all()
+        ],
+        "review": None
+        if review is None
+        else {
+            **{f: getattr(review, f) for f in ("decision", "reason", "feedback", "automatic")},
+            "reviewer": review.reviewer.get_username() if review.reviewer else None,
+            "created_at": review.created_at,
+        },
+    }
+
+
+@router.get(
+    "/projects/{slug}/review",
+    response={200: ReviewPageOut, 403: ErrorOut, 404: ErrorOut},
+)
+def review_queue(
+    request: HttpRequest,
+    slug: str,
+    batch: int | None = None,
+    worker: int | None = None,
+    page: int = 1,
+    per_page: int = 20,
+) -> Any:
+    """Submitted assignments waiting for review: flagged first, then oldest first."""
+    project = _project(request, slug, *READ)
+    queue = crowd_services.review_queue(project=project)
+    if batch is not None:
+        queue = queue.filter(hit__batch_id=batch)
+    if worker is not None:
+        queue = queue.filter(worker_id=worker)
+    paginator, current = _page(_review_rows(queue), page, per_page)
+    items = [_review_out(a) for a in current]
+    return {"count": paginator.count, "page": page, "pages": paginator.num_pages, "items": items}
+
+
+@router.get(
+    "/projects/{slug}/assignments/{assignment_id}",
+    response={200: ReviewAssignmentOut, 403: ErrorOut, 404: ErrorOut},
+)
+def review_assignment(request: HttpRequest, slug: str, assignment_id: int) -> Any:
+    return _review_out(_project_assignment(request, slug, assignment_id))
+
+
+REVIEW_RESPONSES = {
+    200: ReviewAssignmentOut,
+    400: FieldErrorsOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    409: ErrorOut,
+}
+
+
+@router.post("/projects/{slug}/assignments/{assignment_id}/approve", response=REVIEW_RESPONSES)
+def review_approve(request: HttpRequest, slug: str, assignment_id: int, payload: ApproveIn) -> Any:
+    """Approves submitted work; the worker's reward is booked with the approval."""
+    assignment = _project_assignment(request, slug, assignment_id)
+    try:
+        crowd_services.review_approve(
+            assignment=assignment, reviewer=request.user, feedback=payload.feedback.strip()
+        )
+    except ValidationError as exc:
+        return _refused(exc)
+    return _review_out(_project_assignment(request, slug, assignment_id))
+
+
+@router.post("/projects/{slug}/assignments/{assignment_id}/reject", response=REVIEW_RESPONSES)
+def review_reject(request: HttpRequest, slug: str, assignment_id: int, payload: RejectIn) -> Any:
+    """Rejects submitted work with a canned reason; the HIT's slot re-opens for another
+    worker, and the worker reads `feedback` (or the reason's standard text)."""
+    assignment = _project_assignment(request, slug, assignment_id)
+    try:
+        crowd_services.review_reject(
+            assignment=assignment,
+            reviewer=request.user,
+            reason=payload.reason,
+            feedback=payload.feedback,
+        )
+    except ValidationError as exc:
+        return _refused(exc)
+    return _review_out(_project_assignment(request, slug, assignment_id))
+
+
+@router.post("/projects/{slug}/assignments/{assignment_id}/fix", response=REVIEW_RESPONSES)
+def review_fix(request: HttpRequest, slug: str, assignment_id: int, payload: FixIn) -> Any:
+    """Corrects captions' text (the worker's version is kept beside it), then approves."""
+    assignment = _project_assignment(request, slug, assignment_id)
+    try:
+        crowd_services.review_approve(
+            assignment=assignment,
+            reviewer=request.user,
+            feedback=payload.feedback.strip(),
+            fixes=payload.fixes,
+        )
+    except ValidationError as exc:
+        return _refused(exc)
+    return _review_out(_project_assignment(request, slug, assignment_id))
