@@ -29,6 +29,7 @@ from curation.models import Clip, Label
 from modeling.ml import retrieval
 from modeling.ml.data import CaptionItem
 from modeling.ml.features import FeatureCache, FeatureConfig
+from modeling.ml.keywords import KeywordVocabulary
 from modeling.ml.vocab import Vocabulary, tokenize
 
 ProgressFn = Callable[[int, int, str], None]
@@ -43,6 +44,8 @@ class ClipCaptions:
     labels: list[str]  # AudioSet mids
     audio: str  # storage name
     features: torch.Tensor | None = None
+    video: torch.Tensor | None = None  # (Tv, Fv) video features; Tv = 0 without a video
+    keyword_targets: torch.Tensor | None = None  # (N,) multi-hot keywords (MAAC)
 
 
 @dataclass
@@ -178,6 +181,30 @@ def attribute_words(
     return out
 
 
+def keyword_targets(train: SplitData, *, size: int) -> tuple[KeywordVocabulary, int]:
+    """MAAC's keyword vocabulary (the `size` most frequent nouns and verbs of the training
+    captions, POS-tagged and lemmatised by spaCy) and each training clip's multi-hot target,
+    set on the clip; returns the vocabulary and how many clips have no keyword at all."""
+    from postprocessing.nlp import PosPipelineUnavailable, pos_pipeline
+
+    try:
+        nlp = pos_pipeline()
+    except PosPipelineUnavailable as exc:
+        raise ValidationError(f"MAAC's keywords need POS tags: {exc}") from None
+    texts = [text for clip in train.clips for text in clip.texts]
+    tagged = [[(t.text, t.pos_, t.lemma_) for t in doc] for doc in nlp.pipe(texts, batch_size=256)]
+    try:
+        keywords = KeywordVocabulary.build(tagged, size=size)
+    except ValueError as exc:
+        raise ValidationError(f"Keyword vocabulary: {exc}.") from None
+    start = empty = 0
+    for clip in train.clips:
+        clip.keyword_targets = keywords.targets(tagged[start : start + len(clip.texts)])
+        start += len(clip.texts)
+        empty += int(clip.keyword_targets.sum() == 0)
+    return keywords, empty
+
+
 def caption_items(
     data: SplitData,
     vocab: Vocabulary,
@@ -200,6 +227,8 @@ def caption_items(
                     tokens=vocab.encode(tokenize(text)),
                     clip_id=str(clip.clip_id),
                     attributes=attribute_ids,
+                    video=clip.video,
+                    keyword_targets=clip.keyword_targets,
                 )
             )
     return items

@@ -29,7 +29,8 @@ from corpus.models import Snapshot
 from curation.models import Clip, Subset
 from modeling import datasets
 from modeling.ml import registry
-from modeling.ml.config import ConfigError, RunConfig, apply_overrides
+from modeling.ml.config import ConfigError, RunConfig, apply_overrides, train_preset
+from modeling.ml.config_av import MAACConfig
 from modeling.ml.features import FeatureConfig, feature_preset
 from modeling.models import Suggestion, TrainingRun
 
@@ -40,6 +41,10 @@ ProgressFn = Callable[..., None]
 # 64 mels) for every model, since the pretrained embedders of the papers (VGGish, YAMNet)
 # need weights these machines cannot download; the models' feature_dim follows them.
 DEFAULT_FEATURES = "act"
+# Training settings per model when not the trainer's defaults: MAAC trains in three stages
+# (keyword pre-training, captions, SCST); without the first its frozen keyword encoder would
+# stay random.
+DEFAULT_TRAIN_PRESETS = {"maac": "maac"}
 VALIDATION_METRICS = ("cider",)  # per epoch: CIDEr-D only (fast, no JVM start for METEOR)
 FINAL_METRICS = ("bleu", "meteor", "rouge", "cider", "spice")
 CURVE_LIMIT = 5000  # learning-curve rows kept in the row (oldest steps thinned out)
@@ -60,7 +65,10 @@ def run_spec(
     config, the others the RunConfig (`train.epochs=3`, `model.dropout=0.1`)."""
     try:
         registry.lookup(model_name)
-        run = registry.run_config(model_name, preset=preset)
+        train_name = DEFAULT_TRAIN_PRESETS.get(model_name)
+        run = registry.run_config(
+            model_name, preset=preset, train=train_preset(train_name) if train_name else None
+        )
         features = feature_preset(DEFAULT_FEATURES)
         feature_overrides = [o for o in overrides if o.strip().startswith("features.")]
         run_overrides = [o for o in overrides if not o.strip().startswith("features.")]
@@ -202,6 +210,10 @@ class _RunRecorder:
 
     def on_step(self, _trainer: Any, info: dict[str, Any]) -> None:
         row = {k: info[k] for k in ("step", "epoch", "loss", "lr")}
+        if info.get("stage", "caption") != "caption":
+            row["stage"] = info["stage"]
+        # the model's own per-step figures (MBP weights, SCST rewards)
+        row.update({k: v for k, v in (info.get("figures") or {}).items() if k not in row})
         self.run.learning_curve.append(row)
         self.run.steps = int(info["step"])
         self.progress(
@@ -286,6 +298,7 @@ def _score_split(
     beam_size: int = 1,
 ) -> Any:
     from corpus.evaluation import evaluate
+    from corpus.evaluation_services import evaluation_toolkit
 
     hypotheses = caption_clips_with(
         model, vocab, data.clips, beam_size=beam_size, attributes=attributes
@@ -294,7 +307,13 @@ def _score_split(
         str(clip.clip_id): (vocab.decode(hyps[0].tokens) if hyps else "") or "<empty>"
         for clip, hyps in zip(data.clips, hypotheses, strict=True)
     }
-    return evaluate(predictions=predictions, references=datasets.references(data), metrics=metrics)
+    # the workers' toolkit: its cache folder and its warm METEOR process
+    return evaluate(
+        predictions=predictions,
+        references=datasets.references(data),
+        metrics=metrics,
+        kit=evaluation_toolkit(),
+    )
 
 
 def run_execute(
@@ -335,6 +354,15 @@ def run_execute(
             attributes = {
                 cid: vocab.encode_words(words, limit=16) for cid, words in phrases.items()
             }
+        if isinstance(run_config.model, MAACConfig):
+            keywords, _ = datasets.keyword_targets(train_data, size=run_config.model.num_keywords)
+            # the corpus may have fewer keywords than asked for
+            model = dataclasses.replace(
+                run_config.model,
+                num_keywords=len(keywords),
+                top_k=min(run_config.model.top_k, len(keywords)),
+            )
+            run_config = dataclasses.replace(run_config, model=model)
         train_items = datasets.caption_items(train_data, vocab, attributes=phrases)
         val_data = splits.get("val") or splits.get("test")
         val_items = (
@@ -373,6 +401,7 @@ def run_execute(
             cancel=cancelled,
             feature_config=feature_config,
             resume_from=resume_from,
+            reward_fn=cider_reward(train_data, vocab) if run_config.train.scst_epochs else None,
         )
         recorder.flush(force=True)
         best = result.best_checkpoint or result.last_checkpoint
@@ -427,6 +456,21 @@ def run_execute(
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def cider_reward(data: datasets.SplitData, vocab: Any) -> Callable[..., list[float]]:
+    """The self-critical reward: CIDEr-D of each sampled caption against its clip's
+    references in `data`, with document frequencies over all of them (modeling.ml.cider,
+    pycocoevalcap's formula on the vocabulary's lower-cased, punctuation-free words)."""
+    from modeling.ml.cider import CiderD
+    from modeling.ml.vocab import tokenize
+
+    scorer = CiderD({str(c.clip_id): [tokenize(t) for t in c.texts] for c in data.clips})
+
+    def reward(captions: list[list[int]], clip_ids: list[str]) -> list[float]:
+        return scorer.scores([vocab.decode(words).split() for words in captions], clip_ids)
+
+    return reward
 
 
 def _device_text(device: torch.device) -> str:

@@ -200,6 +200,19 @@ class TrainConfig:
     # Length bucketing: sort captions by clip length inside pools of this many batches, so a
     # batch pads little while the order stays random between pools.
     bucket_batches: int = 50
+    # Epochs of the model's own pre-training stage before caption training (MAAC: the keyword
+    # encoder's BCE); 0 skips it. Only models with a ``pretrain_loss`` have such a stage.
+    pretrain_epochs: int = 0
+    # Learning rate of the pre-training stage (None: lr).
+    pretrain_lr: float | None = None
+    # Epochs of self-critical fine-tuning (modeling.ml.scst) after caption training, on the
+    # reward the caller supplies (CIDEr-D in the app); 0 skips it. Starts from the best
+    # caption-training weights.
+    scst_epochs: int = 0
+    # Learning rate of the self-critical stage (MAAC: 5e-5); decays per epoch like lr.
+    scst_lr: float = 5e-5
+    # Captions sampled per clip in the self-critical stage (each against the greedy baseline).
+    scst_samples: int = 1
 
 
 @dataclass

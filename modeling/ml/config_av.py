@@ -214,9 +214,18 @@ AV_MODEL_PRESETS: dict[str, dict[str, CaptionerConfig]] = {
 
 # Training presets of these papers, merged into TRAIN_PRESETS by the registry like the models'.
 AV_TRAIN_PRESETS: dict[str, TrainConfig] = {
-    # MAAC cross-entropy stage: Adam 3e-4, 30 epochs, batch 32, lr x 0.98 per epoch, smoothing.
+    # MAAC as one run: keyword-encoder pre-training (BCE), the cross-entropy stage (Adam 3e-4,
+    # 30 epochs, batch 32, lr x 0.98 per epoch, smoothing), then self-critical fine-tuning on
+    # CIDEr-D at 5e-5. The paper gives no epoch counts for the first and last stages; 10 each.
     "maac": TrainConfig(
-        lr=3e-4, epochs=30, batch_size=32, lr_decay_per_epoch=0.98, label_smoothing=0.1
+        lr=3e-4,
+        epochs=30,
+        batch_size=32,
+        lr_decay_per_epoch=0.98,
+        label_smoothing=0.1,
+        pretrain_epochs=10,
+        scst_epochs=10,
+        scst_lr=5e-5,
     ),
     # MAAC self-critical stage (modeling.ml.scst): Adam 5e-5, no smoothing (no targets).
     "maac_scst": TrainConfig(

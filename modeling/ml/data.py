@@ -2,7 +2,9 @@
 
 An item is one (clip, caption) pair; a clip with five reference captions gives five items that
 share ``clip_id`` and features. ``collate`` turns a list of items into the batch dict documented
-in ``modeling.ml.models.base`` (B clips, T frames, F feature size, L tokens, N attribute words).
+in ``modeling.ml.models.base`` (B clips, T frames, F feature size, L tokens, N attribute
+words), plus "video" / "video_lengths" when items carry video and "keyword_targets" when they
+carry keyword targets (see ``modeling.ml.config_av``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class CaptionItem:
     clip_id: str = ""  # groups the captions of one clip (1NN bank, evaluation references)
     attributes: list[int] = field(default_factory=list)  # attribute word ids (TopDown)
     mid_features: Tensor | None = None  # (T, F_mid), same T as features (TopDown, 2 levels)
+    # (Tv, Fv) video features of the clip (V-ACT, AV captioner); Tv = 0 for a clip without
+    # video. None: this item carries no video at all (audio-only models).
+    video: Tensor | None = None
+    keyword_targets: Tensor | None = None  # (N,) multi-hot keywords of the clip (MAAC)
 
     def __post_init__(self) -> None:
         where = f"item {self.clip_id!r}" if self.clip_id else "item"
@@ -38,6 +44,12 @@ class CaptionItem:
             raise ValueError(f"{where}: tokens must be <bos> ... <eos> ids")
         if self.mid_features is not None and self.mid_features.size(0) != self.features.size(0):
             raise ValueError(f"{where}: mid_features must have as many frames as features")
+        if self.video is not None and self.video.dim() != 2:
+            raise ValueError(f"{where}: video must be (Tv, Fv), got {tuple(self.video.shape)}")
+        if self.keyword_targets is not None and self.keyword_targets.dim() != 1:
+            raise ValueError(
+                f"{where}: keyword_targets must be (N,), got {tuple(self.keyword_targets.shape)}"
+            )
 
 
 class CaptionDataset(Dataset[CaptionItem]):
@@ -83,7 +95,34 @@ def collate(items: Sequence[CaptionItem]) -> dict[str, Tensor]:
         batch["mid_features"] = _pad([m.float() for m in mids if m is not None])
     elif any(m is not None for m in mids):
         raise ValueError("either every item or none has mid_features")
+    videos = [item.video for item in items]
+    if any(v is not None for v in videos):
+        batch["video"], batch["video_lengths"] = _pad_video(videos)
+    targets = [item.keyword_targets for item in items]
+    if all(t is not None for t in targets):
+        batch["keyword_targets"] = torch.stack([t.float() for t in targets if t is not None])
+    elif any(t is not None for t in targets):
+        raise ValueError("either every item or none has keyword_targets")
     return batch
+
+
+def collate_with_ids(items: Sequence[CaptionItem]) -> tuple[dict[str, Tensor], list[str]]:
+    """``collate`` plus the items' clip ids, for training stages that look up references."""
+    return collate(items), [item.clip_id for item in items]
+
+
+def _pad_video(videos: Sequence[Tensor | None]) -> tuple[Tensor, Tensor]:
+    """-> video (B, max(1, Tv), Fv) zero-padded, video_lengths (B,); an item without video
+    (None or Tv = 0) gets length 0 and an all-zero row."""
+    widths = {v.size(1) for v in videos if v is not None}
+    if len(widths) != 1:
+        raise ValueError(f"video features of one batch must share Fv, got sizes {sorted(widths)}")
+    lengths = torch.tensor([0 if v is None else v.size(0) for v in videos])
+    video = torch.zeros(len(videos), max(1, int(lengths.max())), widths.pop())
+    for row, v in enumerate(videos):
+        if v is not None and v.size(0):
+            video[row, : v.size(0)] = v.float()
+    return video, lengths
 
 
 class BucketBatchSampler(Sampler[list[int]]):

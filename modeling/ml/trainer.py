@@ -5,10 +5,24 @@ logits (B, L, V)`` (see ``modeling.ml.models.base``). The Django side supplies a
 (CIDEr-D from the evaluation module), a progress callback writing to the TrainingRun row and a
 cancel callable polling the Job; this module never imports them.
 
+Optional model hooks, used when present:
+
+- ``training_loss(batch, *, label_smoothing) -> (loss, figures)`` replaces the caption
+  cross-entropy (the AV captioner's MBP loss); ``figures`` (floats) go into the "step" event.
+- ``pretrain_loss(batch) -> loss`` is the model's own pre-training stage, run for
+  ``train.pretrain_epochs`` epochs over the clips before caption training (MAAC's keyword
+  encoder BCE on batch["keyword_targets"]).
+
+With ``train.scst_epochs`` a self-critical stage (``modeling.ml.scst``) follows caption training,
+starting from its best weights, on ``reward_fn(captions, clip_ids)`` supplied by the caller.
+The stages share one epoch counter (pre-training epochs first), the optimizer and checkpoints,
+so a cancelled run resumes in whichever stage it stopped.
+
 Events and their payloads (callbacks get ``(trainer, info)``)::
 
-    "train_start"  {"total_steps", "steps_per_epoch", "device", "resumed_from_step"}
-    "step"         {"step", "total_steps", "epoch", "loss", "lr"}     every log_every_steps
+    "train_start"  {"total_steps", "steps_per_epoch", "device", "resumed_from_step", "stages"}
+    "step"         {"step", "total_steps", "epoch", "loss", "lr", "stage", "figures"}
+                   every log_every_steps; figures: the model's or SCST's per-step figures
     "validation"   {"epoch", "step", "val_loss", "score", "improved"}
     "epoch_end"    the epoch's history row (see TrainResult.history)
     "checkpoint"   {"kind": "last" | "best", "path"}
@@ -30,21 +44,44 @@ from torch.utils.data import DataLoader
 
 from modeling.ml.checkpoint import read_checkpoint, save_checkpoint
 from modeling.ml.config import RunConfig, TrainConfig
-from modeling.ml.data import BucketBatchSampler, CaptionDataset, CaptionItem, collate
+from modeling.ml.data import (
+    BucketBatchSampler,
+    CaptionDataset,
+    CaptionItem,
+    collate,
+    collate_with_ids,
+)
 from modeling.ml.models.base import Batch, Captioner, caption_loss
 from modeling.ml.registry import build_model
+from modeling.ml.scst import scst_loss
 from modeling.ml.vocab import Vocabulary
 
 Callback = Callable[["Trainer", dict[str, Any]], None]
+# reward_fn(captions as word-id lists without <bos>/<eos>, the clip id of each) -> rewards.
+ClipRewardFn = Callable[[list[list[int]], list[str]], Sequence[float]]
+PRETRAIN, CAPTION, SCST = "pretrain", "caption", "scst"
 EVENTS = ("train_start", "step", "validation", "epoch_end", "checkpoint", "train_end")
 LAST, BEST = "last.pt", "best.pt"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A run of consecutive epochs trained the same way."""
+
+    name: str  # PRETRAIN, CAPTION or SCST
+    first_epoch: int  # global epoch index of its first epoch
+    epochs: int
+
+    @property
+    def end(self) -> int:
+        return self.first_epoch + self.epochs
 
 
 @dataclass
 class TrainResult:
     """What a run produced."""
 
-    # One row per completed epoch: epoch, step, train_loss, val_loss, score, lr, seconds.
+    # One row per completed epoch: epoch, stage, step, train_loss, val_loss, score, lr, seconds.
     history: list[dict[str, Any]]
     best_checkpoint: Path | None  # None when nothing was ever validated
     last_checkpoint: Path
@@ -74,6 +111,15 @@ def pick_device(name: str) -> torch.device:
     return device
 
 
+def clip_items(items: Sequence[CaptionItem]) -> list[CaptionItem]:
+    """One item per clip (its first caption): the pre-training and self-critical stages
+    learn per clip, not per reference caption."""
+    seen: dict[str, CaptionItem] = {}
+    for index, item in enumerate(items):
+        seen.setdefault(item.clip_id or f"#{index}", item)
+    return list(seen.values())
+
+
 def to_device(batch: Batch, device: torch.device) -> Batch:
     # non_blocking pairs with pin_memory: the copy overlaps with the previous step's compute.
     return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
@@ -96,9 +142,21 @@ class Trainer:
         cancel: Callable[[], bool] | None = None,
         feature_config: Any = None,
         run_config: RunConfig | None = None,
+        reward_fn: ClipRewardFn | None = None,
     ) -> None:
         if not train_items:
             raise ValueError("the training set is empty")
+        if config.pretrain_epochs > 0 and not hasattr(model, "pretrain_loss"):
+            raise ValueError(
+                f"train.pretrain_epochs={config.pretrain_epochs} but model '{model_name}' "
+                "has no pre-training stage"
+            )
+        if config.scst_epochs > 0 and reward_fn is None:
+            raise ValueError(
+                f"train.scst_epochs={config.scst_epochs} needs a reward function (reward_fn)"
+            )
+        if config.scst_samples < 1:
+            raise ValueError(f"train.scst_samples must be at least 1, got {config.scst_samples}")
         self.model = model
         self.model_name = model_name
         self.config = config
@@ -112,6 +170,7 @@ class Trainer:
         self.cancel = cancel or (lambda: False)
         self.feature_config = feature_config
         self.run_config = run_config
+        self.reward_fn = reward_fn
         self.device = pick_device(config.device)
         self.callbacks: dict[str, list[Callback]] = {event: [] for event in EVENTS}
         self.optimizer = self._make_optimizer() if model.trainable else None
@@ -130,19 +189,33 @@ class Trainer:
             shuffle=True,
             seed=config.seed,
         )
-        self.loader = DataLoader(
-            self.train_set,
-            batch_sampler=self.sampler,
-            collate_fn=collate,
-            num_workers=config.num_workers,
-            pin_memory=use_cuda,
-            persistent_workers=config.num_workers > 0,
-            # Each DataLoader iterator draws a seed from this generator; left to the global RNG,
-            # starting an epoch would shift dropout's random stream and break exact resume.
-            generator=torch.Generator().manual_seed(config.seed),
-        )
+        self.loader = self._loader(self.train_set, self.sampler)
         self.steps_per_epoch = len(self.sampler.batches())
         self.warmup_steps = round(config.warmup_epochs * self.steps_per_epoch)
+        self.stages = [
+            Stage(name, first, epochs)
+            for name, first, epochs in (
+                (PRETRAIN, 0, config.pretrain_epochs),
+                (CAPTION, config.pretrain_epochs, config.epochs),
+                (SCST, config.pretrain_epochs + config.epochs, config.scst_epochs),
+            )
+            if epochs > 0
+        ]
+        self.total_epochs = config.pretrain_epochs + config.epochs + config.scst_epochs
+        # The clip-level stages (pre-training, self-critical) see each clip once per epoch.
+        self.clip_set = self.clip_sampler = self.clip_loader = None
+        self.clip_steps_per_epoch = 0
+        if config.pretrain_epochs or config.scst_epochs:
+            self.clip_set = CaptionDataset(clip_items(self.train_set.items))
+            self.clip_sampler = BucketBatchSampler(
+                self.clip_set.lengths,
+                config.batch_size,
+                bucket_batches=config.bucket_batches,
+                shuffle=True,
+                seed=config.seed,
+            )
+            self.clip_loader = self._loader(self.clip_set, self.clip_sampler)
+            self.clip_steps_per_epoch = len(self.clip_sampler.batches())
         # Loop state; all of it goes into the "last" checkpoint so a resume is exact.
         self.state: dict[str, Any] = {
             "step": 0,
@@ -154,8 +227,33 @@ class Trainer:
             "bad_validations": 0,
             "plateau_bad": 0,
             "plateau_scale": 1.0,
+            "stage_step": 0,  # optimisation steps since the current stage began (warm-up)
             "history": [],
         }
+
+    def _loader(self, dataset: CaptionDataset, sampler: BucketBatchSampler) -> DataLoader:
+        use_cuda = self.device.type == "cuda"
+        return DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=collate_with_ids,
+            num_workers=self.config.num_workers,
+            pin_memory=use_cuda,
+            persistent_workers=self.config.num_workers > 0,
+            # Each DataLoader iterator draws a seed from this generator; left to the global RNG,
+            # starting an epoch would shift dropout's random stream and break exact resume.
+            generator=torch.Generator().manual_seed(self.config.seed),
+        )
+
+    def stage_of(self, epoch: int) -> Stage:
+        for stage in self.stages:
+            if stage.first_epoch <= epoch < stage.end:
+                return stage
+        raise ValueError(f"epoch {epoch} is outside the run's {self.total_epochs} epochs")
+
+    def _stage_steps(self, stage: Stage) -> int:
+        per_epoch = self.steps_per_epoch if stage.name == CAPTION else self.clip_steps_per_epoch
+        return stage.epochs * per_epoch
 
     # ------------------------------------------------------------------ callbacks
 
@@ -177,26 +275,61 @@ class Trainer:
         return kind(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
 
     def learning_rate(self, step: int, epoch: int) -> float:
-        """Linear warm-up over the first warmup steps, then per-epoch decay and plateau cuts."""
+        """Caption training: linear warm-up over the first warmup steps, then per-epoch decay
+        and plateau cuts (``step`` and ``epoch`` counted from the stage's start)."""
         cfg = self.config
         warm = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
         return cfg.lr * warm * cfg.lr_decay_per_epoch**epoch * self.state["plateau_scale"]
+
+    def stage_learning_rate(self, stage: Stage, epoch: int, stage_step: int) -> float:
+        """The learning rate of step ``stage_step`` of ``stage`` in global ``epoch``."""
+        cfg = self.config
+        in_stage = epoch - stage.first_epoch
+        if stage.name == CAPTION:
+            return self.learning_rate(stage_step, in_stage)
+        base = cfg.scst_lr if stage.name == SCST else (cfg.pretrain_lr or cfg.lr)
+        return base * cfg.lr_decay_per_epoch**in_stage * self.state["plateau_scale"]
 
     def _autocast(self) -> Any:
         if self.amp_dtype is None:
             return torch.autocast(self.device.type, enabled=False)
         return torch.autocast("cuda", dtype=self.amp_dtype)
 
-    def _train_step(self, batch: Batch) -> float:
+    def _loss(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[Any, dict]:
+        """This stage's loss on one batch, and the figures to log with it."""
+        model: Any = self.model
+        if stage.name == PRETRAIN:
+            return model.pretrain_loss(batch), {}
+        if stage.name == SCST:
+            assert self.reward_fn is not None
+            reward_fn = self.reward_fn
+
+            def reward(captions: list[list[int]], rows: list[int]) -> Sequence[float]:
+                return reward_fn(captions, [clip_ids[row] for row in rows])
+
+            out = scst_loss(
+                self.model,
+                batch,
+                reward,
+                max_length=self.vocab.max_length,
+                n_samples=self.config.scst_samples,
+            )
+            return out.loss, {"reward": out.sample_reward, "baseline_reward": out.baseline_reward}
+        smoothing = self.config.label_smoothing
+        if hasattr(model, "training_loss"):
+            loss, figures = model.training_loss(batch, label_smoothing=smoothing)
+            return loss, {k: float(v) for k, v in figures.items() if k != "loss"}
+        logits = self.model(batch)
+        return caption_loss(logits.float(), batch["tokens"], label_smoothing=smoothing), {}
+
+    def _train_step(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[float, dict]:
         assert self.optimizer is not None
-        lr = self.learning_rate(self.state["step"], self.state["epoch"])
+        lr = self.stage_learning_rate(stage, self.state["epoch"], self.state["stage_step"])
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with self._autocast():
-            logits = self.model(batch)
-            loss = caption_loss(
-                logits.float(), batch["tokens"], label_smoothing=self.config.label_smoothing
-            )
+            loss, figures = self._loss(stage, batch, clip_ids)
+            loss = loss.float()
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss is {loss.item()} at step {self.state['step']} "
@@ -209,7 +342,7 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return float(loss.detach())
+        return float(loss.detach()), figures
 
     @torch.no_grad()
     def validation_loss(self) -> float | None:
@@ -324,7 +457,8 @@ class Trainer:
         if resume_from is not None:
             self._resume(resume_from)
         cfg = self.config
-        total_steps = cfg.epochs * self.steps_per_epoch if self.model.trainable else 0
+        trainable = self.model.trainable
+        total_steps = sum(self._stage_steps(stage) for stage in self.stages) if trainable else 0
         self._emit(
             "train_start",
             {
@@ -332,23 +466,33 @@ class Trainer:
                 "steps_per_epoch": self.steps_per_epoch,
                 "device": str(self.device),
                 "resumed_from_step": self.state["step"],
+                "stages": [dataclasses.asdict(stage) for stage in self.stages],
             },
         )
-        if not self.model.trainable:
+        if not trainable:
             # 1NN: "training" is filling the bank; validate once so the run has a score.
             self._validate()
             return self._finish("completed")
 
-        while self.state["epoch"] < cfg.epochs:
+        while self.state["epoch"] < self.total_epochs:
             epoch = self.state["epoch"]
+            stage = self.stage_of(epoch)
+            if epoch == stage.first_epoch and self.state["batch_in_epoch"] == 0:
+                self._enter(stage)
             started = time.perf_counter()
-            self.sampler.set_epoch(epoch, skip=self.state["batch_in_epoch"])
+            caption_stage = stage.name == CAPTION
+            sampler = self.sampler if caption_stage else self.clip_sampler
+            loader = self.loader if caption_stage else self.clip_loader
+            assert sampler is not None
+            assert loader is not None
+            sampler.set_epoch(epoch, skip=self.state["batch_in_epoch"])
             self.model.train()
-            for batch in self.loader:
+            for batch, clip_ids in loader:
                 if self.cancel():
                     return self._finish("cancelled")
-                loss = self._train_step(to_device(batch, self.device))
+                loss, figures = self._train_step(stage, to_device(batch, self.device), clip_ids)
                 self.state["step"] += 1
+                self.state["stage_step"] += 1
                 self.state["batch_in_epoch"] += 1
                 self.state["epoch_loss_sum"] += loss
                 self.state["epoch_loss_count"] += 1
@@ -361,7 +505,11 @@ class Trainer:
                             "total_steps": total_steps,
                             "epoch": epoch,
                             "loss": loss,
-                            "lr": self.learning_rate(step - 1, epoch),
+                            "lr": self.stage_learning_rate(
+                                stage, epoch, self.state["stage_step"] - 1
+                            ),
+                            "stage": stage.name,
+                            "figures": figures,
                         },
                     )
                 if cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0:
@@ -373,24 +521,42 @@ class Trainer:
             self.state.update(
                 epoch=epoch + 1, batch_in_epoch=0, epoch_loss_sum=0.0, epoch_loss_count=0
             )
-            validated = (epoch + 1) % cfg.validate_every == 0 or epoch + 1 == cfg.epochs
+            in_stage = epoch + 1 - stage.first_epoch
+            validated = stage.name != PRETRAIN and (
+                in_stage % cfg.validate_every == 0 or epoch + 1 == stage.end
+            )
             info = self._validate() if validated else {"val_loss": None, "score": None}
+            # the rate of the epoch's last step, after any plateau cut this validation made
+            lr = self.stage_learning_rate(stage, epoch, self.state["stage_step"] - 1)
             row = {
                 "epoch": epoch + 1,
+                "stage": stage.name,
                 "step": self.state["step"],
                 "train_loss": train_loss,
                 "val_loss": info["val_loss"],
                 "score": info["score"],
-                "lr": self.learning_rate(self.state["step"] - 1, epoch),
+                "lr": lr,
                 "seconds": time.perf_counter() - started,
             }
             self.state["history"].append(row)
             self._emit("epoch_end", row)
-            self._save(LAST)
             patience = cfg.early_stopping_patience
-            if validated and patience is not None and self.state["bad_validations"] >= patience:
+            stop = validated and patience is not None and self.state["bad_validations"] >= patience
+            if stop and stage.name == CAPTION and cfg.scst_epochs > 0:
+                # caption training has converged: go on to the self-critical stage
+                self.state["epoch"], stop = stage.end, False
+            self._save(LAST)
+            if stop:
                 return self._finish("early_stopping")
         return self._finish("completed")
+
+    def _enter(self, stage: Stage) -> None:
+        """Start ``stage``: its own warm-up, patience and plateau; SCST from the best weights."""
+        self.state.update(stage_step=0, bad_validations=0, plateau_bad=0, plateau_scale=1.0)
+        best = self.out_dir / BEST
+        if stage.name == SCST and best.exists():
+            payload = read_checkpoint(best, map_location=self.device)
+            self.model.load_state_dict(payload["state_dict"], strict=True)
 
 
 def train(
@@ -405,6 +571,7 @@ def train(
     cancel: Callable[[], bool] | None = None,
     feature_config: Any = None,
     resume_from: str | Path | None = None,
+    reward_fn: ClipRewardFn | None = None,
 ) -> TrainResult:
     """Build ``run.model_name`` for ``vocab``, train it on ``train_items`` and return the result.
 
@@ -426,6 +593,7 @@ def train(
         cancel=cancel,
         feature_config=feature_config,
         run_config=run,
+        reward_fn=reward_fn,
     )
     for event, fns in (callbacks or {}).items():
         for fn in fns:

@@ -46,6 +46,60 @@ def test_mid_features_must_be_on_every_item_or_none():
         collate([with_mid, _item(2, 1)])
 
 
+def _video_item(video: torch.Tensor | None, targets: list[float] | None = None) -> CaptionItem:
+    return CaptionItem(
+        torch.ones(2, 3),
+        [BOS_ID, 7, EOS_ID],
+        video=video,
+        keyword_targets=torch.tensor(targets) if targets is not None else None,
+    )
+
+
+def test_collate_pads_video_and_gives_a_clip_without_video_length_zero():
+    batch = collate(
+        [
+            _video_item(torch.full((3, 4), 2.0)),
+            _video_item(torch.zeros(0, 4)),
+            _video_item(None),
+            _video_item(torch.full((1, 4), 5.0)),
+        ]
+    )
+    assert batch["video"].shape == (4, 3, 4)
+    assert batch["video_lengths"].tolist() == [3, 0, 0, 1]
+    assert batch["video"][1:3].abs().sum() == 0
+    assert batch["video"][3, 1:].abs().sum() == 0
+    assert batch["video"][3, 0].tolist() == [5.0] * 4
+
+
+def test_collate_keeps_one_empty_video_slot_when_no_clip_has_video():
+    batch = collate([_video_item(torch.zeros(0, 4)), _video_item(torch.zeros(0, 4))])
+    assert batch["video"].shape == (2, 1, 4)
+    assert batch["video_lengths"].tolist() == [0, 0]
+
+
+def test_collate_without_video_adds_no_video_keys():
+    assert "video" not in collate([_item(2, 1)])
+
+
+def test_video_features_of_different_sizes_are_refused():
+    with pytest.raises(ValueError, match="must share Fv"):
+        collate([_video_item(torch.ones(2, 4)), _video_item(torch.ones(2, 5))])
+
+
+def test_collate_stacks_keyword_targets():
+    batch = collate([_video_item(None, [1.0, 0.0, 1.0]), _video_item(None, [0.0, 1.0, 0.0])])
+    assert batch["keyword_targets"].tolist() == [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
+    with pytest.raises(ValueError, match="every item or none has keyword_targets"):
+        collate([_video_item(None, [1.0, 0.0, 1.0]), _video_item(None)])
+
+
+def test_video_and_keyword_targets_must_have_their_shapes():
+    with pytest.raises(ValueError, match=r"video must be \(Tv, Fv\)"):
+        _video_item(torch.ones(4))
+    with pytest.raises(ValueError, match=r"keyword_targets must be \(N,\)"):
+        CaptionItem(torch.ones(2, 3), [BOS_ID, EOS_ID], keyword_targets=torch.ones(2, 2))
+
+
 def test_sampler_yields_every_index_once_per_epoch():
     sampler = BucketBatchSampler(list(range(1, 24)), 4, bucket_batches=2)
     indices = [i for batch in sampler for i in batch]

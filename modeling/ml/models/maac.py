@@ -203,6 +203,10 @@ class MAACCaptioner(Captioner):
             )
         return F.binary_cross_entropy_with_logits(self.keyword_logits(batch), targets)
 
+    def pretrain_loss(self, batch: Batch) -> Tensor:
+        """The trainer's pre-training stage (``train.pretrain_epochs``): ``keyword_loss``."""
+        return self.keyword_loss(batch)
+
     def _keyword_encoder_outputs(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
         features, lengths = batch["features"], batch["feature_lengths"]
         if not self.config.freeze_keyword_encoder:
