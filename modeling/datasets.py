@@ -11,6 +11,7 @@ training clip.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 import zipfile
@@ -30,9 +31,11 @@ from modeling.ml import retrieval
 from modeling.ml.data import CaptionItem
 from modeling.ml.features import FeatureCache, FeatureConfig
 from modeling.ml.keywords import KeywordVocabulary
+from modeling.ml.video import VideoConfig, VideoFeatureCache
 from modeling.ml.vocab import Vocabulary, tokenize
 
 ProgressFn = Callable[[int, int, str], None]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -140,6 +143,43 @@ def attach_features(
                 progress(done, total, f"features {done:,}/{total:,}")
         data.clips = kept
     return dropped
+
+
+def video_cache(config: VideoConfig) -> VideoFeatureCache:
+    return VideoFeatureCache(Path(settings.FEATURE_CACHE_DIR), config)
+
+
+def clip_video(cache: VideoFeatureCache, name: str) -> torch.Tensor:
+    """The video features of a clip's stored video hint `name`; (0, Fv) without one.
+    Raises ValueError naming the file when ffmpeg cannot decode it."""
+    if not name:
+        return cache.empty()
+    with local_file(name) as path:
+        return cache.get_or_compute(path)
+
+
+def attach_video(
+    splits: dict[str, SplitData], config: VideoConfig, *, progress: ProgressFn
+) -> dict[str, int]:
+    """Fills every clip's video features from its video hint (Clip.video), cached by the
+    video file's hash and the config. A clip without a video, or whose video cannot be
+    decoded, gets an empty video (the models read only its audio); both are counted."""
+    cache = video_cache(config)
+    clips = [clip for data in splits.values() for clip in data.clips]
+    names = dict(Clip.objects.filter(pk__in=[c.clip_id for c in clips]).values_list("pk", "video"))
+    counts = {"with_video": 0, "without_video": 0, "unreadable_video": 0}
+    for done, clip in enumerate(clips, start=1):
+        try:
+            clip.video = clip_video(cache, names.get(clip.clip_id) or "")
+        except ValueError as exc:
+            log.warning("clip %s: %s; training on its audio alone", clip.clip_id, exc)
+            clip.video = cache.empty()
+            counts["unreadable_video"] += 1
+        else:
+            counts["with_video" if clip.video.size(0) else "without_video"] += 1
+        if done % 50 == 0 or done == len(clips):
+            progress(done, len(clips), f"video {done:,}/{len(clips):,}")
+    return counts
 
 
 def label_names(splits: dict[str, SplitData]) -> dict[str, str]:

@@ -32,6 +32,7 @@ from modeling.ml import registry
 from modeling.ml.config import ConfigError, RunConfig, apply_overrides, train_preset
 from modeling.ml.config_av import MAACConfig
 from modeling.ml.features import FeatureConfig, feature_preset
+from modeling.ml.video import ENCODERS, VideoConfig
 from modeling.models import Suggestion, TrainingRun
 
 log = logging.getLogger(__name__)
@@ -57,27 +58,62 @@ def _no_progress(*_: Any, **__: Any) -> None:
 # Configuration -------------------------------------------------------------------------
 
 
+def _sections(overrides: Sequence[str]) -> dict[str, list[str]]:
+    """`key=value` overrides by section: "features" and "video" (their prefix removed),
+    "run" for the rest."""
+    out: dict[str, list[str]] = {"features": [], "video": [], "run": []}
+    for item in overrides:
+        head = item.strip().split(".", 1)[0]
+        if head in ("features", "video"):
+            out[head].append(item.strip().removeprefix(f"{head}."))
+        else:
+            out["run"].append(item)
+    return out
+
+
+def _with_video(model: Any, video: VideoConfig) -> Any:
+    """The model config reading what `video` produces: raw frames through its trainable
+    frame CNN, or the encoder's features; room for the most video rows a clip can have."""
+    if video.encoder == "frames":
+        model = dataclasses.replace(model, video_frame_size=video.size)
+        rows = video.max_frames
+    else:
+        model = dataclasses.replace(model, video_frame_size=0, video_dim=video.feature_dim)
+        per_chunk = ENCODERS[video.encoder][3]
+        rows = -(-video.max_frames // video.chunk_frames) if per_chunk else video.max_frames
+    for field in ("max_video_frames", "max_video_tokens"):
+        if hasattr(model, field):
+            model = dataclasses.replace(model, **{field: max(getattr(model, field), rows)})
+    return model
+
+
 def run_spec(
     *, model_name: str, preset: str = "small", overrides: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The stored config of a run: {"run": RunConfig as a dict, "features": FeatureConfig
-    as a dict}. `overrides` are `key=value` strings: `features.*` keys set the feature
-    config, the others the RunConfig (`train.epochs=3`, `model.dropout=0.1`)."""
+    as a dict} and, for models that read video, "video": VideoConfig as a dict.
+    `overrides` are `key=value` strings: `features.*` keys set the feature config,
+    `video.*` the video config, the others the RunConfig (`train.epochs=3`,
+    `model.dropout=0.1`)."""
+    sections = _sections(overrides)
     try:
         registry.lookup(model_name)
         train_name = DEFAULT_TRAIN_PRESETS.get(model_name)
         run = registry.run_config(
             model_name, preset=preset, train=train_preset(train_name) if train_name else None
         )
-        features = feature_preset(DEFAULT_FEATURES)
-        feature_overrides = [o for o in overrides if o.strip().startswith("features.")]
-        run_overrides = [o for o in overrides if not o.strip().startswith("features.")]
-        features = apply_overrides(
-            features, [o.strip().removeprefix("features.") for o in feature_overrides]
-        )
-        run = apply_overrides(run, run_overrides)
+        features = apply_overrides(feature_preset(DEFAULT_FEATURES), sections["features"])
+        run = apply_overrides(run, sections["run"])
         # the model reads the features it is given, whatever its paper used
         model = dataclasses.replace(run.model, feature_dim=features.n_features)
+        video = None
+        if registry.uses_video(model_name):
+            video = apply_overrides(VideoConfig(), sections["video"])
+            model = _with_video(model, video)
+        elif sections["video"]:
+            raise ValidationError(
+                f"Model {model_name} reads no video; drop {', '.join(sections['video'])}."
+            )
         if hasattr(model, "max_caption_length"):
             # room for the longest caption the vocabulary keeps, plus <bos> and <eos>
             longest = run.vocab.max_length + 2
@@ -87,7 +123,10 @@ def run_spec(
         run = dataclasses.replace(run, model=model)
     except (ConfigError, KeyError, ValueError) as exc:
         raise ValidationError(str(exc)) from None
-    return {"run": dataclasses.asdict(run), "features": features.to_dict()}
+    spec = {"run": dataclasses.asdict(run), "features": features.to_dict()}
+    if video is not None:
+        spec["video"] = video.to_dict()
+    return spec
 
 
 def _configs(run: TrainingRun) -> tuple[RunConfig, FeatureConfig]:
@@ -95,6 +134,11 @@ def _configs(run: TrainingRun) -> tuple[RunConfig, FeatureConfig]:
         registry.run_config_from_dict(run.config["run"]),
         FeatureConfig.from_dict(run.config["features"]),
     )
+
+
+def _video_config(run: TrainingRun) -> VideoConfig | None:
+    data = run.config.get("video")
+    return VideoConfig.from_dict(data) if data is not None else None
 
 
 # Starting, cancelling, resuming --------------------------------------------------------
@@ -251,6 +295,7 @@ def _batch_of(clips: Sequence[datasets.ClipCaptions], attributes: dict[int, list
             tokens=[BOS_ID, EOS_ID],
             clip_id=str(clip.clip_id),
             attributes=attributes.get(clip.clip_id, []),
+            video=clip.video,
         )
         for clip in clips
     ]
@@ -337,6 +382,12 @@ def run_execute(
         progress(0, 1, "reading the snapshot")
         splits = datasets.snapshot_splits(run.snapshot)
         dropped = datasets.attach_features(splits, feature_config, progress=progress)
+        video_config = _video_config(run)
+        video_counts = (
+            datasets.attach_video(splits, video_config, progress=progress)
+            if video_config is not None
+            else {}
+        )
         train_data = splits.get("train", datasets.SplitData())
         vocab = datasets.build_vocabulary(
             train_data,
@@ -445,6 +496,7 @@ def run_execute(
             locked.finished_at = timezone.now()
             locked.save()
         locked.dropped_clips = dropped  # type: ignore[attr-defined]
+        locked.video_counts = video_counts  # type: ignore[attr-defined]
         return locked
     except Exception as exc:
         TrainingRun.objects.filter(pk=run.pk).update(
@@ -501,6 +553,7 @@ def run_execute_job(*, job: Job, progress: ProgressFn, run_id: int, resume: bool
         "best_score": finished.best_score,
         "metrics": finished.metrics,
         "dropped_clips_without_audio": getattr(finished, "dropped_clips", {}),
+        "video": getattr(finished, "video_counts", {}),
     }
 
 
@@ -544,6 +597,9 @@ def clips_caption(
         checkpoint = load_checkpoint(local, map_location=device)
     model, vocab = checkpoint.model.to(device), checkpoint.vocab
     cache = datasets.feature_cache(feature_config)
+    video_config = _video_config(run)
+    video_cache = datasets.video_cache(video_config) if video_config is not None else None
+    videos = dict(Clip.objects.filter(pk__in=[r[0] for r in rows]).values_list("pk", "video"))
     stored = 0
     total = len(rows)
     progress(0, total, f"captioning {total:,} clip(s)")
@@ -553,11 +609,15 @@ def clips_caption(
         for pk, audio, sha in chunk:
             with datasets.local_file(audio) as path:
                 features = cache.get_or_compute(path, sha or None)
-            group.append(
-                datasets.ClipCaptions(
-                    clip_id=pk, texts=[], labels=[], audio=audio, features=features
-                )
+            clip = datasets.ClipCaptions(
+                clip_id=pk, texts=[], labels=[], audio=audio, features=features
             )
+            if video_cache is not None:
+                try:
+                    clip.video = datasets.clip_video(video_cache, videos.get(pk) or "")
+                except ValueError:  # an undecodable hint: caption from the audio alone
+                    clip.video = video_cache.empty()
+            group.append(clip)
         hypotheses = caption_clips_with(model, vocab, group, beam_size=beam_size, device=device)
         now = timezone.now()
         suggestions = []

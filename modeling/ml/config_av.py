@@ -29,8 +29,12 @@ class VACTConfig(ACTConfig):
     decoder over video alone (no audio encoder is built).
     """
 
-    # Fv: size of one precomputed video feature frame (S3D's 1024-d chunk embedding).
+    # Fv: size of one precomputed video feature frame (S3D's 1024-d chunk embedding); with
+    # video_frame_size > 0, the size the trainable frame CNN maps each frame to.
     video_dim: int = 1024
+    # 0: batch["video"] holds precomputed features. S > 0: it holds raw S x S RGB frames
+    # (modeling.ml.video "frames", 3 S^2 values in [0, 1]) encoded by a trainable FrameCNN.
+    video_frame_size: int = 0
     # Trainable frame encoder over the precomputed video features: 0 is the paper's single
     # linear layer to d; n > 0 adds n Transformer encoder blocks after it (for features that
     # were not produced by a strong pretrained video encoder).
@@ -98,8 +102,12 @@ class AVConfig(CaptionerConfig):
     # Audio Transformer blocks and heads (12 and 12).
     audio_layers: int = 12
     audio_heads: int = 12
-    # Fv: size of one video token feature (Video Swin: 1024-d).
+    # Fv: size of one video token feature (Video Swin: 1024-d); with video_frame_size > 0,
+    # the size the trainable frame CNN maps each frame to.
     video_dim: int = 1024
+    # 0: batch["video"] holds precomputed tokens. S > 0: it holds raw S x S RGB frames
+    # (modeling.ml.video "frames", 3 S^2 values in [0, 1]) encoded by a trainable FrameCNN.
+    video_frame_size: int = 0
     # Longest video in tokens (8 x 7 x 7 = 392); sizes the video position embedding.
     max_video_tokens: int = 392
     # Cross-modal encoder: "merged" (eq. 9), "cross" (eq. 10), "global_cross" (eq. 11) or

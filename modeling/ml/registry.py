@@ -80,6 +80,11 @@ def lookup(name: str) -> tuple[type[Captioner], type[CaptionerConfig]]:
         raise UnknownModelError(f"unknown model '{name}' (known models: {known})") from None
 
 
+def uses_video(name: str) -> bool:
+    """Whether model ``name`` reads video (batch["video"])."""
+    return lookup(name)[0].uses_video
+
+
 def model_config(
     name: str,
     data: CaptionerConfig | Mapping[str, Any] | None = None,

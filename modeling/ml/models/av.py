@@ -19,7 +19,7 @@ not have; only the current-caption task (BOS1, our <bos>) is trained.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,7 @@ from modeling.ml.config_av import AVConfig
 from modeling.ml.mbp import ModalityBalancer
 from modeling.ml.models.adaava import cross_attend
 from modeling.ml.models.base import Batch, Captioner, Memory, State, caption_loss, lengths_to_mask
+from modeling.ml.video import FrameCNN
 from modeling.ml.vocab import PAD_ID
 
 FusionKind = Literal["merged", "cross", "global_cross", "local_global"]
@@ -252,6 +253,7 @@ class AVCaptioner(Captioner):
     """Audio Transformer + video tokens -> cross-modal encoder -> Transformer decoder."""
 
     config: AVConfig
+    uses_video: ClassVar[bool] = True
 
     def __init__(self, config: AVConfig) -> None:
         super().__init__()
@@ -260,6 +262,10 @@ class AVCaptioner(Captioner):
         if config.fusion not in ("merged", "cross", "global_cross", "local_global"):
             raise ValueError(f"unknown fusion {config.fusion!r}")
         self.audio_encoder = AudioTransformer(config)
+        # raw frames: a trainable CNN per frame first (no pretrained video encoder)
+        self.video_frames = (
+            FrameCNN(config.video_frame_size, config.video_dim) if config.video_frame_size else None
+        )
         self.video_project = nn.Linear(config.video_dim, d)
         self.audio_position = nn.Parameter(torch.zeros(1, self.audio_encoder.max_tokens, d))
         self.video_position = nn.Parameter(torch.zeros(1, config.max_video_tokens, d))
@@ -322,6 +328,8 @@ class AVCaptioner(Captioner):
                 f"max_video_tokens={self.config.max_video_tokens}"
             )
         video_mask = lengths_to_mask(batch["video_lengths"], video_in.size(1))
+        if self.video_frames is not None:
+            video_in = self.video_frames(video_in, video_mask)
         video = self.video_project(video_in.masked_fill(~video_mask.unsqueeze(-1), 0.0))
         return {"audio": audio, "audio_mask": audio_mask, "video": video, "video_mask": video_mask}
 

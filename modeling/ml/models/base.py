@@ -17,7 +17,7 @@ A batch is a dict (see ``modeling.ml.data.collate``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +46,9 @@ class Captioner(nn.Module):
     """
 
     config: CaptionerConfig
+    # Whether the model reads batch["video"] / "video_lengths" (the data glue attaches video
+    # features only then).
+    uses_video: ClassVar[bool] = False
 
     def forward(self, batch: Batch) -> Tensor:
         """Teacher-forced next-word logits (B, L, V) for batch["tokens"] (B, L)."""

@@ -27,6 +27,7 @@ from modeling.ml.config_av import VACTConfig
 from modeling.ml.models.act import PatchEncoder
 from modeling.ml.models.adaava import AdaAVADecoderLayer
 from modeling.ml.models.base import Batch, Captioner, Memory, State, lengths_to_mask
+from modeling.ml.video import FrameCNN
 from modeling.ml.vocab import PAD_ID
 
 Fusion = Literal["adaava_audio", "adaava_video", "concat", "video_only"]
@@ -38,6 +39,10 @@ class VideoEncoder(nn.Module):
     def __init__(self, config: VACTConfig) -> None:
         super().__init__()
         d = config.decoder_dim
+        # raw frames: a trainable CNN per frame first (no pretrained video encoder)
+        self.frames = (
+            FrameCNN(config.video_frame_size, config.video_dim) if config.video_frame_size else None
+        )
         self.project = nn.Linear(config.video_dim, d)  # "linear to d = 512"
         self.blocks: nn.TransformerEncoder | None = None
         if config.video_layers > 0:
@@ -62,6 +67,8 @@ class VideoEncoder(nn.Module):
         if video.dim() != 3:
             raise ValueError(f"video must be (B, Tv, Fv), got shape {tuple(video.shape)}")
         mask = lengths_to_mask(lengths, video.size(1))
+        if self.frames is not None:
+            video = self.frames(video, mask)
         x = self.project(video.masked_fill(~mask.unsqueeze(-1), 0.0))
         if self.blocks is not None:
             if video.size(1) > self.max_frames:
@@ -80,6 +87,7 @@ class VACTCaptioner(Captioner):
 
     config: VACTConfig
     fusion: ClassVar[Fusion] = "adaava_audio"
+    uses_video: ClassVar[bool] = True
 
     def __init__(self, config: VACTConfig) -> None:
         super().__init__()
