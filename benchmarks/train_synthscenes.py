@@ -62,7 +62,13 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (0: torch's default)"
+    )
     args = parser.parse_args()
+    if args.threads:
+        # on a busy 2-core machine one thread avoids intra-op threads spinning on each other
+        torch.set_num_threads(args.threads)
 
     device = pick_device(args.device)
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
