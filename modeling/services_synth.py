@@ -36,16 +36,18 @@ def synthscenes_make(
     test: int,
     seed: int = 0,
     train_captions: int = 2,
+    video: bool = True,
     progress: ProgressFn = _no_progress,
 ) -> dict[str, Any]:
     """Generates `train + val + test` SynthScenes (scene i of set `seed`), imports them as
     clips at the project's sample rate through `clips_import_local` (with their AudioSet
-    labels), builds the hand-picked subset `synthscenes-<seed>-<train>-<val>-<test>` with
-    those splits, and imports reference captions: 5 per val/test clip, `train_captions`
-    per train clip, with external ids `synth-<seed>-<i>#<n>`.
+    labels and, with `video`, each scene's short MP4 as the clip's video hint), builds the
+    hand-picked subset `synthscenes-<seed>-<train>-<val>-<test>` with those splits, and
+    imports reference captions: 5 per val/test clip, `train_captions` per train clip, with
+    external ids `synth-<seed>-<i>#<n>`.
 
     Idempotent: running it again with the same arguments changes nothing; clips already
-    present (same audio) are reused.
+    present (same audio) are reused as they are (with or without their video).
     """
     from annotation.models import Caption
     from curation.models import Label, Subset, SubsetClip
@@ -94,15 +96,24 @@ def synthscenes_make(
                 )
             )
             paths = [synthscenes.write_scene(tmp, scene) for scene in scenes]
+            videos = (
+                {
+                    path.name: synthscenes.write_scene_video(tmp, scene)
+                    for path, scene in zip(paths, scenes, strict=True)
+                }
+                if video
+                else {}
+            )
             result = clips_import_local(
                 paths=paths,
                 labels={path.name: scene.mids for path, scene in zip(paths, scenes, strict=True)},
+                videos=videos,
                 sample_rate=rate,
             )
             clip_ids += result["clip_ids"]
             created += result["created"]
             scene_captions += [(scene.name, scene.captions) for scene in scenes]
-            for path in paths:
+            for path in [*paths, *videos.values()]:
                 Path(path).unlink()
             progress(
                 start + len(scenes), total, f"imported {start + len(scenes)} of {total} scenes"
@@ -188,6 +199,7 @@ def synthscenes_make_job(
     test: int,
     seed: int = 0,
     train_captions: int = 2,
+    video: bool = True,
 ) -> dict[str, Any]:
     if job.project is None:
         raise ValidationError("SynthScenes are made for a project.")
@@ -198,5 +210,6 @@ def synthscenes_make_job(
         test=test,
         seed=seed,
         train_captions=train_captions,
+        video=video,
         progress=progress,
     )

@@ -11,6 +11,7 @@ from core.models import Job, Project
 from curation.models import Clip, Subset, SubsetClip
 from curation.services import ontology_import
 from modeling.ml import synthscenes
+from modeling.ml.video import VideoConfig, read_frames
 from modeling.services_synth import synthscenes_make
 from tests.conftest import FIXTURES
 
@@ -87,3 +88,22 @@ def test_it_refuses_bad_counts(project: Project, ontology: None) -> None:
     with pytest.raises(CommandError, match="train_captions must be 1 to 5"):
         make("--train", "1", "--train-captions", "7")
     assert not Clip.objects.exists()
+
+
+def test_each_clip_keeps_its_scenes_video(project: Project, ontology: None) -> None:
+    make("--train", "2", "--seed", "4")
+    for clip in Clip.objects.all():
+        index = int(clip.original_name.removesuffix(".wav").rsplit("-", 1)[1])
+        assert clip.video.name.endswith(".mp4")
+        frames = read_frames(
+            clip.video.path,
+            VideoConfig(fps=synthscenes.VIDEO_FPS, size=synthscenes.VIDEO_SIZE, max_frames=100),
+        )
+        rendered = synthscenes.render_video(synthscenes.generate_scene(4, index))
+        assert frames.shape == rendered.shape
+        assert abs(frames.astype(int) - rendered.astype(int)).mean() < 3
+
+
+def test_scenes_can_be_made_without_video(project: Project, ontology: None) -> None:
+    make("--train", "2", "--seed", "4", "--no-video")
+    assert all(not clip.video for clip in Clip.objects.all())

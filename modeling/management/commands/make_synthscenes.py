@@ -23,6 +23,12 @@ class Command(JobCommand):
         parser.add_argument(
             "--train-captions", type=int, default=2, help="captions per train clip (1-5)"
         )
+        parser.add_argument(
+            "--no-video",
+            action="store_false",
+            dest="video",
+            help="store no video hint with the scenes (by default each gets its short MP4)",
+        )
 
     def handle(
         self,
@@ -33,6 +39,7 @@ class Command(JobCommand):
         test: int,
         seed: int,
         train_captions: int,
+        video: bool = True,
         **options: Any,
     ) -> None:
         try:
@@ -47,6 +54,7 @@ class Command(JobCommand):
                 "test": test,
                 "seed": seed,
                 "train_captions": train_captions,
+                "video": video,
             },
             label=f"SynthScenes seed {seed}: {train}/{val}/{test} scenes",
             project=target,
