@@ -326,6 +326,10 @@ def assignment_submit(
                 Caption(assignment=assignment, clip_id=clip_id, text=text, created_at=now)
                 for clip_id, text in texts.items()
             )
+            # edit distances to the suggestions shown (edit mode), flag checks on commit
+            from active.services import assignment_submitted
+
+            assignment_submitted(assignment=assignment)
     if late:
         raise ValidationError("The time allotted for this HIT ran out; it went back to the pool.")
     return assignment

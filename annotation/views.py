@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from active.services import presuggested_texts
 from annotation import rules, services
 from annotation.forms import BatchForm, BatchStateForm, ClipReportForm
 from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, VideoHintView
@@ -68,7 +69,9 @@ def work_claim(request: HttpRequest) -> HttpResponse:
 def assignment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_for(request, pk)
     saved = {c.clip_id: c.text for c in assignment.captions.all()}
-    return _render_assignment(request, assignment, texts=saved, errors={})
+    # an edit-mode batch starts each box from the model's suggestion (never a blind one)
+    texts = {**presuggested_texts(assignment=assignment), **saved}
+    return _render_assignment(request, assignment, texts=texts, errors={})
 
 
 def _render_assignment(

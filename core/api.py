@@ -16,6 +16,7 @@ from ninja import NinjaAPI, Router, Schema
 from ninja.responses import Status
 from ninja.security import HttpBearer, SessionAuth
 
+from active.api import router as active_router
 from annotation.api import router as annotation_router
 from core import services
 from core.models import Job, Membership, Project
@@ -138,3 +139,4 @@ api.add_router("/", evaluation_router)  # /api/projects/{slug}/evaluations…
 api.add_router("/", corpus_router)  # /api/projects/{slug}/snapshots…, …/statistics
 api.add_router("/", modeling_router)  # /api/projects/{slug}/runs…
 api.add_router("/", annotation_router)  # /api/projects/{slug}/batches…, /api/work/…
+api.add_router("/", active_router)  # /api/projects/{slug}/active…, …/batches/{id}/active

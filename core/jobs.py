@@ -62,6 +62,19 @@ JOB_KINDS: dict[str, JobKind] = {
     "clips_caption": JobKind(
         "Suggest captions for clips", "modeling.services.clips_caption_job", "gpu"
     ),
+    "batch_rank": JobKind("Rank a batch's HITs", "active.services.batch_rank_job", "default"),
+    "captions_flag": JobKind(
+        "Check captions for disagreement", "active.services.assignment_flag_job", "text"
+    ),
+    "batch_flag": JobKind(
+        "Check a batch's captions for disagreement", "active.services.batch_flag_job", "text"
+    ),
+    "active_retrain": JobKind(
+        "Retrain and promote if better", "active.services.retrain_execute_job", "gpu"
+    ),
+    "active_suggest": JobKind(
+        "Suggest captions for the project and re-rank", "active.services.project_suggest_job", "gpu"
+    ),
 }
 
 

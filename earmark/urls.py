@@ -18,4 +18,5 @@ urlpatterns = [
     path("", include("postprocessing.urls")),
     path("", include("corpus.urls")),
     path("", include("modeling.urls")),
+    path("", include("active.urls")),
 ]

@@ -1,0 +1,191 @@
+"""Active-learning API (mounted on /api/ by core.api): a batch's strategy, scores and flag
+rate; promotion decisions; retrains; learning curves.
+
+As on the pages: a project you are not in is a 404; researchers and reviewers read;
+researchers change things.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest
+from ninja import Router, Schema
+from ninja.errors import HttpError
+from ninja.responses import Status
+
+from active import services
+from active.models import ClipScore, PromotionDecision, Retrain
+from annotation.models import Batch
+from core.models import Project, Role
+from core.schemas import ErrorOut
+from core.services import require_role
+
+router = Router(tags=["active learning"])
+
+READ = (Role.RESEARCHER, Role.REVIEWER)
+WRITE = (Role.RESEARCHER,)
+
+
+class BatchActiveIn(Schema):
+    strategy: str
+    presuggest: str = "blind"
+    seed: int | None = None
+
+
+class ClipScoreOut(Schema):
+    clip_id: int
+    rank: int
+    score: float | None
+    priority: float
+    details: dict[str, Any]
+
+
+class BatchActiveOut(Schema):
+    batch: int
+    strategy: str
+    presuggest: str
+    seed: int
+    ranked_at: datetime | None
+    ranked_with_run: int | None
+    flags: dict[str, Any]
+    edits: dict[str, Any]
+    scores: list[ClipScoreOut]
+
+
+class DecisionOut(Schema):
+    id: int
+    run: int
+    incumbent: int | None
+    metric: str
+    run_score: float | None
+    incumbent_score: float | None
+    promoted: bool
+    reason: str
+    created_at: datetime
+
+
+class RetrainOut(Schema):
+    id: int
+    trigger: str
+    reason: str
+    approved_captions: int
+    job_id: int | None
+    run_id: int | None
+    created_at: datetime
+
+
+class CurveIn(Schema):
+    label: str
+    metric: str = "CIDEr-D"
+    curves: dict[str, list[dict[str, Any]]]
+
+
+def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
+    project = Project.objects.filter(slug=slug).first()
+    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
+        raise HttpError(404, "No such project.")
+    try:
+        require_role(project, request.user, *roles)
+    except PermissionDenied:
+        raise HttpError(403, "Your role in this project does not allow that.") from None
+    return project
+
+
+def _batch(project: Project, batch_id: int) -> Batch:
+    batch = Batch.objects.filter(project=project, pk=batch_id).first()
+    if batch is None:
+        raise HttpError(404, f"No batch #{batch_id} in this project.")
+    return batch
+
+
+def _batch_out(batch: Batch) -> dict[str, Any]:
+    config = services.batch_config(batch=batch)
+    return {
+        "batch": batch.pk,
+        "strategy": config.strategy,
+        "presuggest": config.presuggest,
+        "seed": config.seed,
+        "ranked_at": config.ranked_at,
+        "ranked_with_run": config.ranked_with_id,
+        "flags": services.batch_flag_rate(batch=batch),
+        "edits": services.edit_stats(batch=batch),
+        "scores": list(ClipScore.objects.filter(batch=batch).order_by("rank")),
+    }
+
+
+@router.get("/projects/{slug}/batches/{batch_id}/active", response=BatchActiveOut)
+def batch_active(request: HttpRequest, slug: str, batch_id: int) -> Any:
+    return _batch_out(_batch(_project(request, slug, *READ), batch_id))
+
+
+@router.post(
+    "/projects/{slug}/batches/{batch_id}/active", response={200: BatchActiveOut, 400: ErrorOut}
+)
+def batch_active_set(request: HttpRequest, slug: str, batch_id: int, body: BatchActiveIn) -> Any:
+    batch = _batch(_project(request, slug, *WRITE), batch_id)
+    try:
+        services.batch_configure(
+            batch=batch,
+            user=request.user,
+            strategy=body.strategy,
+            presuggest=body.presuggest,
+            seed=body.seed,
+        )
+    except ValidationError as exc:
+        return Status(400, {"detail": "; ".join(exc.messages)})
+    return _batch_out(batch)
+
+
+@router.get("/projects/{slug}/active/decisions", response=list[DecisionOut])
+def decisions(request: HttpRequest, slug: str) -> Any:
+    project = _project(request, slug, *READ)
+    return [
+        {
+            "id": d.pk,
+            "run": d.run_id,
+            "incumbent": d.incumbent_id,
+            "metric": d.metric,
+            "run_score": d.run_score,
+            "incumbent_score": d.incumbent_score,
+            "promoted": d.promoted,
+            "reason": d.reason,
+            "created_at": d.created_at,
+        }
+        for d in PromotionDecision.objects.filter(project=project)[:200]
+    ]
+
+
+@router.get("/projects/{slug}/active/retrains", response=list[RetrainOut])
+def retrains(request: HttpRequest, slug: str) -> Any:
+    project = _project(request, slug, *READ)
+    return list(Retrain.objects.filter(project=project)[:200])
+
+
+@router.post("/projects/{slug}/active/retrains", response={202: RetrainOut})
+def retrain_start(request: HttpRequest, slug: str) -> Any:
+    project = _project(request, slug, *WRITE)
+    retrain = services.retrain_start(
+        project=project,
+        trigger=Retrain.Trigger.MANUAL,
+        reason=f"API call by {request.user.get_username()}",
+        user=request.user,
+    )
+    return Status(202, retrain)
+
+
+@router.get("/projects/{slug}/active/curve", response=list[dict[str, Any]])
+def curve(request: HttpRequest, slug: str) -> Any:
+    return services.curve_series(project=_project(request, slug, *READ))
+
+
+@router.post("/projects/{slug}/active/curve", response={201: dict[str, int], 400: ErrorOut})
+def curve_import(request: HttpRequest, slug: str, body: CurveIn) -> Any:
+    project = _project(request, slug, *WRITE)
+    try:
+        n = services.curve_import(project=project, user=request.user, data=body.dict())
+    except ValidationError as exc:
+        return Status(400, {"detail": "; ".join(exc.messages)})
+    return Status(201, {"points": n})

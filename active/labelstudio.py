@@ -1,0 +1,265 @@
+"""Label Studio ML-backend endpoints, so a Label Studio project can use a project's
+suggesting model: point Label Studio's "Model" setting at
+`https://<earmark>/labelstudio/<project slug>` with basic auth (any user name, an Earmark API
+token as the password) or send `Authorization: Bearer <token>`.
+
+The shapes follow label-studio-ml-backend's server (label_studio_ml/api.py):
+
+    GET  /health   -> {"status": "UP", "model_class": "EarmarkCaptioner"}
+    POST /setup    {"project": "<id>.<ts>", "schema": "<View>…</View>", …}
+                   -> {"model_version": "earmark-run-<id>"}
+    POST /predict  {"tasks": [{"id", "data": {…}}], "label_config": "…", "project": …}
+                   -> {"results": [{"result": [{"from_name", "to_name", "type": "textarea",
+                        "value": {"text": ["a dog barks"]}}], "score": 0.71,
+                        "model_version": "earmark-run-<id>"}, …]}   (one per task, in order)
+    POST /webhook  {"action": "START_TRAINING" | "ANNOTATION_CREATED" | …, "project": {…}}
+                   -> 201 {"result": {…}, "status": "ok"}; other actions 200
+                   {"status": "Unknown event"}
+
+A task names its Earmark clip by `data.clip_id` (or `data.earmark_clip_id`), or by an audio
+URL of Earmark's (`…/clips/<id>/audio`). A task whose clip has no suggestion gets an empty
+result. `fit` (the webhook) only enqueues a debounced retrain; it never trains inline.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from typing import Any
+from xml.etree import ElementTree
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from active import services
+from active.models import Retrain
+from core.models import Project, Role
+from core.services import api_token_authenticate, require_role
+from curation.models import Clip
+from modeling.models import Suggestion
+
+MODEL_CLASS = "EarmarkCaptioner"
+TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATION_DELETED", "START_TRAINING")
+MAX_CONFIG_CHARS = 200_000
+MAX_TASKS = 1000
+AUDIO_URL = re.compile(r"/clips/(\d+)/audio")
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _error(status: int, message: str) -> JsonResponse:
+    response = JsonResponse({"status": "error", "error": message}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Basic realm="Earmark API token"'
+    return response
+
+
+def _token(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() in ("bearer", "token") and value.strip():
+        return value.strip()
+    if scheme.lower() == "basic" and value.strip():
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2] or None
+    return None
+
+
+def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
+    raw = _token(request)
+    user = api_token_authenticate(raw=raw) if raw else None
+    if user is None:
+        raise Refused(
+            401, "Authenticate with an Earmark API token (Bearer, or basic auth password)."
+        )
+    project = Project.objects.filter(slug=slug).first()
+    if project is None or (project.role_of(user) is None and not user.is_staff):
+        raise Refused(404, "No such project.")
+    try:
+        require_role(project, user, *roles)
+    except PermissionDenied:
+        raise Refused(403, "Your role in this project does not allow that.") from None
+    request.user = user
+    return project
+
+
+def _json(request: HttpRequest) -> dict[str, Any]:
+    try:
+        data = json.loads(request.body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise Refused(400, f"The request body is not JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise Refused(400, "The request body must be a JSON object.")
+    return data
+
+
+def textarea_names(label_config: str) -> tuple[str, str]:
+    """(from_name, to_name) of the labelling config's first TextArea control."""
+    if not label_config:
+        return "caption", "audio"
+    if len(label_config) > MAX_CONFIG_CHARS or "<!DOCTYPE" in label_config.upper():
+        raise Refused(400, "The label config is too long or declares a DOCTYPE.")
+    try:
+        root = ElementTree.fromstring(label_config)
+    except ElementTree.ParseError as exc:
+        raise Refused(400, f"The label config is not valid XML: {exc}.") from None
+    for element in root.iter():
+        if element.tag.lower() == "textarea":
+            name, to_name = element.get("name"), element.get("toName")
+            if not name or not to_name:
+                raise Refused(400, "The label config's TextArea needs name and toName.")
+            return name, to_name
+    raise Refused(400, "The label config has no TextArea control to put captions in.")
+
+
+def _clip_id(task: Any) -> int | None:
+    data = task.get("data") if isinstance(task, dict) else None
+    if not isinstance(data, dict):
+        return None
+    for key in ("clip_id", "earmark_clip_id"):
+        value = data.get(key)
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return int(value)
+    for value in data.values():
+        if isinstance(value, str) and (match := AUDIO_URL.search(value)):
+            return int(match.group(1))
+    return None
+
+
+def model_version(project: Project) -> str:
+    run = services.promoted_run(project)
+    return f"earmark-run-{run.pk}" if run else "earmark-none"
+
+
+def _confidence(suggestion: Suggestion) -> float:
+    """The per-token probability of the caption: exp of its length-normalised beam score."""
+    best = suggestion.hypotheses[0] if suggestion.hypotheses else {}
+    value = best.get("score")
+    if value is None:
+        value = suggestion.log_prob
+    return round(min(1.0, math.exp(float(value))), 6)
+
+
+def predictions(project: Project, tasks: list[Any], label_config: str) -> list[dict[str, Any]]:
+    from_name, to_name = textarea_names(label_config)
+    version = model_version(project)
+    run = services.promoted_run(project)
+    wanted = [_clip_id(t) for t in tasks]
+    ids = [c for c in wanted if c is not None]
+    # only clips of this project, never another project's
+    allowed = set(
+        Clip.objects.filter(pk__in=ids, subsets__project=project).values_list("pk", flat=True)
+    )
+    found = {
+        s.clip_id: s
+        for s in (Suggestion.objects.filter(run=run, clip_id__in=allowed) if run else [])
+    }
+    out = []
+    for clip_id in wanted:
+        suggestion = found.get(clip_id) if clip_id is not None else None
+        if suggestion is None:
+            out.append({"result": [], "score": 0.0, "model_version": version})
+            continue
+        out.append(
+            {
+                "result": [
+                    {
+                        "from_name": from_name,
+                        "to_name": to_name,
+                        "type": "textarea",
+                        "value": {"text": [suggestion.text]},
+                    }
+                ],
+                "score": _confidence(suggestion),
+                "model_version": version,
+            }
+        )
+    return out
+
+
+def _endpoint(view: Any) -> Any:
+    def wrapped(request: HttpRequest, slug: str) -> JsonResponse:
+        try:
+            return view(request, slug)
+        except Refused as exc:
+            return _error(exc.status, str(exc))
+
+    wrapped.__name__ = view.__name__
+    wrapped.__doc__ = view.__doc__
+    return csrf_exempt(wrapped)
+
+
+@_endpoint
+@require_GET
+def health(request: HttpRequest, slug: str) -> JsonResponse:
+    _project(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    return JsonResponse({"status": "UP", "model_class": MODEL_CLASS})
+
+
+@_endpoint
+@require_POST
+def setup(request: HttpRequest, slug: str) -> JsonResponse:
+    project = _project(request, slug, Role.RESEARCHER)
+    data = _json(request)
+    textarea_names(str(data.get("schema") or ""))
+    return JsonResponse({"model_version": model_version(project)})
+
+
+@_endpoint
+@require_POST
+def predict(request: HttpRequest, slug: str) -> JsonResponse:
+    project = _project(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    data = _json(request)
+    tasks = data.get("tasks")
+    if not isinstance(tasks, list):
+        raise Refused(400, '"tasks" must be a list of Label Studio tasks.')
+    if len(tasks) > MAX_TASKS:
+        raise Refused(400, f"At most {MAX_TASKS} tasks per request ({len(tasks)} sent).")
+    label_config = str(data.get("label_config") or "")
+    return JsonResponse({"results": predictions(project, tasks, label_config)})
+
+
+@_endpoint
+@require_POST
+def webhook(request: HttpRequest, slug: str) -> JsonResponse:
+    project = _project(request, slug, Role.RESEARCHER)
+    data = _json(request)
+    event = data.get("action")
+    if event not in TRAIN_EVENTS:
+        return JsonResponse({"status": "Unknown event"}, status=200)
+    if event == "START_TRAINING":
+        retrain = services.retrain_start(
+            project=project,
+            trigger=Retrain.Trigger.LABEL_STUDIO,
+            reason="Label Studio START_TRAINING",
+            user=request.user,
+        )
+        result = {"retrain": retrain.pk, "job": retrain.job_id}
+    else:
+        # annotations in Label Studio: retrain only when the corpus grew enough
+        config = services.project_config(project=project)
+        approved = services.approved_caption_count(project)
+        due, why = services.retrain_due(config=config, approved=approved, now=timezone.now())
+        result = {"retrain": None, "reason": why}
+        if due:
+            retrain = services.retrain_start(
+                project=project,
+                trigger=Retrain.Trigger.LABEL_STUDIO,
+                reason=f"Label Studio {event}: {why}",
+                user=request.user,
+            )
+            result = {"retrain": retrain.pk, "job": retrain.job_id, "reason": why}
+    return JsonResponse({"result": result, "status": "ok"}, status=201)

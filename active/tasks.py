@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="active.tasks.retrain_watch")
+def retrain_watch() -> list[int]:
+    from active.services import retrain_watch as watch
+
+    return [retrain.pk for retrain in watch()]

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from active import labelstudio, views
+
+P = "projects/<slug:slug>/"
+LS = "labelstudio/<slug:slug>/"
+
+urlpatterns = [
+    path(P + "active/", views.loop, name="active_loop"),
+    path(P + "active/retrain/", views.retrain, name="active_retrain"),
+    path(
+        P + "active/runs/<int:run_id>/promote-if-better/",
+        views.promote_if_better,
+        name="active_promote_if_better",
+    ),
+    path(P + "active/curve/", views.curve, name="active_curve"),
+    path(P + "batches/<int:pk>/active/", views.batch_configure, name="active_batch_configure"),
+    path(P + "batches/<int:pk>/active/flag/", views.batch_flag, name="active_batch_flag"),
+    # Label Studio's ML backend protocol; the base URL to give Label Studio is LS
+    path(LS + "health", labelstudio.health, name="labelstudio_health"),
+    path(LS + "setup", labelstudio.setup, name="labelstudio_setup"),
+    path(LS + "predict", labelstudio.predict, name="labelstudio_predict"),
+    path(LS + "webhook", labelstudio.webhook, name="labelstudio_webhook"),
+]

@@ -1,0 +1,149 @@
+"""Disagreement flags: crafted captions fire the model, consensus and word-hint checks,
+clean ones do not; flags carry their evidence, land in the review queue first, and the
+batch reports its flag rate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from active.models import FlagCheck
+from active.services import batch_flag_rate, captions_flag
+from annotation.models import Assignment, Batch, Caption
+from annotation.services import assignment_submit, hit_claim
+from core.models import Job
+from crowd.models import Flag
+from crowd.services import review_queue
+from curation.models import Clip
+from modeling.models import TrainingRun
+from tests.active.conftest import hint, suggest
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+DOG = ["a dog barks loudly", "a dog barks twice nearby", "a small dog is barking", "dogs bark"]
+
+
+def _caption(batch: Batch, clip: Clip, worker: Any, text: str) -> Caption:
+    """A submitted caption of `worker` for `clip` (its own HIT)."""
+    assignment = Assignment.objects.create(
+        hit=batch.hits.get(hit_clips__clip=clip),
+        worker=worker,
+        state=Assignment.State.SUBMITTED,
+        deadline="2100-01-01T00:00Z",
+        submitted_at="2000-01-02T00:00Z",
+        accepted_at="2000-01-01T00:00Z",
+    )
+    return Caption.objects.create(assignment=assignment, clip=clip, text=text)
+
+
+@pytest.fixture
+def dog_clip(batch: Batch, clips: list[Clip]) -> Clip:
+    """A clip hinted "dog" with three agreeing captions, and others giving CIDEr-D a corpus."""
+    clip = clips[0]
+    hint(clip, "dog", "Bark")
+    for i, text in enumerate(DOG[:3]):
+        _caption(batch, clip, make_user(f"w{i}"), text)
+    for clip_other, text in zip(
+        clips[1:], ["rain falls on a tin roof", "a siren wails", "a man speaks"], strict=True
+    ):
+        _caption(batch, clip_other, make_user(f"o{clip_other.pk}"), text)
+    return clip
+
+
+def _flags(caption: Caption) -> list[str]:
+    return sorted(f.evidence["kind"] for f in Flag.objects.filter(caption=caption))
+
+
+def test_a_caption_disagreeing_with_the_others_and_the_hints_is_flagged(
+    batch: Batch, dog_clip: Clip, ann: Any
+) -> None:
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+
+    result = captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+
+    assert result == {"checked": 1, "flagged": 1}
+    assert _flags(odd) == ["consensus", "hints"]
+    consensus = Flag.objects.get(caption=odd, evidence__kind="consensus")
+    assert consensus.reason == "Disagrees with the clip's other captions"
+    assert consensus.evidence["other_captions"] == 3
+    assert consensus.evidence["leave_one_out_cider_d"] < consensus.evidence["threshold"]
+    assert FlagCheck.objects.get(caption=odd).kinds == ["consensus", "hints"]
+
+
+def test_a_caption_far_from_a_confident_suggestion_is_flagged(
+    batch: Batch, clips: list[Clip], dog_clip: Clip, promoted: TrainingRun, ann: Any
+) -> None:
+    suggest(promoted, clips[1], "rain falls on a roof", entropy=0.2)
+    odd = _caption(batch, clips[1], ann, "a dog barks twice")
+
+    captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+
+    flag = Flag.objects.get(caption=odd, evidence__kind="model")
+    assert flag.evidence["suggestion"] == "rain falls on a roof"
+    assert flag.evidence["run"] == promoted.pk
+
+
+def test_a_clean_caption_is_checked_and_not_flagged(
+    batch: Batch, dog_clip: Clip, promoted: TrainingRun, ann: Any
+) -> None:
+    suggest(promoted, dog_clip, "a dog barks loudly", entropy=0.2)
+    clean = _caption(batch, dog_clip, ann, "a dog barks loudly twice")
+
+    assert captions_flag(captions=Caption.objects.filter(pk=clean.pk), project=batch.project) == {
+        "checked": 1,
+        "flagged": 0,
+    }
+    assert not Flag.objects.filter(caption=clean).exists()
+    assert FlagCheck.objects.get(caption=clean).kinds == []
+
+
+def test_checking_twice_does_not_flag_twice(batch: Batch, dog_clip: Clip, ann: Any) -> None:
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+    captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+    again = captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+    assert again == {"checked": 0, "flagged": 0}
+    assert Flag.objects.filter(caption=odd).count() == 2
+
+
+def test_the_batch_reports_its_flag_rate(batch: Batch, dog_clip: Clip, ann: Any) -> None:
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+    captions_flag(
+        captions=Caption.objects.filter(assignment__hit__batch=batch), project=batch.project
+    )
+
+    rate = batch_flag_rate(batch=batch)
+
+    assert rate["checked"] == Caption.objects.filter(assignment__hit__batch=batch).count() == 7
+    assert rate["flagged"] >= 1
+    assert rate["rate"] == pytest.approx(rate["flagged"] / 7)
+    assert rate["by_kind"]["consensus"] >= 1
+    assert FlagCheck.objects.get(caption=odd).batch == batch
+
+
+def test_flagged_work_comes_first_in_the_review_queue(
+    batch: Batch, dog_clip: Clip, ann: Any
+) -> None:
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+    captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+    assert review_queue(project=batch.project).first() == odd.assignment
+
+
+def test_submitting_queues_the_check_and_the_job_flags(
+    batch: Batch, dog_clip: Clip, ann: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from core.services import job_run
+
+    assignment = hit_claim(worker=ann, batch=batch)  # equal priorities: the oldest HIT
+    assert assignment.hit.hit_clips.get().clip == dog_clip
+    with django_capture_on_commit_callbacks(execute=False):
+        assignment_submit(
+            assignment=assignment, worker=ann, captions={dog_clip.pk: "a siren wails far away"}
+        )
+    job = Job.objects.get(kind="captions_flag")
+    assert job.params == {"assignment_id": assignment.pk}
+    job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert job.result == {"checked": 1, "flagged": 1}
