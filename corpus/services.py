@@ -1026,11 +1026,94 @@ def statistics_compute(
         data = _with_pos(data, texts)
     else:
         data = {**data, "pos": None, "pos_unavailable": "not computed (asked without POS)"}
+    data = _with_analytics(data, texts, _clip_texts(project, snapshot))
     progress(2, 3, "storing")
     record = CorpusStatistics(project=project, snapshot=snapshot, data=data, job=job)
     record.save()
     progress(3, 3, "done")
     return record
+
+
+def _clip_texts(project: Project, snapshot: Snapshot | None) -> Callable[[], Iterator[Any]]:
+    """(clip id, caption) pairs of the live corpus or of a JSON-lines snapshot (the other
+    formats carry no clip ids: nothing)."""
+
+    def pairs() -> Iterator[tuple[int, str]]:
+        if snapshot is None:
+            for split in Split.values:
+                with _export_reads():
+                    yield from ((row.clip_id, row.raw) for row in _split_rows(project, split))
+        elif snapshot.format == Snapshot.Format.JSONL:
+            with zipfile.ZipFile(snapshot.archive.open("rb")) as archive:
+                for entry in snapshot.files:
+                    with archive.open(str(entry["path"])) as raw:
+                        for line in raw:
+                            record = json.loads(line)
+                            yield int(record["clip_id"]), str(record["text"])
+
+    return pairs
+
+
+def _with_analytics(
+    data: dict[str, Any],
+    texts: Callable[[], Iterator[str]],
+    clip_texts: Callable[[], Iterator[Any]],
+) -> dict[str, Any]:
+    """ARS (with an image-caption word-frequency table, ARS_IMAGE_WORD_FREQUENCIES) and SCR
+    (with speech transcripts, SCR_TRANSCRIPTS), each only when its input exists; otherwise
+    the reason is kept for the page."""
+    from django.conf import settings
+
+    from corpus import analytics
+
+    table = getattr(settings, "ARS_IMAGE_WORD_FREQUENCIES", "")
+    if not table:
+        data = {**data, "ars": None, "ars_unavailable": "no image-caption word-frequency table"}
+    else:
+        nlp, reason = _pos_pipeline()
+        if nlp is None:
+            data = {**data, "ars": None, "ars_unavailable": reason}
+        else:
+            try:
+                image = analytics.lemmatise_table(analytics.read_word_frequencies(table), nlp)
+            except analytics.AnalyticsInputError as exc:
+                data = {**data, "ars": None, "ars_unavailable": str(exc)}
+            else:
+                captions = analytics.content_lemmas(texts(), nlp)
+                ars = analytics.audio_relevance(captions, image)
+                data = {**data, "ars": {**ars, "table": Path(table).name}}
+    source = getattr(settings, "SCR_TRANSCRIPTS", "")
+    if not source:
+        return {**data, "scr": None, "scr_unavailable": "no speech transcripts"}
+    try:
+        transcripts = _transcripts_by_clip(Path(source))
+    except ValidationError as exc:
+        return {**data, "scr": None, "scr_unavailable": "; ".join(exc.messages)}
+    scr = analytics.corpus_speech_coverage(clip_texts(), transcripts)
+    if not scr["captions"]:
+        return {**data, "scr": None, "scr_unavailable": "no caption's clip has a transcript"}
+    return {**data, "scr": {**scr, "transcripts": Path(source).name}}
+
+
+def _transcripts_by_clip(path: Path) -> dict[int, str]:
+    """A JSON object {clip key: transcript}; a key is a clip's id, YouTube id or original
+    file name."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"{path.name}: cannot read the transcripts ({exc})") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise ValidationError(f"{path.name}: expected a JSON object of clip -> transcript text")
+    out: dict[int, str] = {}
+    ids = {int(k) for k in raw if k.isdigit()}
+    for pk in Clip.objects.filter(pk__in=ids).values_list("pk", flat=True):
+        out[pk] = raw[str(pk)]
+    names = [k for k in raw if not k.isdigit()]
+    for pk, youtube_id in Clip.objects.filter(youtube_id__in=names).values_list("pk", "youtube_id"):
+        out.setdefault(pk, raw[youtube_id])
+    for pk, name in Clip.objects.filter(original_name__in=names).values_list("pk", "original_name"):
+        out.setdefault(pk, raw[name])
+    return out
 
 
 def _snapshot_texts(snapshot: Snapshot) -> Iterator[str]:
@@ -1069,6 +1152,8 @@ def statistics_compute_job(
         "vocabulary": every.get("vocabulary", 0),
         "nouns": pos.get("nouns"),
         "pos_unavailable": record.data.get("pos_unavailable", ""),
+        "ars": (record.data.get("ars") or {}).get("mean"),
+        "scr": (record.data.get("scr") or {}).get("mean"),
     }
 
 

