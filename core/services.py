@@ -124,6 +124,9 @@ def api_token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, st
     return token, raw
 
 
+TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
+
+
 def api_token_authenticate(*, raw: str) -> Any | None:
     token = (
         ApiToken.objects.select_related("user")
@@ -132,7 +135,11 @@ def api_token_authenticate(*, raw: str) -> Any | None:
     )
     if token is None:
         return None
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    # To the minute is enough for the tokens page; a script calling in a loop would
+    # otherwise write and commit this row on every request.
+    if token.last_used_at is None or now - token.last_used_at >= TOKEN_TOUCH_INTERVAL:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token.user
 
 

@@ -505,10 +505,12 @@ def test_it_lists_the_workers_own_assignments_and_summary(world: World, abe: Any
 
 
 def test_a_worker_submits_captions(world: World, ann: Any) -> None:
-    response = _work(login(ann), "submit", world)
+    client = login(ann)
+    response = _work(client, "submit", world)
     assert response.status_code == 200, response.content
     assert response.json()["state"] == "submitted"
-    assert [c["caption"] for c in response.json()["clips"]] == [CAPTION]
+    mine = client.get(f"/api/work/assignments/{world.assignment.pk}").json()
+    assert [c["caption"] for c in mine["clips"]] == [CAPTION]
     world.assignment.refresh_from_db()
     assert world.assignment.state == Assignment.State.SUBMITTED
     assert world.assignment.captions.get().text == CAPTION

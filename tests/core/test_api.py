@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -73,6 +74,19 @@ def test_it_records_when_a_token_was_last_used(project: Project, alice: Any) -> 
     assert response.status_code == 200
     token.refresh_from_db()
     assert token.last_used_at is not None
+
+
+def test_it_records_a_tokens_use_at_most_once_a_minute(project: Project, alice: Any) -> None:
+    token, raw = api_token_create(user=alice, name="script")
+    recent = timezone.now() - timedelta(seconds=30)
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=recent)
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at == recent
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=recent - timedelta(minutes=1))
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at > recent
 
 
 def test_it_rejects_a_revoked_token(project: Project, alice: Any) -> None:

@@ -1,0 +1,512 @@
+"""Load test of the annotation API: simulated workers loop claim → submit against gunicorn
+and PostgreSQL.
+
+Usage:
+  .venv/bin/python benchmarks/load_claim_submit.py [--clips 50000] [--levels 1,10,50,100]
+      [--duration 30] [--gunicorn-workers 4] [--database earmark_load]
+      [--server postgres://postgres@127.0.0.1:5432] [--keep-database]
+
+It (re)creates a private PostgreSQL database (`--database`, dropped at the end unless
+--keep-database), migrates it, seeds `--clips` fetched clips in one published batch
+(AudioCaps validation style: 5 captions per clip, 1 clip per HIT) and one annotator with an
+API token per simulated worker, starts gunicorn on 127.0.0.1 with the production settings
+(DEBUG off), then for each concurrency level runs that many asyncio workers (httpx), each
+looping POST /api/work/claim → POST /api/work/assignments/{id}/submit with no think time
+for `--duration` seconds (a loop in flight at the deadline finishes).
+
+Prints per level: loops/s, latency percentiles of the whole loop and of each request,
+errors, the load generator's CPU share; then checks the database: no worker on a clip
+twice, no HIT over-filled (assignments holding a slot ≤ max, and `taken` equal to them),
+no caption of a worker on a clip twice, and one submitted assignment per loop counted.
+
+With no think time, Little's law ties the numbers: loop latency ≈ workers / (loops/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTIONS = (
+    "a dog barks while cars pass by in the distance",
+    "a man speaks softly as birds chirp nearby",
+    "water trickles steadily and a door creaks open",
+    "an engine idles loudly then revs up twice",
+    "rain falls on a roof while thunder rumbles far away",
+)
+
+
+@dataclass
+class Level:
+    workers: int
+    loops: int = 0
+    no_work: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    loop_ms: list[float] = field(default_factory=list)
+    claim_ms: list[float] = field(default_factory=list)
+    submit_ms: list[float] = field(default_factory=list)
+    elapsed: float = 0.0
+    client_cpu: float = 0.0
+    server_cpu: float = 0.0  # gunicorn workers
+    database_cpu: float = 0.0  # PostgreSQL backends serving them
+    load_before: float = 0.0
+    load_after: float = 0.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 10) - 1]
+
+
+# Setup ------------------------------------------------------------------------------------
+
+
+def _recreate_database(server: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _drop_database(server: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _django(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def _seed(*, clips: int, workers: int, captions_per_clip: int) -> tuple[int, list[str]]:
+    """One published batch over `clips` fetched clips; returns its id and one API token
+    per worker."""
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from annotation.services import batch_publish
+    from core.models import Role
+    from core.services import api_token_create, membership_add, project_create
+    from curation.models import Clip, Split, Subset, SubsetClip
+
+    users = get_user_model().objects
+    boss = users.create_user("researcher")
+    project = project_create(name="Load test", slug="load", created_by=boss)
+    rows = Clip.objects.bulk_create(
+        (
+            Clip(
+                source=Clip.Source.YOUTUBE,
+                youtube_id=f"ld{i:09d}",
+                start_seconds=Decimal(0),
+                end_seconds=Decimal(10),
+                status=Clip.Status.READY,
+                audio="clips/audio/load.wav",
+            )
+            for i in range(clips)
+        ),
+        batch_size=5000,
+    )
+    subset = Subset.objects.create(project=project, name="Load", slug="load")
+    SubsetClip.objects.bulk_create(
+        (SubsetClip(subset=subset, clip=c, split=Split.VAL) for c in rows), batch_size=5000
+    )
+    batch = batch_publish(
+        subset=subset,
+        split=Split.VAL,
+        name="Load",
+        captions_per_clip=captions_per_clip,
+        clips_per_hit=1,
+        reward_cents=5,
+        time_allotted=timedelta(hours=1),
+        lifetime=timedelta(days=7),
+        created_by=boss,
+    )
+    tokens = []
+    people = users.bulk_create(users.model(username=f"w{i:04d}") for i in range(workers))
+    for person in people:
+        membership_add(project=project, user=person, role=Role.ANNOTATOR)
+        tokens.append(api_token_create(user=person, name="load")[1])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return batch.pk, tokens
+
+
+def _start_gunicorn(args: argparse.Namespace, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    command = [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "earmark.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{args.port}",
+        "--workers",
+        str(args.gunicorn_workers),
+        "--worker-class",
+        args.worker_class,
+        "--threads",
+        str(args.threads),
+        "--backlog",
+        "2048",
+        "--log-level",
+        "warning",
+    ]
+    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env})
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"gunicorn exited with {server.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{args.port}/api/openapi.json").status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    server.terminate()
+    raise SystemExit("gunicorn did not answer within 60 s")
+
+
+# CPU accounting ---------------------------------------------------------------------------
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+def _children(pid: int) -> list[int]:
+    pids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        pids += [int(p) for p in (task / "children").read_text().split()]
+    return pids
+
+
+class Meter:
+    """CPU used by gunicorn's workers and by the PostgreSQL backends of the database (the
+    machine is shared: the load average alone cannot say what this benchmark costs)."""
+
+    def __init__(self, server: subprocess.Popen[bytes], dsn: str) -> None:
+        import psycopg
+
+        self.server = server
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def _backends(self) -> list[int]:
+        rows = self.conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+        return [pid for (pid,) in rows]
+
+    def read(self) -> tuple[float, float, list[int], list[int]]:
+        workers, backends = _children(self.server.pid), self._backends()
+        return _cpu_seconds(workers), _cpu_seconds(backends), workers, backends
+
+
+# Load -------------------------------------------------------------------------------------
+
+
+async def _worker(client: Any, token: str, level: Level, deadline: float, number: int) -> None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"}
+    caption = CAPTIONS[number % len(CAPTIONS)]
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        try:
+            claim = await client.post("/api/work/claim", headers=headers)
+            claimed = time.perf_counter()
+            if claim.status_code == 204:
+                level.no_work += 1
+                await asyncio.sleep(0.05)
+                continue
+            if claim.status_code not in (200, 201):
+                level.errors[f"claim {claim.status_code}"] += 1
+                continue
+            body = claim.json()
+            captions = {str(clip["id"]): caption for clip in body["clips"]}
+            submit = await client.post(
+                f"/api/work/assignments/{body['id']}/submit",
+                headers=headers,
+                json={"captions": captions},
+            )
+            done = time.perf_counter()
+        except httpx.HTTPError as exc:
+            level.errors[type(exc).__name__] += 1
+            continue
+        if submit.status_code != 200:
+            level.errors[f"submit {submit.status_code}"] += 1
+            continue
+        level.loops += 1
+        level.loop_ms.append(1000 * (done - start))
+        level.claim_ms.append(1000 * (claimed - start))
+        level.submit_ms.append(1000 * (done - claimed))
+
+
+async def _run_level(
+    base_url: str, tokens: list[str], workers: int, duration: float, meter: Meter
+) -> Level:
+    import httpx
+
+    level = Level(workers=workers)
+    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
+    timeout = httpx.Timeout(60.0)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
+        level.load_before = os.getloadavg()[0]
+        _, _, server_pids, db_pids = meter.read()
+        server_cpu, db_cpu = _cpu_seconds(server_pids), _cpu_seconds(db_pids)
+        cpu = time.process_time()
+        start = time.perf_counter()
+        deadline = start + duration
+        await asyncio.gather(
+            *(_worker(client, tokens[i], level, deadline, i) for i in range(workers))
+        )
+        level.elapsed = time.perf_counter() - start
+        level.client_cpu = time.process_time() - cpu
+        # the same processes as at the start: backends opened meanwhile are not counted,
+        # so a level's first connections make its database figure a little low
+        level.server_cpu = _cpu_seconds(server_pids) - server_cpu
+        level.database_cpu = _cpu_seconds(db_pids) - db_cpu
+        level.load_after = os.getloadavg()[0]
+    return level
+
+
+# Checks -----------------------------------------------------------------------------------
+
+
+def _checks(batch_id: int, captions_per_clip: int) -> dict[str, int]:
+    from django.db import connection
+
+    queries = {
+        # a worker holding, having done or having been rejected on a clip twice
+        "worker twice on a clip": """
+            SELECT count(*) FROM (
+                SELECT a.worker_id, hc.clip_id FROM annotation_assignment a
+                JOIN annotation_hitclip hc ON hc.hit_id = a.hit_id
+                JOIN annotation_hit h ON h.id = a.hit_id
+                WHERE h.batch_id = %(batch)s
+                  AND a.state IN ('accepted', 'submitted', 'approved', 'rejected')
+                GROUP BY 1, 2 HAVING count(*) > 1) d""",
+        "caption of a worker on a clip twice": """
+            SELECT count(*) FROM (
+                SELECT a.worker_id, c.clip_id FROM annotation_caption c
+                JOIN annotation_assignment a ON a.id = c.assignment_id
+                GROUP BY 1, 2 HAVING count(*) > 1) d""",
+        "HITs over-filled": """
+            SELECT count(*) FROM (
+                SELECT h.id FROM annotation_hit h
+                JOIN annotation_assignment a ON a.hit_id = h.id
+                WHERE h.batch_id = %(batch)s
+                  AND a.state IN ('accepted', 'submitted', 'approved')
+                GROUP BY h.id, h.max_assignments HAVING count(*) > h.max_assignments) d""",
+        "clips with too many captions": """
+            SELECT count(*) FROM (
+                SELECT c.clip_id FROM annotation_caption c
+                GROUP BY 1 HAVING count(*) > %(per_clip)s) d""",
+        "HITs whose taken disagrees": """
+            SELECT count(*) FROM annotation_hit h
+            LEFT JOIN (
+                SELECT hit_id, count(*) AS n FROM annotation_assignment
+                WHERE state IN ('accepted', 'submitted', 'approved') GROUP BY hit_id
+            ) a ON a.hit_id = h.id
+            WHERE h.batch_id = %(batch)s AND h.taken <> coalesce(a.n, 0)""",
+        "assignments left accepted": """
+            SELECT count(*) FROM annotation_assignment WHERE state = 'accepted'""",
+        "submitted assignments": """
+            SELECT count(*) FROM annotation_assignment WHERE state = 'submitted'""",
+        "captions": "SELECT count(*) FROM annotation_caption",
+    }
+    out = {}
+    with connection.cursor() as cursor:
+        for name, sql in queries.items():
+            cursor.execute(sql, {"batch": batch_id, "per_clip": captions_per_clip})
+            out[name] = cursor.fetchone()[0]
+    return out
+
+
+# Report -----------------------------------------------------------------------------------
+
+
+def _row(level: Level) -> str:
+    rate = level.loops / level.elapsed if level.elapsed else 0.0
+    errors = sum(level.errors.values())
+    cells = [
+        f"{level.workers}",
+        f"{level.loops}",
+        f"{rate:.1f}",
+        *(f"{_percentile(level.loop_ms, q):.0f}" for q in (50, 95, 99)),
+        *(f"{_percentile(level.claim_ms, q):.0f}" for q in (50, 95)),
+        *(f"{_percentile(level.submit_ms, q):.0f}" for q in (50, 95)),
+        f"{errors}"
+        + (f" ({', '.join(f'{k}: {n}' for k, n in level.errors.items())})" if errors else ""),
+        f"{level.no_work}",
+        *(
+            f"{1000 * cpu / level.loops:.1f}" if level.loops else "-"
+            for cpu in (level.server_cpu, level.database_cpu, level.client_cpu)
+        ),
+        f"{level.load_before:.1f} → {level.load_after:.1f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| workers | loops | loops/s | loop p50 ms | loop p95 | loop p99 | claim p50 | claim p95 "
+    "| submit p50 | submit p95 | errors | no work (204) | CPU ms/loop: gunicorn | PostgreSQL "
+    "| load generator | load avg |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clips", type=int, default=50_000)
+    parser.add_argument("--captions-per-clip", type=int, default=5)
+    parser.add_argument("--levels", default="1,10,50,100")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds per level")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds, not reported")
+    parser.add_argument("--gunicorn-workers", type=int, default=4)
+    parser.add_argument("--worker-class", default="sync")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--database", default="earmark_load")
+    parser.add_argument("--keep-database", action="store_true")
+    parser.add_argument("--broker", default=os.environ.get("CELERY_BROKER_URL", "filesystem://"))
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra setting for the server's environment (repeatable)",
+    )
+    args = parser.parse_args()
+    levels = [int(n) for n in args.levels.split(",")]
+
+    var = tempfile.mkdtemp(prefix="earmark-load-")
+    env = {
+        "DATABASE_URL": f"{args.server}/{args.database}",
+        "EARMARK_VAR_DIR": var,
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "DEBUG": "0",
+        "LOG_LEVEL": "WARNING",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SETTINGS_MODULE": "earmark.settings",
+        # the filesystem broker by default: no Celery worker runs; jobs queued by a submit
+        # (active learning's caption checks) are only written
+        "CELERY_BROKER_URL": args.broker,
+    }
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set {item!r}: give NAME=VALUE")
+        env[name] = value
+    started = time.perf_counter()
+    _recreate_database(args.server, args.database)
+    _django(env)
+    migrated = time.perf_counter()
+    batch_id, tokens = _seed(
+        clips=args.clips, workers=max(levels), captions_per_clip=args.captions_per_clip
+    )
+    seeded = time.perf_counter()
+    print(
+        f"database {args.database}: migrated in {migrated - started:.1f} s, "
+        f"{args.clips:,} clips and {max(levels)} workers seeded in {seeded - migrated:.1f} s",
+        flush=True,
+    )
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        pg_version = cursor.fetchone()[0]
+    connection.close()
+
+    server = _start_gunicorn(args, env)
+    meter = Meter(server, env["DATABASE_URL"])
+    base_url = f"http://127.0.0.1:{args.port}"
+    results: list[Level] = []
+    warm_loops = 0
+    try:
+        if args.warmup > 0:
+            warm = asyncio.run(
+                _run_level(base_url, tokens, min(10, max(levels)), args.warmup, meter)
+            )
+            warm_loops = warm.loops
+        for workers in levels:
+            level = asyncio.run(_run_level(base_url, tokens, workers, args.duration, meter))
+            results.append(level)
+            print(_row(level), flush=True)
+    finally:
+        meter.conn.close()
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+
+    checks = _checks(batch_id, args.captions_per_clip)
+    connection.close()
+    if not args.keep_database:
+        _drop_database(args.server, args.database)
+
+    print()
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({platform.processor() or '?'}), "
+        f"Python {platform.python_version()}, PostgreSQL {pg_version}; gunicorn "
+        f"{args.gunicorn_workers} {args.worker_class} workers (threads {args.threads}); "
+        f"{args.clips:,} clips, {args.captions_per_clip} captions each, 1 clip per HIT; "
+        f"{args.duration:.0f} s per level, no think time; broker {args.broker.split('://')[0]}"
+        + (f"; {', '.join(args.set)}" if args.set else "")
+        + "."
+    )
+    print()
+    print(HEADER)
+    for level in results:
+        print(_row(level))
+    print()
+    for name, value in checks.items():
+        print(f"- {name}: {value:,}")
+    counted = warm_loops + sum(level.loops for level in results)
+    bad = sum(checks[k] for k in list(checks)[:5]) + checks["assignments left accepted"]
+    print(f"- loops the clients saw succeed (warm-up included): {counted:,}")
+    if counted != checks["submitted assignments"]:
+        print("  (differs from the submitted assignments: a submit answered with an error)")
+    if bad:
+        raise SystemExit("integrity check FAILED: see the counts above")
+    print("integrity: OK (no duplicates, no over-filled HIT, taken consistent)")
+
+
+if __name__ == "__main__":
+    main()
