@@ -1,6 +1,7 @@
 """Train every first-wave captioner on SynthScenes and score it: BLEU-4, METEOR, CIDEr-D on
 the test split, seconds per epoch, and (on CUDA) training clips/s, peak GPU memory and
-beam-3 inference clips/s.
+beam-3 inference clips/s. The audio-visual and keyword captioners train on SynthScenes with
+video (see "Audio-visual models" below).
 
 Usage: .venv/bin/python benchmarks/train_synthscenes.py [--train 2000] [--val 200]
        [--test 200] [--models nn,lstm,tempatt,topdown,act,bilstm] [--epochs 15]
@@ -13,6 +14,13 @@ each model trained with its paper's recipe where MODELS.md gives one and early-s
 validation CIDEr-D, then decoded with beam 3 on the test split. TopDown gets its attribute
 words from 1NN retrieval (the labels of the nearest training clip), the paper's realistic
 setting. Train clips carry 2 captions, val/test clips 5.
+
+Audio-visual models: vact (AdaAVA-audio), vact_video (AdaAVA-video), vact_concat,
+video_only and crossmodal / crossmodal_mbp (the AV captioner without / with MBP) read each
+scene's video as raw frames (--video-fps, --video-size; rendered directly, not through MP4)
+through their trainable frame CNN; maac / maac_rl pre-train their keyword encoder for
+--pretrain-epochs on spaCy keywords of the training captions, and maac_rl then fine-tunes on
+CIDEr-D (self-critical, --scst-epochs) from its best cross-entropy weights.
 """
 
 from __future__ import annotations
@@ -33,17 +41,26 @@ import torch
 from corpus.evaluation import evaluate
 from modeling.ml import retrieval, synthscenes
 from modeling.ml.checkpoint import load_checkpoint
+from modeling.ml.cider import CiderD
 from modeling.ml.config import TRAIN_PRESETS, RunConfig, VocabConfig, model_preset
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.decoding import beam_search
 from modeling.ml.features import extract, feature_preset
+from modeling.ml.keywords import KeywordVocabulary
+from modeling.ml.registry import uses_video
 from modeling.ml.trainer import pick_device, to_device, train
+from modeling.ml.video import pixel_features
 from modeling.ml.vocab import BOS_ID, EOS_ID, Vocabulary, tokenize
 
 SEED = 2026
 # the paper recipes (modeling.ml.config.TRAIN_PRESETS) with epochs from the command line
 RECIPES = {"nn": "audiocaps", "lstm": "audiocaps", "tempatt": "audiocaps",
-           "topdown": "audiocaps", "act": "act", "bilstm": "bilstm"}  # fmt: skip
+           "topdown": "audiocaps", "act": "act", "bilstm": "bilstm",
+           "vact": "act", "vact_video": "act", "vact_concat": "act", "video_only": "act",
+           "crossmodal": "act", "crossmodal_mbp": "act", "maac": "maac",
+           "maac_rl": "maac"}  # fmt: skip
+# benchmark name -> registry name, for the variants that differ by a setting only
+VARIANTS = {"crossmodal_mbp": "crossmodal", "maac_rl": "maac"}
 
 
 def scenes(count: int, start: int, n_captions: int) -> list[synthscenes.Scene]:
@@ -65,7 +82,12 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=0, help="torch CPU threads (0: torch's default)"
     )
+    parser.add_argument("--video-fps", type=float, default=2.0)
+    parser.add_argument("--video-size", type=int, default=24, help="a multiple of 3")
+    parser.add_argument("--pretrain-epochs", type=int, default=5, help="MAAC keyword encoder")
+    parser.add_argument("--scst-epochs", type=int, default=5, help="maac_rl's SCST stage")
     args = parser.parse_args()
+    names = args.models.split(",")
     if args.threads:
         # on a busy 2-core machine one thread avoids intra-op threads spinning on each other
         torch.set_num_threads(args.threads)
@@ -92,8 +114,43 @@ def main() -> None:
     n = sum(map(len, feats.values()))
     print(f"log-mel {config.n_mels}x{feats['train'][0].shape[0]} frames for {n} clips: "
           f"{n / (time.perf_counter() - started):.0f} clips/s")  # fmt: skip
+    videos: dict[str, list[torch.Tensor | None]] = {
+        split: [None] * len(items) for split, items in sets.items()
+    }
+    if any(uses_video(VARIANTS.get(name, name)) for name in names):
+        started = time.perf_counter()
+        videos = {
+            split: [
+                pixel_features(
+                    synthscenes.render_video(s, fps=args.video_fps, size=args.video_size)
+                )
+                for s in items
+            ]
+            for split, items in sets.items()
+        }
+        print(f"video {videos['train'][0].shape[0]} frames of {args.video_size}x"
+              f"{args.video_size} per clip in {time.perf_counter() - started:.1f} s")  # fmt: skip
     vocab = Vocabulary.build([c for s in sets["train"] for c in s.captions], max_length=30)
     print(f"vocabulary: {len(vocab)} words")
+    keyword_targets: dict[str, list[torch.Tensor | None]] = {
+        split: [None] * len(items) for split, items in sets.items()
+    }
+    keyword_count = 0
+    if any(VARIANTS.get(name, name) == "maac" for name in names):
+        from postprocessing.nlp import pos_pipeline
+
+        nlp = pos_pipeline()
+        tagged = [[[(t.text, t.pos_, t.lemma_) for t in nlp(c)] for c in s.captions]
+                  for s in sets["train"]]  # fmt: skip
+        keywords = KeywordVocabulary.build(
+            [c for clip in tagged for c in clip],
+            size=model_preset("maac", args.preset).num_keywords,
+        )
+        keyword_count = len(keywords)
+        keyword_targets["train"] = [keywords.targets(clip) for clip in tagged]
+        print(f"keywords: {keyword_count} ({', '.join(keywords.words[:8])}, ...)")
+    reward = CiderD({str(i): [tokenize(c) for c in s.captions]
+                     for i, s in enumerate(sets["train"])})  # fmt: skip
     label_names = {e.mids[0]: e.label for s in sets["train"] for e in s.events if e.mids}
     bank = retrieval.mean_pooled(feats["train"])
 
@@ -115,6 +172,8 @@ def main() -> None:
                 tokens=vocab.encode(tokenize(c)),
                 clip_id=str(i),
                 attributes=attrs[split][i],
+                video=videos[split][i],
+                keyword_targets=keyword_targets[split][i],
             )
             for i, (scene, f) in enumerate(zip(sets[split], feats[split], strict=True))
             for c in scene.captions
@@ -133,7 +192,8 @@ def main() -> None:
             for start in range(0, len(clips), 64):
                 batch = collate([
                     CaptionItem(features=f, tokens=[BOS_ID, EOS_ID], clip_id=str(start + j),
-                                attributes=attrs[split][start + j])
+                                attributes=attrs[split][start + j],
+                                video=videos[split][start + j])
                     for j, f in enumerate(clips[start : start + 64])
                 ])  # fmt: skip
                 hyps = beam_search(model, to_device(batch, device), beam_size=beam, max_length=30)
@@ -141,24 +201,51 @@ def main() -> None:
                     out[str(start + j)] = vocab.decode(h[0].tokens) if h else "<empty>"
         return {k: v or "<empty>" for k, v in out.items()}
 
+    def reward_fn(captions: list[list[int]], clip_ids: list[str]) -> list[float]:
+        return reward.scores([vocab.decode(c).split() for c in captions], clip_ids)
+
     results = []
-    for name in args.models.split(","):
+    for name in names:
+        registered = VARIANTS.get(name, name)
         model_config = dataclasses.replace(
-            model_preset(name, args.preset), feature_dim=config.n_mels
+            model_preset(registered, args.preset), feature_dim=config.n_mels
         )
-        if name == "act":
+        longest = max(f.shape[0] for f in feats["train"]) + 8
+        caption_room = vocab.max_length + 2
+        if hasattr(model_config, "max_caption_length"):
             model_config = dataclasses.replace(
                 model_config,
-                max_frames=max(f.shape[0] for f in feats["train"]) + 8,
-                max_caption_length=max(model_config.max_caption_length, vocab.max_length + 2),
+                max_caption_length=max(model_config.max_caption_length, caption_room),
             )
+        if registered in ("act", "vact", "vact_video", "vact_concat", "video_only"):
+            model_config = dataclasses.replace(model_config, max_frames=longest)
+        if uses_video(registered):
+            frames = max(v.shape[0] for v in videos["train"] if v is not None)
+            model_config = dataclasses.replace(
+                model_config, video_frame_size=args.video_size, video_dim=128
+            )
+            for field in ("max_video_frames", "max_video_tokens"):
+                if hasattr(model_config, field):
+                    model_config = dataclasses.replace(model_config, **{field: frames})
+        if name == "crossmodal_mbp":
+            model_config = dataclasses.replace(model_config, mbp=True)
+        if registered == "maac":
+            model_config = dataclasses.replace(
+                model_config, num_keywords=keyword_count,
+                top_k=min(model_config.top_k, keyword_count),
+            )  # fmt: skip
         recipe = RECIPES[name]
         train_config = dataclasses.replace(
             TRAIN_PRESETS[recipe], epochs=args.epochs, batch_size=args.batch_size,
             device=args.device, early_stopping_patience=4, log_every_steps=50,
         )  # fmt: skip
+        if registered == "maac":
+            train_config = dataclasses.replace(
+                train_config, pretrain_epochs=args.pretrain_epochs,
+                scst_epochs=args.scst_epochs if name == "maac_rl" else 0,
+            )  # fmt: skip
         run = RunConfig(
-            model_name=name, model=model_config, vocab=VocabConfig(), train=train_config
+            model_name=registered, model=model_config, vocab=VocabConfig(), train=train_config
         )
 
         def score(model: torch.nn.Module) -> float:
@@ -178,6 +265,7 @@ def main() -> None:
                 val_items=data["val"],
                 score_fn=score,
                 feature_config=config,
+                reward_fn=reward_fn if train_config.scst_epochs else None,
             )
             train_seconds = time.perf_counter() - started
             best = load_checkpoint(result.best_checkpoint or result.last_checkpoint,
@@ -207,7 +295,7 @@ def main() -> None:
         }
         results.append(row)
         print(
-            f"{name:8} BLEU-4 {row['BLEU-4']:.3f}  METEOR {row['METEOR']:.3f}  "
+            f"{name:14} BLEU-4 {row['BLEU-4']:.3f}  METEOR {row['METEOR']:.3f}  "
             f"CIDEr-D {row['CIDEr-D']:.3f}  {row['seconds_per_epoch']:.1f} s/epoch x {epochs} "
             f"({result.stopped}), train {row['train_clips_per_s']:.0f} captions/s, "
             f"beam-3 {infer:.0f} clips/s"
