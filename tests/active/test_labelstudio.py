@@ -1,0 +1,167 @@
+"""The Label Studio ML-backend endpoints take Label Studio's documented payloads
+(label-studio-ml-backend's label_studio_ml/api.py) and answer in its shapes; Earmark API
+tokens authenticate them (Bearer, or the basic-auth password Label Studio sends)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from active.models import Retrain
+from annotation.models import Batch
+from core.models import Job
+from core.services import api_token_create
+from curation.models import Clip
+from modeling.models import TrainingRun
+from tests.active.conftest import suggest
+
+pytestmark = pytest.mark.django_db
+
+LABEL_CONFIG = """<View>
+  <Audio name="audio" value="$audio"/>
+  <TextArea name="caption" toName="audio" rows="2" editable="true" maxSubmissions="1"/>
+</View>"""
+
+
+def _client(user: Any, basic: bool = False) -> Client:
+    _, raw = api_token_create(user=user, name="label studio")
+    if basic:
+        header = "Basic " + base64.b64encode(f"labelstudio:{raw}".encode()).decode()
+    else:
+        header = f"Bearer {raw}"
+    return Client(HTTP_AUTHORIZATION=header)
+
+
+def _post(client: Client, url: str, data: Any) -> Any:
+    return client.post(url, json.dumps(data), content_type="application/json")
+
+
+def test_health_answers_up(project: Any, alice: Any) -> None:
+    response = _client(alice).get("/labelstudio/sounds/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "UP", "model_class": "EarmarkCaptioner"}
+
+
+def test_setup_returns_the_model_version(project: Any, alice: Any, promoted: TrainingRun) -> None:
+    payload = {"project": "3.1712345678", "schema": LABEL_CONFIG, "hostname": "http://ls:8080",
+               "access_token": "ls-token", "model_version": None}  # fmt: skip
+    response = _post(_client(alice, basic=True), "/labelstudio/sounds/setup", payload)
+    assert response.status_code == 200
+    assert response.json() == {"model_version": f"earmark-run-{promoted.pk}"}
+
+
+def test_predict_returns_textarea_predictions_in_task_order(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun
+) -> None:
+    suggest(promoted, clips[0], "a dog barks twice")
+    suggest(promoted, clips[1], "rain falls on a roof")
+    payload = {
+        "tasks": [
+            {"id": 11, "data": {"audio": f"https://earmark.test/projects/sounds/clips/{clips[1].pk}/audio"}},
+            {"id": 12, "data": {"audio": "https://elsewhere.test/a.wav"}},
+            {"id": 13, "data": {"clip_id": clips[0].pk, "audio": "x.wav"}},
+        ],
+        "model_version": None,
+        "project": "3.1712345678",
+        "label_config": LABEL_CONFIG,
+        "params": {"login": None, "password": None, "context": None},
+    }  # fmt: skip
+
+    response = _post(_client(alice), "/labelstudio/sounds/predict", payload)
+
+    assert response.status_code == 200
+    results = response.json()["results"]
+    version = f"earmark-run-{promoted.pk}"
+    assert results[0]["result"] == [
+        {"from_name": "caption", "to_name": "audio", "type": "textarea",
+         "value": {"text": ["rain falls on a roof"]}},
+    ]  # fmt: skip
+    assert 0 < results[0]["score"] <= 1
+    assert results[0]["model_version"] == version
+    assert results[1] == {"result": [], "score": 0.0, "model_version": version}
+    assert results[2]["result"][0]["value"] == {"text": ["a dog barks twice"]}
+
+
+def test_predict_never_reads_another_projects_clips(
+    batch: Batch, clips: list[Clip], alice: Any, olive: Any, promoted: TrainingRun
+) -> None:
+    suggest(promoted, clips[0], "a dog barks twice")
+    payload = {"tasks": [{"id": 1, "data": {"clip_id": clips[0].pk}}], "label_config": LABEL_CONFIG}
+    response = _post(_client(olive), "/labelstudio/birds/predict", payload)
+    assert response.status_code == 200
+    assert response.json()["results"][0]["result"] == []
+
+
+def test_predict_names_what_is_wrong_with_a_bad_payload(project: Any, alice: Any) -> None:
+    client = _client(alice)
+    bad_json = client.post("/labelstudio/sounds/predict", "{", content_type="application/json")
+    assert bad_json.status_code == 400
+    assert "not JSON" in bad_json.json()["error"]
+    no_tasks = _post(client, "/labelstudio/sounds/predict", {"tasks": "all"})
+    assert no_tasks.status_code == 400
+    assert '"tasks" must be a list' in no_tasks.json()["error"]
+    no_textarea = _post(
+        client,
+        "/labelstudio/sounds/predict",
+        {"tasks": [], "label_config": "<View><Audio name='a'/></View>"},
+    )
+    assert no_textarea.status_code == 400
+    assert "no TextArea" in no_textarea.json()["error"]
+
+
+def test_start_training_only_enqueues_a_debounced_retrain(project: Any, alice: Any) -> None:
+    payload = {"action": "START_TRAINING", "project": {"id": 3, "label_config": LABEL_CONFIG}}
+    client = _client(alice)
+    first = _post(client, "/labelstudio/sounds/webhook", payload)
+    second = _post(client, "/labelstudio/sounds/webhook", payload)
+    assert first.status_code == second.status_code == 201
+    assert first.json()["status"] == "ok"
+    assert first.json()["result"] == second.json()["result"]
+    retrain = Retrain.objects.get()
+    assert retrain.trigger == Retrain.Trigger.LABEL_STUDIO
+    assert Job.objects.get(kind="active_retrain").state == Job.State.QUEUED
+    assert not TrainingRun.objects.exists()  # nothing trained inline
+
+
+def test_annotation_events_retrain_only_when_the_corpus_grew(project: Any, alice: Any) -> None:
+    payload = {"action": "ANNOTATION_CREATED", "project": {"id": 3, "label_config": LABEL_CONFIG},
+               "annotation": {"id": 1, "result": []}, "task": {"id": 1, "data": {}}}  # fmt: skip
+    response = _post(_client(alice), "/labelstudio/sounds/webhook", payload)
+    assert response.status_code == 201
+    assert response.json()["result"] == {"retrain": None, "reason": "no new approved captions"}
+    assert not Retrain.objects.exists()
+
+
+def test_an_unknown_event_is_acknowledged(project: Any, alice: Any) -> None:
+    response = _post(_client(alice), "/labelstudio/sounds/webhook", {"action": "PROJECT_UPDATED"})
+    assert response.status_code == 200
+    assert response.json() == {"status": "Unknown event"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("get", "health"), ("post", "setup"), ("post", "predict"), ("post", "webhook")],
+)
+def test_who_may_call_the_endpoints(
+    method: str, path: str, project: Any, ann: Any, olive: Any, rey: Any
+) -> None:
+    url = f"/labelstudio/sounds/{path}"
+    body = {"tasks": [], "schema": LABEL_CONFIG, "action": "START_TRAINING"}
+    anonymous = getattr(Client(), method)(url)
+    assert anonymous.status_code == 401
+    assert Client(HTTP_AUTHORIZATION="Bearer wrong").get(url).status_code in (401, 405)
+
+    def call(user: Any) -> int:
+        client = _client(user)
+        if method == "get":
+            return client.get(url).status_code
+        return _post(client, url, body).status_code
+
+    assert call(olive) == 404
+    assert call(ann) == 403
+    # reviewers may read predictions, not set up or train
+    assert call(rey) == (200 if path in ("health", "predict") else 403)

@@ -1,0 +1,127 @@
+"""Who may see and do what on the active-learning pages and API: an outsider gets 404, an
+annotator 403, a reviewer reads, a researcher acts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from active.models import BatchConfig, CurvePoint, PromotionDecision, Retrain
+from annotation.models import Batch
+from core.models import Job
+from core.services import api_token_create
+from modeling.models import TrainingRun
+from tests.conftest import login
+
+pytestmark = pytest.mark.django_db
+
+
+def _pages(batch: Batch, run: TrainingRun) -> dict[str, tuple[str, str]]:
+    s = batch.project.slug
+    return {
+        "loop": ("get", f"/projects/{s}/active/"),
+        "curve": ("get", f"/projects/{s}/active/curve/"),
+        "retrain": ("post", f"/projects/{s}/active/retrain/"),
+        "promote": ("post", f"/projects/{s}/active/runs/{run.pk}/promote-if-better/"),
+        "configure": ("post", f"/projects/{s}/batches/{batch.pk}/active/"),
+        "flag": ("post", f"/projects/{s}/batches/{batch.pk}/active/flag/"),
+        "api_batch": ("get", f"/api/projects/{s}/batches/{batch.pk}/active"),
+        "api_decisions": ("get", f"/api/projects/{s}/active/decisions"),
+        "api_curve": ("get", f"/api/projects/{s}/active/curve"),
+    }
+
+
+READ_ONLY = {"loop", "curve", "flag", "api_batch", "api_decisions", "api_curve"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["loop", "curve", "retrain", "promote", "configure", "flag", "api_batch", "api_decisions",
+     "api_curve"],
+)  # fmt: skip
+def test_who_may_use_each_url(
+    name: str, batch: Batch, promoted: TrainingRun, olive: Any, ann: Any, rey: Any
+) -> None:
+    method, url = _pages(batch, promoted)[name]
+    data = {"strategy": "random", "presuggest": "blind"}
+
+    def status(user: Any) -> int:
+        client = login(user)
+        return (client.get(url) if method == "get" else client.post(url, data)).status_code
+
+    assert status(olive) == 404
+    assert status(ann) == 403
+    assert status(rey) in ((200, 302) if name in READ_ONLY else (403,))
+    anonymous = Client()
+    got = anonymous.get(url) if method == "get" else anonymous.post(url, data)
+    assert got.status_code in (302, 401)
+
+
+def test_the_batch_page_shows_the_strategy_and_scores(
+    batch: Batch, alice: Any, promoted: TrainingRun
+) -> None:
+    client = login(alice)
+    response = client.post(
+        f"/projects/sounds/batches/{batch.pk}/active/",
+        {"strategy": "uncertainty", "presuggest": "edit", "seed": "4"},
+    )
+    assert response.status_code == 302
+    config = BatchConfig.objects.get(batch=batch)
+    assert (config.strategy, config.presuggest, config.seed) == ("uncertainty", "edit", 4)
+    page = client.get(batch.get_absolute_url()).content.decode()
+    assert "Uncertainty (mean token entropy)" in page
+    assert 'data-testid="clip-scores"' in page
+    assert "no caption checked yet" in page
+
+
+def test_a_bad_strategy_is_refused_with_a_message(batch: Batch, alice: Any) -> None:
+    response = login(alice).post(
+        f"/projects/sounds/batches/{batch.pk}/active/",
+        {"strategy": "loudest", "presuggest": "blind"},
+        follow=True,
+    )
+    assert "strategy" in response.content.decode()
+    assert not BatchConfig.objects.filter(batch=batch).exists()
+
+
+def test_the_loop_page_lists_decisions_and_starts_a_retrain(
+    project: Any, promoted: TrainingRun, alice: Any
+) -> None:
+    client = login(alice)
+    client.post(f"/projects/sounds/active/runs/{promoted.pk}/promote-if-better/")
+    assert PromotionDecision.objects.get().reason == "This run already suggests captions."
+    client.post("/projects/sounds/active/retrain/")
+    assert Retrain.objects.get().job.kind == "active_retrain"
+    page = client.get("/projects/sounds/active/").content.decode()
+    assert "This run already suggests captions." in page
+    assert "/labelstudio/sounds" in page
+
+
+def test_the_flag_button_queues_a_check(batch: Batch, rey: Any) -> None:
+    login(rey).post(f"/projects/sounds/batches/{batch.pk}/active/flag/")
+    assert Job.objects.get(kind="batch_flag").params == {"batch_id": batch.pk}
+
+
+def test_curves_import_and_show(project: Any, alice: Any) -> None:
+    _, raw = api_token_create(user=alice, name="script")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    body = {"label": "sim", "curves": {"random": [{"round": 0, "captions": 80, "value": 0.4}],
+                                       "committee": [{"captions": 80, "value": 0.5}]}}  # fmt: skip
+    response = client.post("/api/projects/sounds/active/curve", json.dumps(body),
+                           content_type="application/json")  # fmt: skip
+    assert response.status_code == 201
+    assert response.json() == {"points": 2}
+    assert CurvePoint.objects.filter(source="simulation").count() == 2
+    series = client.get("/api/projects/sounds/active/curve").json()
+    assert [s["strategy"] for s in series] == ["committee", "random"]
+    page = login(alice).get("/projects/sounds/active/curve/").content.decode()
+    assert "<svg" in page
+    assert "sim: committee" in page
+    bad = client.post("/api/projects/sounds/active/curve",
+                      json.dumps({"label": "x", "curves": {"loudest": []}}),
+                      content_type="application/json")  # fmt: skip
+    assert bad.status_code == 400
+    assert "loudest" in bad.json()["detail"]
