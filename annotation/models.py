@@ -61,6 +61,8 @@ class Batch(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)
+    # MTurk mode (annotation.mturk): the HIT type its HITs were created with there
+    mturk_hit_type_id = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -120,6 +122,8 @@ class Hit(models.Model):
     # under the row lock, so the check constraint below is the last word on over-filling.
     taken = models.PositiveSmallIntegerField(default=0)
     clips = models.ManyToManyField("curation.Clip", through="HitClip", related_name="hits")
+    # MTurk mode: the HIT created for it there ("" while not on MTurk)
+    mturk_hit_id = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-priority", "id"]
@@ -137,6 +141,10 @@ class Hit(models.Model):
                 name="hit_taken_within_max",
             ),
             models.CheckConstraint(condition=Q(max_assignments__gte=1), name="hit_wants_someone"),
+            # also serves the ExternalQuestion page's lookup by MTurk's hitId
+            models.UniqueConstraint(
+                fields=["mturk_hit_id"], condition=~Q(mturk_hit_id=""), name="hit_mturk_id_once"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -193,6 +201,9 @@ class Assignment(models.Model):
     reviewed_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
     feedback = models.TextField(blank=True)
+    # MTurk mode: MTurk's assignmentId, and when the review was sent there (approve/reject)
+    mturk_assignment_id = models.CharField(max_length=64, blank=True)
+    mturk_review_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-accepted_at", "-id"]
@@ -234,6 +245,11 @@ class Assignment(models.Model):
             # One HIT at a time per worker; also stops two tabs claiming twice at once.
             models.UniqueConstraint(
                 fields=["worker"], condition=Q(state="accepted"), name="assignment_one_open"
+            ),
+            models.UniqueConstraint(
+                fields=["mturk_assignment_id"],
+                condition=~Q(mturk_assignment_id=""),
+                name="assignment_mturk_id_once",
             ),
         ]
 

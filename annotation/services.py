@@ -219,6 +219,7 @@ def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) ->
             batch__expires_at__gt=now,
             batch__project__in=annotated,
             taken__lt=F("max_assignments"),
+            batch__mturk_hit_type_id="",  # MTurk hands out a batch on MTurk (annotation.mturk)
         )
         .exclude(pk__in=worked_hits)
         .exclude(pk__in=reported_hits)

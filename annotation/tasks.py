@@ -8,3 +8,10 @@ def assignments_expire() -> int:
     from annotation.services import assignments_expire as expire
 
     return expire()
+
+
+@shared_task(name="annotation.tasks.mturk_reviews_send")
+def mturk_reviews_send() -> dict[str, int]:
+    from annotation.mturk import mturk_reviews_send as send
+
+    return send()

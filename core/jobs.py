@@ -75,6 +75,9 @@ JOB_KINDS: dict[str, JobKind] = {
     "active_suggest": JobKind(
         "Suggest captions for the project and re-rank", "active.services.project_suggest_job", "gpu"
     ),
+    "mturk_publish": JobKind(
+        "Publish a batch on MTurk", "annotation.mturk.batch_mturk_publish_job", "default"
+    ),
 }
 
 

@@ -187,6 +187,8 @@ CELERY_BEAT_SCHEDULE = {
     },
     # active learning: retrain projects whose approved corpus grew enough (debounced)
     "active-retrain-watch": {"task": "active.tasks.retrain_watch", "schedule": 300.0},
+    # MTurk mode: reviews of MTurk assignments go to MTurk (nothing to do without any)
+    "mturk-reviews-send": {"task": "annotation.tasks.mturk_reviews_send", "schedule": 300.0},
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
@@ -205,6 +207,21 @@ if "{youtube_id}" not in CLIP_SOURCE_URL_TEMPLATE:
 FETCH_RATE_LIMIT_SECONDS = env_float("FETCH_RATE_LIMIT_SECONDS", 1.0, minimum=0.0)
 # A clip whose fetch failed this many times stays failed; fetch runs skip it from then on.
 FETCH_MAX_ATTEMPTS = env_int("FETCH_MAX_ATTEMPTS", 3, minimum=1)
+
+# Amazon Mechanical Turk (optional; annotation.mturk) ----------------------------------
+# boto3 reaches MTurk here: the requester sandbox unless set to the production endpoint
+# (https://mturk-requester.us-east-1.amazonaws.com). Credentials: the AWS_* variables.
+MTURK_ENDPOINT_URL = env_str(
+    "MTURK_ENDPOINT_URL", "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
+)
+MTURK_REGION = env_str("MTURK_REGION", "us-east-1")
+# The https:// address MTurk workers reach this site at: the base of each HIT's
+# ExternalQuestion URL. Publishing to MTurk is refused while it is empty.
+MTURK_EXTERNAL_URL = env_str("MTURK_EXTERNAL_URL")
+# Where the HIT page may send a worker's browser back to (MTurk's turkSubmitTo), only.
+MTURK_SUBMIT_HOSTS = env_list(
+    "MTURK_SUBMIT_HOSTS", ["https://workersandbox.mturk.com", "https://www.mturk.com"]
+)
 
 # External tools -----------------------------------------------------------------------
 FFMPEG_BINARY = env_str("FFMPEG_BINARY", "ffmpeg")

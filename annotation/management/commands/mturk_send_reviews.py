@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from annotation.models import Batch
+from annotation.mturk import mturk_reviews_send
+
+
+class Command(BaseCommand):
+    help = "Send MTurk the approvals and rejections of its assignments not sent yet."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--batch", type=int, default=None, help="only this batch")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        batch = None
+        if opts["batch"] is not None:
+            batch = Batch.objects.filter(pk=opts["batch"]).first()
+            if batch is None:
+                raise CommandError(f"No batch #{opts['batch']}.")
+        result = mturk_reviews_send(batch=batch)
+        self.stdout.write(f"sent {result['sent']}, refused by MTurk {result['refused']}")
+        if result["refused"]:
+            raise CommandError("Some reviews were refused; they are retried on the next run.")

@@ -1,0 +1,340 @@
+"""MTurk mode: a published batch offered on Amazon Mechanical Turk as ExternalQuestion HITs.
+
+Each local HIT becomes one MTurk HIT (same MaxAssignments) whose question is this site's
+page /mturk/hits/<hit id>/. MTurk shows it in a frame with `assignmentId`, `hitId`,
+`workerId` and `turkSubmitTo`; before the worker accepts, `assignmentId` is
+ASSIGNMENT_ID_NOT_AVAILABLE and the page is a preview. On submit the captions are checked
+and stored by annotation.services (the HIT page's rules) and the worker's browser posts
+the assignment back to `turkSubmitTo`, which completes it on MTurk.
+
+MTurk decides who works on which HIT, so a batch on MTurk is no longer offered by the
+local engine (hit_claim). An MTurk worker becomes a local user "mturk-<WorkerId>" and an
+annotator of the project, so review, blocks and worker pages work unchanged. Reviews are
+sent back with mturk_reviews_send (ApproveAssignment / RejectAssignment), which MTurk's
+own payment follows; it is idempotent and retried until MTurk takes each decision.
+
+The API is reached with boto3 at settings.MTURK_ENDPOINT_URL, the requester sandbox
+unless configured otherwise; credentials are boto3's usual (AWS_ACCESS_KEY_ID, …).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core import signing
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation.models import Assignment, Batch, Hit
+from core.models import Membership, Project, Role
+from core.services import membership_add, require_role
+from crowd.models import BatchRequirements
+
+PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
+FRAME_HEIGHT = 0  # MTurk sizes the frame to the page
+QUESTION_XMLNS = (
+    "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/"
+    "ExternalQuestion.xsd"
+)
+# MTurk's system qualifications, for a batch's minimum approval rate and approved count
+PERCENT_APPROVED = "000000000000000000L0"
+NUMBER_APPROVED = "00000000000000000040"
+TOKEN_SALT = "annotation.mturk"
+USERNAME_PREFIX = "mturk-"
+
+ProgressFn = Callable[..., None]
+logger = logging.getLogger(__name__)
+
+
+def _no_progress(done: int, total: int | None = None, message: str = "") -> None:
+    pass
+
+
+def mturk_client() -> Any:
+    import boto3
+
+    return boto3.client(
+        "mturk", endpoint_url=settings.MTURK_ENDPOINT_URL, region_name=settings.MTURK_REGION
+    )
+
+
+def _error(exc: Exception) -> str:
+    """MTurk's own message for a failed call (botocore ClientError), or the exception."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        error = response.get("Error", {})
+        return f"{error.get('Code', 'Error')}: {error.get('Message', '')}".strip()
+    return str(exc)
+
+
+# Publishing -------------------------------------------------------------------------------
+
+
+def external_question(url: str) -> str:
+    return (
+        f'<ExternalQuestion xmlns="{QUESTION_XMLNS}">'
+        f"<ExternalURL>{escape(url)}</ExternalURL>"
+        f"<FrameHeight>{FRAME_HEIGHT}</FrameHeight>"
+        "</ExternalQuestion>"
+    )
+
+
+def hit_external_url(hit: Hit) -> str:
+    return settings.MTURK_EXTERNAL_URL.rstrip("/") + reverse("mturk_hit", args=[hit.pk])
+
+
+def _qualification_requirements(batch: Batch) -> list[dict[str, Any]]:
+    requirements = BatchRequirements.objects.filter(batch=batch).first()
+    if requirements is None:
+        return []
+    if requirements.qualifications.exists():
+        raise ValidationError(
+            "This batch requires qualification tests taken here; MTurk workers cannot take "
+            "them. Remove them from the batch's requirements (the approval rate and count "
+            "become MTurk's own qualifications)."
+        )
+    wanted = []
+    if requirements.min_approval_percent:
+        wanted.append((PERCENT_APPROVED, requirements.min_approval_percent))
+    if requirements.min_approved:
+        wanted.append((NUMBER_APPROVED, requirements.min_approved))
+    return [
+        {
+            "QualificationTypeId": type_id,
+            "Comparator": "GreaterThanOrEqualTo",
+            "IntegerValues": [value],
+            "ActionsGuarded": "DiscoverPreviewAndAccept",
+        }
+        for type_id, value in wanted
+    ]
+
+
+def _check_publishable(batch: Batch) -> None:
+    if not settings.MTURK_EXTERNAL_URL.startswith("https://"):
+        raise ValidationError(
+            "Set MTURK_EXTERNAL_URL to the https:// address MTurk workers reach this site at."
+        )
+    if batch.state != Batch.State.PUBLISHED or not batch.is_open():
+        raise ValidationError("Only a published, unexpired batch can go to MTurk.")
+
+
+def batch_mturk_publish(
+    *, batch: Batch, by: Any, client: Any = None, progress: ProgressFn = _no_progress
+) -> dict[str, Any]:
+    """Creates the batch's HIT type and one MTurk HIT per local HIT not yet there. Safe to
+    run again after a failure: HITs already created keep their ids, and each creation
+    carries a UniqueRequestToken, so MTurk never makes a HIT twice. `by` None is a trusted
+    caller (a command)."""
+    if by is not None:
+        require_role(batch.project, by, Role.RESEARCHER)
+    _check_publishable(batch)
+    client = client or mturk_client()
+    if not batch.mturk_hit_type_id:
+        try:
+            created = client.create_hit_type(
+                AutoApprovalDelayInSeconds=int(batch.auto_approve_delay.total_seconds()),
+                AssignmentDurationInSeconds=int(batch.time_allotted.total_seconds()),
+                Reward=f"{batch.reward_cents / 100:.2f}",
+                Title=f"Describe what you hear ({batch.clips_per_hit} short sound clip"
+                + ("s)" if batch.clips_per_hit > 1 else ")"),
+                Keywords="audio, captioning, sound, describe, listening",
+                Description="Listen to short sound clips and write one sentence about "
+                "what you hear in each.",
+                QualificationRequirements=_qualification_requirements(batch),
+            )
+        except Exception as exc:  # botocore errors: shown as MTurk words them
+            raise ValidationError(f"MTurk refused the HIT type: {_error(exc)}") from None
+        batch.mturk_hit_type_id = created["HITTypeId"]
+        batch.save(update_fields=["mturk_hit_type_id"])
+    lifetime = max(60, int((batch.expires_at - timezone.now()).total_seconds()))
+    pending = list(batch.hits.filter(mturk_hit_id="").order_by("pk"))
+    created_count = 0
+    for number, hit in enumerate(pending, start=1):
+        try:
+            response = client.create_hit_with_hit_type(
+                HITTypeId=batch.mturk_hit_type_id,
+                MaxAssignments=hit.max_assignments,
+                LifetimeInSeconds=lifetime,
+                Question=external_question(hit_external_url(hit)),
+                RequesterAnnotation=f"earmark hit {hit.pk}",
+                UniqueRequestToken=f"earmark-{batch.pk}-{hit.pk}",
+            )
+        except Exception as exc:
+            raise ValidationError(
+                f"MTurk refused HIT #{hit.pk} after {created_count} were created "
+                f"({_error(exc)}); run the publication again to go on."
+            ) from None
+        Hit.objects.filter(pk=hit.pk).update(mturk_hit_id=response["HIT"]["HITId"])
+        created_count += 1
+        progress(number, len(pending), f"HIT #{hit.pk} on MTurk")
+    return {"hit_type": batch.mturk_hit_type_id, "created": created_count}
+
+
+def batch_mturk_publish_job(*, job: Any, progress: ProgressFn, batch_id: int) -> dict[str, Any]:
+    batch = Batch.objects.select_related("project").get(pk=batch_id)
+    return batch_mturk_publish(batch=batch, by=None, progress=progress)
+
+
+# The worker's page ------------------------------------------------------------------------
+
+
+def submit_to_checked(turk_submit_to: str) -> str:
+    """`turkSubmitTo` when it is one of settings.MTURK_SUBMIT_HOSTS: the page posts the
+    worker's browser there, so any other address is refused."""
+    parts = urlsplit(turk_submit_to)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    if origin not in settings.MTURK_SUBMIT_HOSTS or parts.path not in ("", "/"):
+        raise ValidationError(f"turkSubmitTo {turk_submit_to!r} is not an MTurk address.")
+    return origin
+
+
+def mturk_worker(*, worker_id: str, project: Project) -> Any:
+    """The local user standing for an MTurk worker, an annotator of the project."""
+    if not (worker_id.isalnum() and 1 <= len(worker_id) <= 64):
+        raise ValidationError(f"workerId {worker_id!r} is not an MTurk worker id.")
+    users = get_user_model().objects
+    user, created = users.get_or_create(username=USERNAME_PREFIX + worker_id)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    if not Membership.objects.filter(project=project, user=user).exists():
+        membership_add(project=project, user=user, role=Role.ANNOTATOR)
+    return user
+
+
+def mturk_assignment_start(
+    *, hit: Hit, assignment_id: str, worker_id: str, now: datetime | None = None
+) -> Assignment:
+    """The local assignment for MTurk's `assignment_id` (the same one when the worker
+    reloads the page), taking a slot of the HIT as hit_claim would."""
+    if not (assignment_id.isalnum() and 1 <= len(assignment_id) <= 64):
+        raise ValidationError(f"assignmentId {assignment_id!r} is not an MTurk assignment id.")
+    existing = Assignment.objects.filter(mturk_assignment_id=assignment_id).first()
+    if existing is not None:
+        if existing.hit_id != hit.pk or existing.worker.get_username() != (
+            USERNAME_PREFIX + worker_id
+        ):
+            raise ValidationError("This assignment belongs to another HIT or worker.")
+        return existing
+    batch = hit.batch
+    if not batch.mturk_hit_type_id or hit.mturk_hit_id == "":
+        raise ValidationError("This HIT is not on MTurk.")
+    if not batch.is_open(now):
+        raise ValidationError("This batch is closed; please return the HIT.")
+    worker = mturk_worker(worker_id=worker_id, project=batch.project)
+    now = now or timezone.now()
+    try:
+        with transaction.atomic():
+            took = Hit.objects.filter(pk=hit.pk, taken__lt=F("max_assignments")).update(
+                taken=F("taken") + 1
+            )
+            if not took:
+                raise ValidationError("This HIT has all the captions it wants; please return it.")
+            return Assignment.objects.create(
+                hit=hit,
+                worker=worker,
+                accepted_at=now,
+                deadline=now + batch.time_allotted,
+                mturk_assignment_id=assignment_id,
+            )
+    except IntegrityError:
+        raise ValidationError(
+            "You already hold another HIT of ours, or did this one: submit or return the "
+            "other first."
+        ) from None
+
+
+def page_token(*, assignment: Assignment, submit_to: str) -> str:
+    """What the page's form carries instead of a session: MTurk shows the page in a
+    third-party frame, where the browser sends no cookies of ours."""
+    return signing.dumps({"a": assignment.pk, "s": submit_to}, salt=TOKEN_SALT)
+
+
+def page_token_read(token: str, *, max_age: float) -> tuple[Assignment, str]:
+    try:
+        data = signing.loads(token, salt=TOKEN_SALT, max_age=max_age)
+    except signing.BadSignature:
+        raise ValidationError("This page has expired or was altered; reload the HIT.") from None
+    assignment = Assignment.objects.select_related("hit__batch").filter(pk=data["a"]).first()
+    if assignment is None or not assignment.mturk_assignment_id:
+        raise ValidationError("This page's assignment no longer exists.")
+    return assignment, data["s"]
+
+
+# Reviews ------------------------------------------------------------------------------------
+
+
+def mturk_reviews_send(*, batch: Batch | None = None, client: Any = None) -> dict[str, int]:
+    """Sends MTurk the local decisions on its assignments not sent yet: ApproveAssignment
+    or RejectAssignment with the reviewer's feedback. A call MTurk refuses leaves the
+    assignment for the next run; returns how many were sent and refused."""
+    pending = Assignment.objects.filter(
+        state__in=[Assignment.State.APPROVED, Assignment.State.REJECTED],
+        mturk_review_sent_at__isnull=True,
+    ).exclude(mturk_assignment_id="")
+    if batch is not None:
+        pending = pending.filter(hit__batch=batch)
+    pending = pending.order_by("reviewed_at", "pk")
+    if not pending.exists():
+        return {"sent": 0, "refused": 0}
+    client = client or mturk_client()
+    sent = refused = 0
+    for assignment in pending.iterator(chunk_size=200):
+        try:
+            _review_send(client, assignment)
+        except Exception as exc:  # botocore errors: kept for the next run
+            if not _decided_there(client, assignment):
+                logger.warning(
+                    "MTurk refused the review of assignment #%s (%s): %s",
+                    assignment.pk,
+                    assignment.mturk_assignment_id,
+                    _error(exc),
+                )
+                refused += 1
+                continue
+        Assignment.objects.filter(pk=assignment.pk).update(mturk_review_sent_at=timezone.now())
+        sent += 1
+    return {"sent": sent, "refused": refused}
+
+
+def _review_send(client: Any, assignment: Assignment) -> None:
+    feedback = assignment.feedback[:1024]
+    if assignment.state == Assignment.State.APPROVED:
+        kwargs = {"RequesterFeedback": feedback} if feedback else {}
+        client.approve_assignment(AssignmentId=assignment.mturk_assignment_id, **kwargs)
+    else:
+        client.reject_assignment(
+            AssignmentId=assignment.mturk_assignment_id,
+            RequesterFeedback=feedback or "Rejected by a reviewer.",
+        )
+
+
+def _decided_there(client: Any, assignment: Assignment) -> bool:
+    """Whether MTurk already holds a final decision (its own auto-approval may come first,
+    after the same delay as ours); nothing more can be sent then. A decision other than
+    ours is logged: MTurk's stands."""
+    try:
+        status = client.get_assignment(AssignmentId=assignment.mturk_assignment_id)
+    except Exception:
+        return False
+    decided = status.get("Assignment", {}).get("AssignmentStatus")
+    if decided not in ("Approved", "Rejected"):
+        return False
+    if decided.lower() != assignment.state:
+        logger.warning(
+            "Assignment #%s is %s here but %s on MTurk, where it stays so.",
+            assignment.pk,
+            assignment.state,
+            decided,
+        )
+    return True

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from annotation import mturk_views
+
+urlpatterns = [
+    path("mturk/hits/<int:hit_id>/", mturk_views.mturk_hit, name="mturk_hit"),
+    path(
+        "mturk/hits/<int:hit_id>/<int:clip_id>/audio",
+        mturk_views.mturk_clip_audio,
+        name="mturk_clip_audio",
+    ),
+]

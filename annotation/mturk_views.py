@@ -1,0 +1,154 @@
+"""The ExternalQuestion page MTurk shows its workers (annotation.mturk explains the mode).
+
+MTurk frames the page on its own site, so these views allow framing by MTurk alone, and
+they carry no session: the browser sends no cookies of ours to a third-party frame. The
+form is protected by a signed token naming the assignment instead, which is why the
+submit is exempt from Django's cookie-based CSRF check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from annotation import mturk, rules, services
+from annotation.models import Assignment, Hit, HitClip
+from core.media import media_response
+
+# a page's token outlives any time allotted; the assignment's own deadline still applies
+TOKEN_MAX_AGE = 24 * 3600
+FRAME_ANCESTORS = "frame-ancestors https://*.mturk.com https://mturk.com"
+
+
+def _framed(response: HttpResponse) -> HttpResponse:
+    response["Content-Security-Policy"] = FRAME_ANCESTORS
+    return response
+
+
+def _page(
+    request: HttpRequest,
+    hit: Hit,
+    *,
+    assignment: Assignment | None = None,
+    token: str = "",
+    texts: dict[int, str] | None = None,
+    errors: dict[str, list[str]] | None = None,
+    problem: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    limits = services.caption_limits(hit.batch)
+    items = [
+        {
+            "number": number,
+            "clip_id": hit_clip.clip_id,
+            "audio_url": reverse("mturk_clip_audio", args=[hit.pk, hit_clip.clip_id])
+            + f"?t={token}"
+            if token
+            else "",
+            "text": (texts or {}).get(hit_clip.clip_id, ""),
+            "errors": (errors or {}).get(f"caption-{hit_clip.clip_id}", []),
+        }
+        for number, hit_clip in enumerate(hit.hit_clips.order_by("position"), start=1)
+    ]
+    context = {
+        "hit": hit,
+        "batch": hit.batch,
+        "assignment": assignment,
+        "token": token,
+        "items": items,
+        "general_errors": (errors or {}).get("__all__", []),
+        "guidance": rules.guidance(limits),
+        "problem": problem,
+    }
+    return _framed(render(request, "annotation/mturk_hit.html", context, status=status))
+
+
+def _mturk_hit(hit_id: int) -> Hit:
+    hits = Hit.objects.select_related("batch__project").exclude(mturk_hit_id="")
+    return get_object_or_404(hits, pk=hit_id)
+
+
+@xframe_options_exempt
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def mturk_hit(request: HttpRequest, hit_id: int) -> HttpResponse:
+    hit = _mturk_hit(hit_id)
+    if request.method == "POST":
+        return _submit(request, hit)
+    params = request.GET
+    if params.get("hitId") != hit.mturk_hit_id:
+        raise Http404("No such MTurk HIT.")
+    assignment_id = params.get("assignmentId", mturk.PREVIEW)
+    if assignment_id == mturk.PREVIEW:
+        return _page(request, hit)  # the preview: instructions and clips, no boxes
+    try:
+        submit_to = mturk.submit_to_checked(params.get("turkSubmitTo", ""))
+        assignment = mturk.mturk_assignment_start(
+            hit=hit, assignment_id=assignment_id, worker_id=params.get("workerId", "")
+        )
+    except ValidationError as exc:
+        return _page(request, hit, problem=" ".join(exc.messages), status=409)
+    if assignment.state != Assignment.State.ACCEPTED:
+        problem = f"This assignment is already {assignment.get_state_display().lower()}."
+        return _page(request, hit, problem=problem, status=409)
+    token = mturk.page_token(assignment=assignment, submit_to=submit_to)
+    return _page(request, hit, assignment=assignment, token=token)
+
+
+def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
+    token = request.POST.get("token", "")
+    try:
+        assignment, submit_to = mturk.page_token_read(token, max_age=TOKEN_MAX_AGE)
+        if assignment.hit_id != hit.pk:
+            raise ValidationError("This form belongs to another HIT.")
+    except ValidationError as exc:
+        return _page(request, hit, problem=" ".join(exc.messages), status=400)
+    captions: dict[int, Any] = {
+        int(key.removeprefix("caption-")): value
+        for key, value in request.POST.items()
+        if key.startswith("caption-") and key.removeprefix("caption-").isdigit()
+    }
+    try:
+        services.assignment_submit(
+            assignment=assignment, worker=assignment.worker, captions=captions
+        )
+    except ValidationError as exc:
+        if not hasattr(exc, "error_dict"):  # late or already submitted
+            return _page(request, hit, problem=" ".join(exc.messages), status=409)
+        return _page(
+            request,
+            hit,
+            assignment=assignment,
+            token=token,
+            texts=captions,
+            errors=exc.message_dict,
+            status=400,
+        )
+    context = {
+        "action": f"{submit_to}/mturk/externalSubmit",
+        "assignment_id": assignment.mturk_assignment_id,
+        "captions": len(captions),
+    }
+    return _framed(render(request, "annotation/mturk_submit.html", context))
+
+
+@xframe_options_exempt
+@require_GET
+def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpResponse:
+    """A clip of the HIT for the worker whose page carries the token."""
+    hit = _mturk_hit(hit_id)
+    try:
+        assignment, _ = mturk.page_token_read(request.GET.get("t", ""), max_age=TOKEN_MAX_AGE)
+    except ValidationError as exc:
+        raise Http404(" ".join(exc.messages)) from None
+    if assignment.hit_id != hit.pk or assignment.state != Assignment.State.ACCEPTED:
+        raise Http404("No such clip for this assignment.")
+    hit_clip = get_object_or_404(HitClip.objects.select_related("clip"), hit=hit, clip_id=clip_id)
+    return media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
