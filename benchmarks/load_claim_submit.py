@@ -198,16 +198,23 @@ def _start_gunicorn(args: argparse.Namespace, env: dict[str, str]) -> subprocess
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of these processes so far (Linux /proc)."""
-    total = 0
+def _cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU time of each of these processes so far (Linux /proc)."""
+    seconds = {}
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+    return seconds
+
+
+def _cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU used between two readings: processes started meanwhile count whole; one that
+    ended meanwhile (Django reopens its database connection every 60 s) counts nothing
+    for the time after the first reading, so the figure may be a little low."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def _children(pid: int) -> list[int]:
@@ -234,9 +241,8 @@ class Meter:
         ).fetchall()
         return [pid for (pid,) in rows]
 
-    def read(self) -> tuple[float, float, list[int], list[int]]:
-        workers, backends = _children(self.server.pid), self._backends()
-        return _cpu_seconds(workers), _cpu_seconds(backends), workers, backends
+    def read(self) -> tuple[dict[int, float], dict[int, float]]:
+        return _cpu_seconds(_children(self.server.pid)), _cpu_seconds(self._backends())
 
 
 # Load -------------------------------------------------------------------------------------
@@ -289,8 +295,7 @@ async def _run_level(
     timeout = httpx.Timeout(60.0)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
         level.load_before = os.getloadavg()[0]
-        _, _, server_pids, db_pids = meter.read()
-        server_cpu, db_cpu = _cpu_seconds(server_pids), _cpu_seconds(db_pids)
+        server_cpu, db_cpu = meter.read()
         cpu = time.process_time()
         start = time.perf_counter()
         deadline = start + duration
@@ -299,10 +304,9 @@ async def _run_level(
         )
         level.elapsed = time.perf_counter() - start
         level.client_cpu = time.process_time() - cpu
-        # the same processes as at the start: backends opened meanwhile are not counted,
-        # so a level's first connections make its database figure a little low
-        level.server_cpu = _cpu_seconds(server_pids) - server_cpu
-        level.database_cpu = _cpu_seconds(db_pids) - db_cpu
+        server_after, db_after = meter.read()
+        level.server_cpu = _cpu_used(server_cpu, server_after)
+        level.database_cpu = _cpu_used(db_cpu, db_after)
         level.load_after = os.getloadavg()[0]
     return level
 
@@ -383,6 +387,13 @@ def _row(level: Level) -> str:
         f"{level.load_before:.1f} → {level.load_after:.1f}",
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
 
 
 HEADER = (
@@ -483,7 +494,7 @@ def main() -> None:
 
     print()
     print(
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({platform.processor() or '?'}), "
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_model()}), "
         f"Python {platform.python_version()}, PostgreSQL {pg_version}; gunicorn "
         f"{args.gunicorn_workers} {args.worker_class} workers (threads {args.threads}); "
         f"{args.clips:,} clips, {args.captions_per_clip} captions each, 1 clip per HIT; "
