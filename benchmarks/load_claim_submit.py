@@ -5,6 +5,7 @@ Usage:
   .venv/bin/python benchmarks/load_claim_submit.py [--clips 50000] [--levels 1,10,50,100]
       [--duration 30] [--gunicorn-workers 4] [--database earmark_load]
       [--server postgres://postgres@127.0.0.1:5432] [--keep-database]
+      [--broker filesystem://] [--set NAME=VALUE …]
 
 It (re)creates a private PostgreSQL database (`--database`, dropped at the end unless
 --keep-database), migrates it, seeds `--clips` fetched clips in one published batch
@@ -15,9 +16,12 @@ looping POST /api/work/claim → POST /api/work/assignments/{id}/submit with no 
 for `--duration` seconds (a loop in flight at the deadline finishes).
 
 Prints per level: loops/s, latency percentiles of the whole loop and of each request,
-errors, the load generator's CPU share; then checks the database: no worker on a clip
-twice, no HIT over-filled (assignments holding a slot ≤ max, and `taken` equal to them),
-no caption of a worker on a clip twice, and one submitted assignment per loop counted.
+errors, and the CPU time per loop of gunicorn's workers, of the PostgreSQL backends serving
+them and of the load generator (on a shared machine the load average says little; CPU per
+loop says what a quiet one could do: cores x 1000 / total ms); then checks the database:
+no worker on a clip twice, no HIT over-filled (assignments holding a slot ≤ max, and
+`taken` equal to them), no caption of a worker on a clip twice, and one submitted
+assignment per loop counted.
 
 With no think time, Little's law ties the numbers: loop latency ≈ workers / (loops/s).
 """
