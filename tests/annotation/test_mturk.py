@@ -277,6 +277,29 @@ def test_an_altered_token_stores_nothing(on_mturk: Batch) -> None:
     assert not Caption.objects.exists()
 
 
+def test_another_worker_cannot_take_over_an_assignment(on_mturk: Batch) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0001", worker_id="AWORKER2"))
+    assert response.status_code == 409
+    assert "belongs to another HIT or worker" in response.content.decode()
+    assert 'name="token"' not in response.content.decode()
+    assert Assignment.objects.get().worker.get_username() == "mturk-AWORKER1"
+
+
+def test_a_token_of_one_hit_submits_nothing_to_another(
+    make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
+) -> None:
+    batch = make_batch(clips=2)
+    batch_mturk_publish(batch=batch, by=alice)
+    first, second = batch.hits.order_by("pk")
+    client, token = _accept(first)
+    response = client.post(f"/mturk/hits/{second.pk}/", {"token": token, **_captions(second)})
+    assert response.status_code == 400
+    assert "belongs to another HIT" in response.content.decode()
+    assert not Caption.objects.exists()
+
+
 def test_a_second_hit_waits_until_the_first_is_done(
     make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
 ) -> None:
