@@ -33,6 +33,7 @@ import asyncio
 import os
 import platform
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
@@ -495,6 +496,7 @@ def main() -> None:
     connection.close()
     if not args.keep_database:
         _drop_database(args.server, args.database)
+    shutil.rmtree(var, ignore_errors=True)  # the broker's files of the jobs submits queued
 
     print()
     print(
