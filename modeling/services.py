@@ -534,8 +534,7 @@ def _device_text(device: torch.device) -> str:
 def _copy_from_storage(field_file: Any, target: Path) -> bool:
     try:
         with field_file.open("rb") as src, target.open("wb") as dst:
-            for block in iter(lambda: src.read(1 << 20), b""):
-                dst.write(block)
+            shutil.copyfileobj(src, dst)
     except FileNotFoundError:
         return False
     return True
@@ -591,9 +590,8 @@ def clips_caption(
     rows = list(clips.order_by("pk").values_list("pk", "audio", "content_sha256"))
     run_config, feature_config = _configs(run)
     device = pick_device(run_config.train.device)
-    with tempfile.TemporaryDirectory(prefix="earmark-caption-") as tmp:
-        local = Path(tmp) / "model.pt"
-        _copy_from_storage(run.checkpoint, local)
+    # read in place on disk storage; a bucket's checkpoint is copied once to a temporary file
+    with datasets.local_file(run.checkpoint.name) as local:
         checkpoint = load_checkpoint(local, map_location=device)
     model, vocab = checkpoint.model.to(device), checkpoint.vocab
     cache = datasets.feature_cache(feature_config)
