@@ -19,3 +19,6 @@ class ClipAdmin(admin.ModelAdmin):
     list_filter = ["source", "status"]
     search_fields = ["youtube_id", "original_name"]
     raw_id_fields = ["labels"]
+    # the list a segment was first imported from; the ontology page's cached counts are
+    # kept per list, and curation.signals follows label edits and deletions, not this
+    readonly_fields = ["segment_list"]

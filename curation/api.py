@@ -132,6 +132,8 @@ class LabelOut(Schema):
     word_label: str | None
     super_category: str | None
     children: list[str]
+    # clips carrying the label itself per AudioSet list (balanced, eval, unbalanced), cached
+    clip_counts: dict[str, int]
 
 
 # Access ----------------------------------------------------------------------------------
@@ -377,12 +379,14 @@ def label_list(request: HttpRequest, q: str = "") -> Any:
     edges = Label.children.through.objects.order_by("pk")
     for parent, child_mid in edges.values_list("from_label_id", "to_label__mid"):
         children.setdefault(parent, []).append(child_mid)
+    counts = queries.label_clip_counts()
     return [
         {
             **{f: getattr(label, f) for f in LABEL_FIELDS},
             "word_label": label.word_label.name if label.word_label else None,
             "super_category": label.word_label.super_category if label.word_label else None,
             "children": children.get(label.pk, []),
+            "clip_counts": {s: counts.get(label.pk, {}).get(s, 0) for s in queries.SEGMENT_LISTS},
         }
         for label in labels
     ]

@@ -142,6 +142,30 @@ class Clip(models.Model):
         return self.original_name or f"clip {self.pk}"
 
 
+class LabelSourceCount(models.Model):
+    """Clips carrying a label, per AudioSet list: a cache of the GROUP BY over the clip-label
+    links, because at 2 M clips that aggregate is too slow for every ontology page view.
+    `services.label_counts_refresh` rebuilds it (segment imports, repair) and
+    `curation.signals` keeps it in step with ORM edits of single clips."""
+
+    # the unique constraint's index starts with the label, so no separate one is needed
+    label = models.ForeignKey(
+        Label, on_delete=models.CASCADE, related_name="source_counts", db_index=False
+    )
+    # the clip's Clip.segment_list; blank counts local files
+    segment_list = models.CharField(max_length=10, choices=Clip.SegmentList.choices, blank=True)
+    clips = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # the refresh's upserts (ON CONFLICT) need this to be unique
+            models.UniqueConstraint(fields=["label", "segment_list"], name="labelsourcecount_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label_id} {self.segment_list or 'local'}: {self.clips}"
+
+
 class Recipe(models.Model):
     """How to tailor a subset; `spec` is a curation.recipes.RecipeSpec as JSON."""
 

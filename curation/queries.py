@@ -19,7 +19,7 @@ from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from core.models import Job, Project
-from curation.models import Clip, Label, Subset, SubsetClip
+from curation.models import Clip, Label, LabelSourceCount, Subset, SubsetClip
 
 SEGMENT_LISTS = tuple(Clip.SegmentList.values)  # balanced, eval, unbalanced
 SUBSET_JOB_KINDS = ("subset_build", "clips_fetch")
@@ -29,15 +29,13 @@ SUBSET_JOB_KINDS = ("subset_build", "clips_fetch")
 
 
 def label_clip_counts() -> dict[int, dict[str, int]]:
-    """Clips per label and AudioSet list, in one GROUP BY over the clip-label links."""
+    """Clips per label and AudioSet list ("local" for local files), read from the cache
+    that imports keep (LabelSourceCount): one small query instead of a GROUP BY over
+    every clip-label link."""
     counts: dict[int, dict[str, int]] = defaultdict(dict)
-    rows = (
-        Clip.labels.through.objects.values("label_id", "clip__segment_list")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    for row in rows:
-        counts[row["label_id"]][row["clip__segment_list"] or "local"] = row["n"]
+    rows = LabelSourceCount.objects.values_list("label_id", "segment_list", "clips")
+    for label_id, segment_list, n in rows:
+        counts[label_id][segment_list or "local"] = n
     return counts
 
 

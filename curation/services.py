@@ -28,7 +28,16 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from curation import fetch, media
-from curation.models import Clip, Label, Recipe, Subset, SubsetClip, SuperCategory, WordLabel
+from curation.models import (
+    Clip,
+    Label,
+    LabelSourceCount,
+    Recipe,
+    Subset,
+    SubsetClip,
+    SuperCategory,
+    WordLabel,
+)
 from curation.recipes import (
     FLAGS,
     Candidates,
@@ -164,6 +173,59 @@ def label_curate(
     label.curation_note = note.strip()
     label.save(update_fields=["needs_visuals", "needs_expertise", "excluded", "curation_note"])
     return label
+
+
+# Clip counts per label (the ontology page's cache) --------------------------------------
+
+
+def label_counts_refresh(*, label_ids: Iterable[int] | None = None) -> int:
+    """Recounts the cached clips per label and AudioSet list (LabelSourceCount) from the
+    clip-label links: every label, or only `label_ids`. Two set-based statements (delete,
+    then INSERT … SELECT … GROUP BY) run in the caller's transaction, so an import that fails
+    rolls its counts back with its clips. Idempotent; returns the count rows written."""
+    counts = LabelSourceCount._meta.db_table
+    links = Clip.labels.through._meta.db_table
+    clips = Clip._meta.db_table
+    where, params = "", []
+    if label_ids is not None:
+        # at most the ontology's few hundred labels, well within SQLite's variable limit
+        ids = sorted(set(label_ids))
+        if not ids:
+            return 0
+        where = f"WHERE label_id IN ({', '.join(['%s'] * len(ids))})"
+        params = ids
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # Two imports committing side by side would each delete only the rows they can
+            # see and then collide on the unique constraint; waiting here for the other to
+            # commit also lets this one count the other's links. Readers are not blocked.
+            cursor.execute(f"LOCK TABLE {counts} IN EXCLUSIVE MODE")
+        cursor.execute(f"DELETE FROM {counts} {where}", params)
+        cursor.execute(
+            f"INSERT INTO {counts} (label_id, segment_list, clips) "
+            f"SELECT label_id, {clips}.segment_list, COUNT(*) FROM {links} "
+            f"JOIN {clips} ON {clips}.id = {links}.clip_id {where} "
+            f"GROUP BY label_id, {clips}.segment_list",
+            params,
+        )
+        return cursor.rowcount
+
+
+def label_counts_adjust(*, changes: Iterable[tuple[int, str, int]]) -> None:
+    """Adds each (label id, segment list, delta) to the cached counts, never going below
+    zero. The cheap path for edits of a few links (one clip's labels, a deleted clip), where
+    recounting a label that a million clips carry would cost far more than the edit."""
+    rows = [(label_id, segment_list, delta) for label_id, segment_list, delta in changes if delta]
+    if not rows:
+        return
+    table = LabelSourceCount._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} (label_id, segment_list, clips) VALUES (%s, %s, %s) "
+            "ON CONFLICT (label_id, segment_list) DO UPDATE SET clips = "
+            f"CASE WHEN {table}.clips + %s < 0 THEN 0 ELSE {table}.clips + %s END",
+            [(label_id, lst, max(delta, 0), delta, delta) for label_id, lst, delta in rows],
+        )
 
 
 def word_labels_import(*, path: Path) -> dict[str, int]:
@@ -826,6 +888,9 @@ def segments_import(
                     batch = {}
                     progress(segment.line, total_lines, f"{stats['rows']:,} rows")
             _flush_segments(batch, segment_list, stats)
+            # the ontology page's cached counts, inside the file's transaction so that a
+            # failed import leaves the old ones
+            label_counts_refresh()
     except SegmentFormatError as exc:
         raise ValidationError(f"{exc} — nothing from this file was imported.") from None
     progress(total_lines, total_lines, f"{stats['rows']:,} rows")
