@@ -16,6 +16,7 @@ exists — but it is reported (`silent`) so curators can drop it.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -31,12 +32,18 @@ import soundfile as sf
 from django.conf import settings
 
 from curation import media
+from curation.recipes import VIDEO_FEATURES_HEIGHTS
 
 log = logging.getLogger(__name__)
 
 # Best audio, with the smallest video that still makes a hint; single-file and audio-only
 # sources (the generic extractor, videos whose picture was removed) fall through.
 SOURCE_FORMAT = "bestaudio+worstvideo[height>=144]/bestaudio+worstvideo/best/bestaudio"
+# A recipe's `video_features_height` asks for a second, sharper silent video that feature
+# extraction reads instead of the hint. The source is then the smallest video at least
+# that tall (or the tallest there is); the result is never scaled up. The heights allowed
+# are curation.recipes.VIDEO_FEATURES_HEIGHTS.
+VIDEO_FEATURES_CRF = 23  # x264's default quality: these frames feed a video encoder
 DURATION_TOLERANCE_SECONDS = 0.5
 # The video hint shows annotators what the scene looks like; it is not the data.
 VIDEO_HINT_HEIGHT = 144
@@ -71,6 +78,8 @@ class FetchFailed(FetchError):
 class FetchedClip:
     audio: Path  # mono 16-bit WAV at sample_rate
     video: Path | None  # the ≈144p hint; None when the source has no picture
+    # the sharper video for features, when asked for and the source has a picture
+    video_features: Path | None
     duration_seconds: float
     sample_rate: int
     peaks: list[float]
@@ -170,7 +179,28 @@ def classify(message: str, cause: BaseException | None = None) -> FetchError:
     return FetchFailed(reason)
 
 
-def download_section(*, url: str, start: float, end: float, workdir: Path) -> Path:
+def source_format(video_features_height: int | None = None) -> str:
+    """yt-dlp's format choice: the hint's smallest picture, or one tall enough for the
+    features video (falling back to the tallest offered)."""
+    if video_features_height is None:
+        return SOURCE_FORMAT
+    if video_features_height not in VIDEO_FEATURES_HEIGHTS:
+        raise ValueError(
+            f"video_features_height {video_features_height!r}: use one of "
+            f"{', '.join(map(str, VIDEO_FEATURES_HEIGHTS))}, or none"
+        )
+    tall_enough = f"worstvideo[height>={video_features_height}]"
+    return f"bestaudio+{tall_enough}/bestaudio+bestvideo/best/bestaudio"
+
+
+def download_section(
+    *,
+    url: str,
+    start: float,
+    end: float,
+    workdir: Path,
+    video_features_height: int | None = None,
+) -> Path:
     """Downloads [start, end) of the video at `url` into `workdir`; returns the file.
 
     yt-dlp hands sections to ffmpeg, which seeks with HTTP Range requests and re-encodes
@@ -182,7 +212,7 @@ def download_section(*, url: str, start: float, end: float, workdir: Path) -> Pa
 
     capture = _Capture()
     options: dict[str, Any] = {
-        "format": SOURCE_FORMAT,
+        "format": source_format(video_features_height),
         "merge_output_format": "mkv",  # holds any audio+video pair YouTube offers
         "download_ranges": download_range_func(None, [(start, end)]),
         "force_keyframes_at_cuts": True,
@@ -297,12 +327,92 @@ def make_video_hint(src: Path, dst: Path, *, seconds: float) -> Path | None:
     return None
 
 
+def make_video_features(src: Path, dst: Path, *, seconds: float, height: int) -> Path:
+    """A silent H.264 MP4 at most `height` pixels tall (the source's own height when it is
+    shorter), at the source's frame rate, verified to decode as a picture that lasts the
+    section. Raises MediaError: unlike the hint, the recipe asked for this one."""
+    command = [
+        settings.FFMPEG_BINARY,
+        "-nostdin",
+        "-v",
+        "error",
+        "-y",
+        "-i",
+        str(src),
+        "-t",
+        f"{seconds:.3f}",
+        "-an",
+        "-sn",
+        "-map",
+        "0:v:0",
+        # never scale up; -2 and the trunc keep both sides even, which yuv420p needs
+        "-vf",
+        f"scale=-2:'trunc(min(ih,{height})/2)*2'",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-crf",
+        str(VIDEO_FEATURES_CRF),
+        "-pix_fmt",
+        "yuv420p",
+        "-movflags",
+        "+faststart",
+        str(dst),
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=FFMPEG_TIMEOUT_SECONDS, check=False
+    )
+    if done.returncode != 0 or not dst.is_file() or dst.stat().st_size == 0:
+        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output"
+        raise media.MediaError(f"{src.name}: ffmpeg could not make the {height}p video ({reason})")
+    got_height, duration = _video_facts(dst)
+    if not 0 < got_height <= height:
+        raise media.MediaError(f"{dst.name}: {got_height}p, expected at most {height}p")
+    if duration < seconds - DURATION_TOLERANCE_SECONDS:
+        raise media.MediaError(
+            f"{dst.name}: the {height}p video lasts {duration:.2f} s, expected {seconds:.2f} s"
+        )
+    return dst
+
+
+def _video_facts(path: Path) -> tuple[int, float]:
+    """(height, duration in seconds) of the first video stream, decoded to the end: a
+    file whose frames are broken fails here rather than in feature extraction."""
+    command = [
+        settings.FFPROBE_BINARY,
+        "-v",
+        "error",
+        "-select_streams",
+        "v:0",
+        "-count_frames",
+        "-show_entries",
+        "stream=height,nb_read_frames:format=duration",
+        "-of",
+        "json",
+        str(path),
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=FFMPEG_TIMEOUT_SECONDS, check=False
+    )
+    try:
+        data = json.loads(done.stdout or "{}")
+        stream = data["streams"][0]
+        if done.returncode != 0 or int(stream.get("nb_read_frames", 0)) == 0:
+            raise ValueError("no frames")
+        return int(stream["height"]), float(data["format"]["duration"])
+    except (KeyError, IndexError, ValueError) as exc:
+        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else str(exc)
+        raise media.MediaError(f"{path.name}: not a readable video ({reason})") from None
+
+
 def process_download(
     src: Path,
     workdir: Path,
     *,
     expected_seconds: float,
     sample_rate: int = media.AUDIO_SAMPLE_RATE,
+    video_features_height: int | None = None,
 ) -> FetchedClip:
     """Verifies a downloaded section and makes the WAV, the hint and the peaks from it."""
     try:
@@ -320,13 +430,21 @@ def process_download(
             raise FetchFailed(
                 f"decoded audio lasts {duration:.2f} s, expected {expected_seconds:.2f} s"
             )
-        video = None
+        video = features = None
         if info.has_video:
             video = make_video_hint(src, workdir / "hint.mp4", seconds=expected_seconds)
+            if video_features_height is not None:
+                features = make_video_features(
+                    src,
+                    workdir / "features.mp4",
+                    seconds=expected_seconds,
+                    height=video_features_height,
+                )
         rms, peak = loudness(wav)
         return FetchedClip(
             audio=wav,
             video=video,
+            video_features=features,
             duration_seconds=duration,
             sample_rate=sample_rate,
             peaks=media.waveform_peaks(wav),
@@ -346,8 +464,22 @@ def fetch_section(
     end: float,
     workdir: Path,
     sample_rate: int = media.AUDIO_SAMPLE_RATE,
+    video_features_height: int | None = None,
 ) -> FetchedClip:
     """Downloads and verifies one clip's section. Raises Unavailable or FetchFailed.
-    The returned files live in `workdir`; the caller stores them and removes the folder."""
-    src = download_section(url=source_url(youtube_id), start=start, end=end, workdir=workdir)
-    return process_download(src, workdir, expected_seconds=end - start, sample_rate=sample_rate)
+    The returned files live in `workdir`; the caller stores them and removes the folder.
+    With `video_features_height`, also makes the sharper silent video for features."""
+    src = download_section(
+        url=source_url(youtube_id),
+        start=start,
+        end=end,
+        workdir=workdir,
+        video_features_height=video_features_height,
+    )
+    return process_download(
+        src,
+        workdir,
+        expected_seconds=end - start,
+        sample_rate=sample_rate,
+        video_features_height=video_features_height,
+    )

@@ -11,7 +11,14 @@ from django import forms
 from django.core.exceptions import ImproperlyConfigured
 
 from curation.models import Label
-from curation.recipes import FLAGS, PRESETS, SEGMENT_LISTS, RecipeError, RecipeSpec
+from curation.recipes import (
+    FLAGS,
+    PRESETS,
+    SEGMENT_LISTS,
+    VIDEO_FEATURES_HEIGHTS,
+    RecipeError,
+    RecipeSpec,
+)
 
 # The comments on RecipeSpec's fields, for people.
 HELP: dict[str, str] = {
@@ -31,10 +38,18 @@ HELP: dict[str, str] = {
     "val_size": "Validation size: a count (500) or a fraction (0.1).",
     "test_size": "Test size: a count or a fraction; train gets the rest.",
     "seed": "The same seed on the same data selects and splits the same clips.",
+    "video_features_height": "Fetching also stores a silent video this tall for video "
+    "features (the video models read it instead of the 144p hint). Applies to clips fetched "
+    "from now on; changes no selection.",
 }
 CHOICES: dict[str, list[tuple[str, str]]] = {
     "segment_lists": [(s, s) for s in SEGMENT_LISTS],
     "excluded_flags": [(f, f.replace("_", " ")) for f in FLAGS],
+}
+# single choices, shown as a select; "" stands for None
+SELECTS: dict[str, list[tuple[str, str]]] = {
+    "video_features_height": [("", "none (the 144p hint only)")]
+    + [(str(h), f"{h}p") for h in VIDEO_FEATURES_HEIGHTS],
 }
 PRESET_CHOICES = [("", "blank (defaults)")] + [(name, name) for name in PRESETS]
 
@@ -61,6 +76,12 @@ def _spec_field(name: str, kind: str) -> forms.Field:
     if name in CHOICES:
         widget = forms.CheckboxSelectMultiple(attrs={"data-spec": "choices"})
         return forms.MultipleChoiceField(choices=CHOICES[name], required=False, widget=widget)
+    if name in SELECTS:
+        # the preview script reads a select's value like a number input's
+        select = forms.Select(attrs={"data-spec": "int"})
+        return forms.TypedChoiceField(
+            choices=SELECTS[name], coerce=int, empty_value=None, required=False, widget=select
+        )
     number = {"step": "any"}
     table: dict[str, tuple[type[forms.Field], dict[str, Any], str]] = {
         "list[str]": (forms.CharField, {"required": False}, "csv"),

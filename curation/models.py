@@ -97,6 +97,9 @@ class Clip(models.Model):
     error = models.TextField(blank=True)
     audio = models.FileField(upload_to="clips/audio/", blank=True)
     video = models.FileField(upload_to="clips/video/", blank=True)
+    # a sharper silent video for video features, fetched when the subset's recipe asks for
+    # one (RecipeSpec.video_features_height); modeling prefers it to the hint
+    video_features = models.FileField(upload_to="clips/video_features/", blank=True)
     peaks = models.JSONField(default=list, blank=True)  # max |amplitude| per bucket, 0..1
     duration_seconds = models.FloatField(null=True, blank=True)
     sample_rate = models.PositiveIntegerField(null=True, blank=True)

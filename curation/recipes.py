@@ -16,6 +16,8 @@ import tomli_w
 
 FLAGS = ("needs_visuals", "needs_expertise", "excluded")
 SEGMENT_LISTS = ("balanced", "eval", "unbalanced")
+# what a recipe's video_features_height may be (curation.fetch makes the video)
+VIDEO_FEATURES_HEIGHTS = (240, 360, 480)
 
 
 class RecipeError(ValueError):
@@ -46,6 +48,9 @@ class RecipeSpec:
     test_size: float | int = 0.1
     # the same seed on the same data selects and splits the same clips
     seed: int = 0
+    # fetching also stores a silent video this many pixels tall (240, 360 or 480) for video
+    # features, beside the 144p hint; absent: the hint only. Changes no selection.
+    video_features_height: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RecipeSpec:
@@ -111,6 +116,15 @@ class RecipeSpec:
         fractions = [v for v in (self.val_size, self.test_size) if isinstance(v, float)]
         need(sum(fractions) < 1, "test_size", "val and test fractions must leave some train")
         need(_is_int(self.seed), "seed", "a whole number")
+        need(
+            self.video_features_height is None
+            or (
+                _is_int(self.video_features_height)
+                and self.video_features_height in VIDEO_FEATURES_HEIGHTS
+            ),
+            "video_features_height",
+            f"one of {', '.join(map(str, VIDEO_FEATURES_HEIGHTS))}, or absent",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -599,7 +599,7 @@ def _clip_store_fetched(claimed: Clip, fetched: fetch.FetchedClip) -> Clip:
             clip = Clip.objects.select_for_update().get(pk=claimed.pk)
             if not _fetch_is_ours(clip, claimed):
                 return clip  # reclaimed as stale meanwhile: the new holder's result counts
-            replaced = [f.name for f in (clip.audio, clip.video) if f]
+            replaced = [f.name for f in (clip.audio, clip.video, clip.video_features) if f]
             with fetched.audio.open("rb") as handle:
                 clip.audio.save(f"{stem}.wav", File(handle), save=False)
                 stored.append(clip.audio)
@@ -609,6 +609,12 @@ def _clip_store_fetched(claimed: Clip, fetched: fetch.FetchedClip) -> Clip:
                     stored.append(clip.video)
             else:
                 clip.video = ""
+            if fetched.video_features is not None:
+                with fetched.video_features.open("rb") as handle:
+                    clip.video_features.save(f"{stem}.mp4", File(handle), save=False)
+                    stored.append(clip.video_features)
+            else:
+                clip.video_features = ""
             clip.status = Clip.Status.READY
             clip.error = ""
             clip.fetched_at = timezone.now()
@@ -618,7 +624,8 @@ def _clip_store_fetched(claimed: Clip, fetched: fetch.FetchedClip) -> Clip:
             clip.content_sha256 = fetched.sha256
             clip.silent = fetched.silent
             clip.save()
-            orphans = [name for name in replaced if name not in {clip.audio.name, clip.video.name}]
+            kept = {clip.audio.name, clip.video.name, clip.video_features.name}
+            orphans = [name for name in replaced if name not in kept]
             if orphans:
                 storage = clip.audio.storage
                 transaction.on_commit(lambda: [storage.delete(name) for name in orphans])
@@ -635,9 +642,11 @@ def clip_fetch(
     attempts: int | None = None,
     stale_after: timedelta = FETCH_STALE_AFTER,
     sample_rate: int = media.AUDIO_SAMPLE_RATE,
+    video_features_height: int | None = None,
 ) -> Clip:
     """Fetches one YouTube clip if it is due (see _clip_claim) and returns it as it ends up,
-    its audio as mono WAV at `sample_rate`.
+    its audio as mono WAV at `sample_rate`; with `video_features_height`, also a silent
+    video that tall for video features (Clip.video_features).
 
     Outcomes: ready, with the WAV, the video hint, peaks and the silence flag; unavailable,
     with yt-dlp's reason in `error`; failed, with the reason and the attempts left. A clip
@@ -654,6 +663,7 @@ def clip_fetch(
                 end=float(claimed.end_seconds),
                 workdir=Path(tmp),
                 sample_rate=sample_rate,
+                video_features_height=video_features_height,
             )
             return _clip_store_fetched(claimed, fetched)
     except fetch.Unavailable as exc:
@@ -666,6 +676,16 @@ def clip_fetch(
         log.exception("fetching clip %s failed", clip_id)
         error = _fetch_failure_text(f"{type(exc).__name__}: {exc}", claimed.fetch_attempts)
         return _clip_settle(claimed, status=Clip.Status.FAILED, error=error)
+
+
+def subset_video_features_height(subset: Subset) -> int | None:
+    """The features video height the subset's recipe asks for: the recipe as it is now, so
+    a researcher can turn it on without rebuilding (it selects nothing), or the spec the
+    subset was built from when its recipe is gone. Like the sample rate, it applies to
+    clips fetched from now on; a ready clip is never fetched again."""
+    spec = subset.recipe.spec if subset.recipe is not None else subset.spec
+    height = spec.get("video_features_height")
+    return height if isinstance(height, int) and not isinstance(height, bool) else None
 
 
 def _fetch_settled(clip: Clip, attempts: int) -> bool:
@@ -685,6 +705,7 @@ def clips_fetch(
     stale_after: timedelta = FETCH_STALE_AFTER,
     poll_seconds: float = FETCH_POLL_SECONDS,
     sample_rate: int | None = None,
+    video_features_height: int | None = None,
     retry_exhausted: bool = False,
 ) -> dict[str, int]:
     """Fetches every YouTube clip of the subset (or of `clip_ids`, or both: their overlap)
@@ -702,6 +723,8 @@ def clips_fetch(
         # clips are shared between projects; the subset's project decides, the first
         # time a clip is fetched (a ready clip is never fetched again)
         sample_rate = subset.project.audio_sample_rate if subset else media.AUDIO_SAMPLE_RATE
+    if video_features_height is None and subset is not None:
+        video_features_height = subset_video_features_height(subset)
     clips = Clip.objects.filter(source=Clip.Source.YOUTUBE)
     if subset is not None:
         clips = clips.filter(subsets=subset)
@@ -735,7 +758,11 @@ def clips_fetch(
     for pk, attempts in tickets:
         try:
             clip = clip_fetch(
-                clip_id=pk, attempts=attempts, stale_after=stale_after, sample_rate=sample_rate
+                clip_id=pk,
+                attempts=attempts,
+                stale_after=stale_after,
+                sample_rate=sample_rate,
+                video_features_height=video_features_height,
             )
         except Clip.DoesNotExist:
             settled += 1  # deleted meanwhile: nothing left to fetch
@@ -757,7 +784,11 @@ def clips_fetch(
                 token = clip.fetch_attempts if clip.status == Clip.Status.FETCHING else attempts
                 try:
                     clip = clip_fetch(
-                        clip_id=pk, attempts=token, stale_after=stale_after, sample_rate=sample_rate
+                        clip_id=pk,
+                        attempts=token,
+                        stale_after=stale_after,
+                        sample_rate=sample_rate,
+                        video_features_height=video_features_height,
                     )
                 except Clip.DoesNotExist:
                     clip = None
@@ -809,14 +840,14 @@ def clips_fetch_job(
             raise ValidationError(f"Subset #{subset_id} no longer exists.")
 
     sample_rate = subset.project.audio_sample_rate if subset else media.AUDIO_SAMPLE_RATE
+    height = subset_video_features_height(subset) if subset else None
 
     def enlist(tickets: list[FetchTicket]) -> None:
         from curation.tasks import fetch_clip
 
+        options = {"sample_rate": sample_rate, "video_features_height": height}
         for clip_id, attempts in tickets:
-            fetch_clip.apply_async(
-                args=[clip_id, attempts, job.pk], kwargs={"sample_rate": sample_rate}, queue="media"
-            )
+            fetch_clip.apply_async(args=[clip_id, attempts, job.pk], kwargs=options, queue="media")
 
     return clips_fetch(
         subset=subset,
@@ -824,6 +855,7 @@ def clips_fetch_job(
         progress=progress,
         enlist=enlist if fan_out else None,
         sample_rate=sample_rate,
+        video_features_height=height,
         retry_exhausted=retry_exhausted,
     )
 

@@ -11,6 +11,7 @@ def fetch_clip(
     attempts: int | None = None,
     job_id: int | None = None,
     sample_rate: int = 32_000,
+    video_features_height: int | None = None,
 ) -> str:
     """Fetches one clip for a "clips_fetch" job (see curation.services.clips_fetch_job).
 
@@ -23,4 +24,9 @@ def fetch_clip(
     running = Job.objects.filter(pk=job_id, state=Job.State.RUNNING, cancel_requested=False)
     if job_id is not None and not running.exists():
         return "skipped"
-    return clip_fetch(clip_id=clip_id, attempts=attempts, sample_rate=sample_rate).status
+    return clip_fetch(
+        clip_id=clip_id,
+        attempts=attempts,
+        sample_rate=sample_rate,
+        video_features_height=video_features_height,
+    ).status

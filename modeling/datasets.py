@@ -149,8 +149,16 @@ def video_cache(config: VideoConfig) -> VideoFeatureCache:
     return VideoFeatureCache(Path(settings.FEATURE_CACHE_DIR), config)
 
 
+def clip_video_names(clip_ids: list[int]) -> dict[int, tuple[str, bool]]:
+    """The stored video each clip's video features come from, and whether it is the
+    sharper features video a recipe asked the fetch for (Clip.video_features), preferred
+    to the ≈144p hint (Clip.video); ("", False) when the clip has neither."""
+    rows = Clip.objects.filter(pk__in=clip_ids).values_list("pk", "video_features", "video")
+    return {pk: (sharp, True) if sharp else (hint or "", False) for pk, sharp, hint in rows}
+
+
 def clip_video(cache: VideoFeatureCache, name: str) -> torch.Tensor:
-    """The video features of a clip's stored video hint `name`; (0, Fv) without one.
+    """The video features of a clip's stored video `name`; (0, Fv) without one.
     Raises ValueError naming the file when ffmpeg cannot decode it."""
     if not name:
         return cache.empty()
@@ -161,22 +169,25 @@ def clip_video(cache: VideoFeatureCache, name: str) -> torch.Tensor:
 def attach_video(
     splits: dict[str, SplitData], config: VideoConfig, *, progress: ProgressFn
 ) -> dict[str, int]:
-    """Fills every clip's video features from its video hint (Clip.video), cached by the
-    video file's hash and the config. A clip without a video, or whose video cannot be
-    decoded, gets an empty video (the models read only its audio); both are counted."""
+    """Fills every clip's video features from its video (see clip_video_names: the
+    features video when fetched, else the hint), cached by the video file's hash and the
+    config. A clip without a video, or whose video cannot be decoded, gets an empty video
+    (the models read only its audio); both are counted, and so are sharper videos used."""
     cache = video_cache(config)
     clips = [clip for data in splits.values() for clip in data.clips]
-    names = dict(Clip.objects.filter(pk__in=[c.clip_id for c in clips]).values_list("pk", "video"))
-    counts = {"with_video": 0, "without_video": 0, "unreadable_video": 0}
+    names = clip_video_names([c.clip_id for c in clips])
+    counts = {"with_video": 0, "without_video": 0, "unreadable_video": 0, "features_video": 0}
     for done, clip in enumerate(clips, start=1):
+        name, sharp = names.get(clip.clip_id, ("", False))
         try:
-            clip.video = clip_video(cache, names.get(clip.clip_id) or "")
+            clip.video = clip_video(cache, name)
         except ValueError as exc:
             log.warning("clip %s: %s; training on its audio alone", clip.clip_id, exc)
             clip.video = cache.empty()
             counts["unreadable_video"] += 1
         else:
             counts["with_video" if clip.video.size(0) else "without_video"] += 1
+            counts["features_video"] += bool(sharp and clip.video.size(0))
         if done % 50 == 0 or done == len(clips):
             progress(done, len(clips), f"video {done:,}/{len(clips):,}")
     return counts

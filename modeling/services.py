@@ -597,7 +597,8 @@ def clips_caption(
     cache = datasets.feature_cache(feature_config)
     video_config = _video_config(run)
     video_cache = datasets.video_cache(video_config) if video_config is not None else None
-    videos = dict(Clip.objects.filter(pk__in=[r[0] for r in rows]).values_list("pk", "video"))
+    # the same video training read: the features video when fetched, else the hint
+    videos = datasets.clip_video_names([r[0] for r in rows])
     stored = 0
     total = len(rows)
     progress(0, total, f"captioning {total:,} clip(s)")
@@ -612,8 +613,8 @@ def clips_caption(
             )
             if video_cache is not None:
                 try:
-                    clip.video = datasets.clip_video(video_cache, videos.get(pk) or "")
-                except ValueError:  # an undecodable hint: caption from the audio alone
+                    clip.video = datasets.clip_video(video_cache, videos.get(pk, ("", False))[0])
+                except ValueError:  # an undecodable video: caption from the audio alone
                     clip.video = video_cache.empty()
             group.append(clip)
         hypotheses = caption_clips_with(model, vocab, group, beam_size=beam_size, device=device)

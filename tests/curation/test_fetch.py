@@ -35,7 +35,7 @@ from django.utils import timezone
 from core.models import Job, Project, WorkerHeartbeat
 from core.services import job_enqueue, job_run_inline
 from curation import fetch
-from curation.models import Clip, Split, Subset, SubsetClip
+from curation.models import Clip, Recipe, Split, Subset, SubsetClip
 from curation.services import clip_fetch, clips_fetch
 from curation.tasks import fetch_clip
 from earmark.env import env_float
@@ -49,6 +49,7 @@ pytestmark = pytest.mark.django_db
 TONE, SILENT, GONE = "toneAAAAAAA", "quietAAAAAA", "goneAAAAAAA"
 CUT, JUNK = "cutAAAAAAAA", "junkAAAAAAA"
 AUDIO_ONLY, VIDEO_ONLY = "audioAAAAAA", "videoAAAAAA"
+TALL = "tallAAAAAAA"  # a 640x480 picture, for features videos taller than the hint
 # the test media switch from 440 Hz to 880 Hz at 10 s; clips take 10-20 s: all 880 Hz
 START, END = 10, 20
 
@@ -58,6 +59,7 @@ def source_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("source-media")
     files = {
         "tone": make_mp4(folder / "tone.mp4"),
+        "tall": make_mp4(folder / "tall.mp4", size="640x480"),
         "silent": make_mp4(folder / "silent.mp4", silent=True),
         "junk": _write(folder / "junk.mp4", np.random.default_rng(7).bytes(50_000)),
     }
@@ -232,6 +234,125 @@ def test_it_merges_separate_audio_and_video_formats_as_from_youtube(
     assert clip.duration_seconds == pytest.approx(END - START, abs=0.05)
     assert _dominant_hz(Path(clip.audio.path)) == pytest.approx(880, abs=5)
     assert 0 < Path(clip.video.path).stat().st_size <= 200_000
+
+
+# A sharper video for features, when the recipe asks -----------------------------------------
+
+
+def _stream(path: Path) -> list[str]:
+    """codec,type,height of each stream: one video stream means no sound."""
+    fields = "stream=codec_name,codec_type,height"
+    probe = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", fields, "-of", "csv=p=0", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return probe.stdout.split()
+
+
+def _recipe_subset(project: Project, clips: list[Clip], height: int | None) -> Subset:
+    recipe = Recipe.objects.create(
+        project=project, name="Sharp", slug="sharp", spec={"video_features_height": height}
+    )
+    subset = _subset(project, clips)
+    subset.recipe = recipe
+    subset.save(update_fields=["recipe"])
+    return subset
+
+
+def test_it_stores_a_features_video_as_tall_as_the_recipe_asks(
+    server: MediaServer, media_root: Path, project: Project, source_files: dict[str, Path]
+) -> None:
+    server.routes[TALL] = Route(path=source_files["tall"])
+    subset = _recipe_subset(project, [_clip(TALL)], 360)
+
+    job = job_run_inline(
+        kind="clips_fetch", params={"subset_id": subset.pk, "fan_out": False}, project=project
+    )
+
+    assert job.state == Job.State.SUCCEEDED, job.error
+    clip = Clip.objects.get()
+    assert clip.status == Clip.Status.READY, clip.error
+    assert _stream(Path(clip.video_features.path)) == ["h264,video,360"]  # silent, 360p
+    assert _stream(Path(clip.video.path)) == ["h264,video,144"]  # the hint as ever
+    assert _files_under(media_root) == sorted(
+        Path(f.path) for f in (clip.audio, clip.video, clip.video_features)
+    )
+
+
+def test_it_never_scales_the_features_video_up(
+    server: MediaServer, media_root: Path, project: Project
+) -> None:
+    subset = _recipe_subset(project, [_clip(TONE)], 480)
+
+    clips_fetch(subset=subset)
+
+    clip = Clip.objects.get()
+    assert _stream(Path(clip.video_features.path)) == ["h264,video,240"]  # the source's 240p
+
+
+def test_it_follows_the_recipe_as_it_is_now(
+    server: MediaServer, media_root: Path, project: Project
+) -> None:
+    subset = _recipe_subset(project, [_clip(TONE)], None)
+    subset.recipe.spec = {"video_features_height": 240}  # turned on after the build
+    subset.recipe.save(update_fields=["spec"])
+
+    clips_fetch(subset=subset)
+
+    assert _stream(Path(Clip.objects.get().video_features.path)) == ["h264,video,240"]
+
+
+def test_it_stores_no_features_video_unless_asked(
+    server: MediaServer, media_root: Path, project: Project
+) -> None:
+    subset = _recipe_subset(project, [_clip(TONE)], None)
+
+    clips_fetch(subset=subset)
+
+    clip = Clip.objects.get()
+    assert clip.status == Clip.Status.READY, clip.error
+    assert clip.video
+    assert not clip.video_features
+    assert _files_under(media_root) == sorted([Path(clip.audio.path), Path(clip.video.path)])
+
+
+def test_a_fetch_task_passes_the_height_on(server: MediaServer, media_root: Path) -> None:
+    clip = _clip(TONE)
+
+    status = fetch_clip(clip.pk, 0, None, video_features_height=240)
+
+    clip.refresh_from_db()
+    assert status == Clip.Status.READY, clip.error
+    assert _stream(Path(clip.video_features.path)) == ["h264,video,240"]
+
+
+def test_it_fails_a_clip_whose_features_video_cannot_be_verified(
+    server: MediaServer, media_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ffmpeg "succeeds" but the file holds no frames: verification, not exit codes, decides
+    def broken(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if command[0] == django_settings.FFMPEG_BINARY and command[-1].endswith("features.mp4"):
+            Path(command[-1]).write_bytes(b"\x00" * 1000)
+            return subprocess.CompletedProcess(command, 0, "", "")
+        return real_run(command, **kwargs)
+
+    real_run = subprocess.run
+    monkeypatch.setattr(fetch.subprocess, "run", broken)
+
+    clip = clip_fetch(clip_id=_clip(TONE).pk, video_features_height=240)
+
+    assert clip.status == Clip.Status.FAILED
+    assert "not a readable video" in clip.error
+    assert not clip.video_features
+    assert not clip.audio
+    assert _files_under(media_root) == []
+
+
+def test_it_refuses_a_height_no_recipe_may_ask_for() -> None:
+    with pytest.raises(ValueError, match="use one of 240, 360, 480"):
+        fetch.source_format(1080)
 
 
 def test_it_flags_a_silent_clip_but_keeps_it_ready(server: MediaServer, media_root: Path) -> None:

@@ -179,6 +179,9 @@ def test_it_measures_skew_as_top_three_minus_bottom_three() -> None:
         ({"excluded_flags": ["noisy"]}, "excluded_flags"),
         ({"val_size": 0.6, "test_size": 0.5}, "test_size"),
         ({"seed": "x"}, "seed"),
+        ({"video_features_height": 300}, "video_features_height: one of 240, 360, 480"),
+        ({"video_features_height": "360"}, "video_features_height"),
+        ({"video_features_height": True}, "video_features_height"),
     ],
 )
 def test_it_names_the_field_of_an_invalid_recipe(data: dict[str, object], message: str) -> None:
@@ -191,6 +194,24 @@ def test_it_round_trips_a_recipe_through_text(fmt: str) -> None:
     text = spec_to_text(PRESETS["audiocaps"], fmt=fmt, name="AudioCaps")
 
     assert spec_from_text(text, fmt=fmt) == PRESETS["audiocaps"]
+
+
+@pytest.mark.parametrize("fmt", ["toml", "json"])
+def test_it_round_trips_the_video_features_height(fmt: str) -> None:
+    spec = RecipeSpec(segment_lists=["eval"], video_features_height=360)
+
+    text = spec_to_text(spec, fmt=fmt, name="Sharp")
+
+    assert spec_from_text(text, fmt=fmt) == spec
+    assert spec_from_text(text, fmt=fmt).video_features_height == 360
+
+
+@pytest.mark.parametrize("fmt", ["toml", "json"])
+def test_it_leaves_out_an_unset_video_features_height(fmt: str) -> None:
+    text = spec_to_text(RecipeSpec(), fmt=fmt)
+
+    assert "video_features_height" not in text
+    assert spec_from_text(text, fmt=fmt).video_features_height is None
 
 
 def test_it_reports_where_a_toml_recipe_is_broken() -> None:

@@ -367,6 +367,45 @@ def test_it_saves_an_edited_recipe(curation: Curation, alice: Any) -> None:
     assert curation.recipe.created_by == alice
 
 
+def test_it_offers_the_video_features_heights_on_the_editor(curation: Curation, alice: Any) -> None:
+    html = login(alice).get(PAGES["recipe_detail"](curation)).content.decode()
+
+    select = re.search(r'<select name="video_features_height"[^>]*>(.*?)</select>', html, re.S)
+    assert select is not None
+    assert re.findall(r'<option value="(\d*)"', select.group(1)) == ["", "240", "360", "480"]
+    assert 'data-spec="int"' in select.group(0)
+
+
+def test_it_saves_and_exports_a_recipes_video_features_height(
+    curation: Curation, alice: Any
+) -> None:
+    client = login(alice)
+    body = _recipe_form(curation, video_features_height="360")
+
+    response = client.post(PAGES["recipe_detail"](curation), body)
+
+    assert response.status_code == 302
+    curation.recipe.refresh_from_db()
+    assert curation.recipe.spec["video_features_height"] == 360
+    toml = client.get(PAGES["recipe_export"](curation)).content.decode()
+    assert "video_features_height = 360" in toml
+    client.post(PAGES["recipe_detail"](curation), _recipe_form(curation))  # back to none
+    curation.recipe.refresh_from_db()
+    assert curation.recipe.spec["video_features_height"] is None
+
+
+def test_it_refuses_a_video_features_height_not_offered(curation: Curation, alice: Any) -> None:
+    before = _state(curation)
+
+    response = login(alice).post(
+        PAGES["recipe_detail"](curation), _recipe_form(curation, video_features_height="1080")
+    )
+
+    assert response.status_code == 200
+    assert 'data-testid="error-video_features_height"' in response.content.decode()
+    assert _state(curation) == before
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [

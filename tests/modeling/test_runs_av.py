@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
 
 from core.models import Project
 from corpus.models import Snapshot
@@ -82,7 +83,12 @@ def test_a_vact_run_trains_on_audio_and_the_clips_videos(
     run = services.run_execute(run=_start(project, snapshot, model, TINY))
 
     _assert_finished_with_metrics(run)
-    assert run.video_counts == {"with_video": 12, "without_video": 0, "unreadable_video": 0}
+    assert run.video_counts == {
+        "with_video": 12,
+        "without_video": 0,
+        "unreadable_video": 0,
+        "features_video": 0,
+    }
     assert run.config["video"]["size"] == 12
     checkpoint = load_checkpoint(run.checkpoint.path)
     assert checkpoint.model.config.video_frame_size == 12  # raw frames, trainable CNN
@@ -109,6 +115,24 @@ def test_clips_without_video_train_on_their_audio(project: Project, snapshot: Sn
 
     _assert_finished_with_metrics(run)
     assert run.video_counts["without_video"] == 3
+
+
+def test_a_run_reads_the_features_video_in_place_of_the_hint(
+    project: Project, snapshot: Snapshot
+) -> None:
+    # each of three clips gets a copy of its hint as its features video, then a broken hint:
+    # reading the hint would count them unreadable
+    for clip in Clip.objects.order_by("pk")[:3]:
+        hint = Path(clip.video.path)
+        clip.video_features.save(f"sharp-{clip.pk}.mp4", ContentFile(hint.read_bytes()))
+        hint.write_bytes(b"not a video")
+
+    run = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+
+    _assert_finished_with_metrics(run)
+    assert run.video_counts["unreadable_video"] == 0
+    assert run.video_counts["features_video"] == 3
+    assert run.video_counts["with_video"] == 12
 
 
 def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
