@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import io
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +16,7 @@ import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import FileField
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -143,6 +145,47 @@ def test_it_rolls_back_counts_refreshed_in_a_failed_transaction(
         segments_import(path=BALANCED, segment_list="balanced")
 
     assert cached() == before == recounted()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_committing_side_by_side_both_count(tmp_path: Path) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite runs one writing transaction at a time")
+    ontology_import(path=FIXTURES / "audioset_ontology.json")
+    first_csv = write_csv(tmp_path, f'aaaaaaaaaaa, 0, 10, "{SPEECH},{DOG}"', name="a.csv")
+    second_csv = write_csv(tmp_path, f'bbbbbbbbbbb, 0, 10, "{SPEECH}"', name="b.csv")
+    first_counted, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            with transaction.atomic():  # holds its counts uncommitted while the second runs
+                segments_import(path=first_csv, segment_list="balanced")
+                first_counted.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def second() -> None:
+        try:
+            first_counted.wait(10)
+            segments_import(path=second_csv, segment_list="balanced")
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    first_counted.wait(10)
+    time.sleep(1.0)  # the second reaches its recount and waits there
+    release.set()
+    for thread in threads:
+        thread.join(20)
+
+    assert errors == []
+    assert cached() == recounted() == {(SPEECH, "balanced"): 2, (DOG, "balanced"): 1}
 
 
 # Edits through the ORM (admin, local imports) ----------------------------------------------
