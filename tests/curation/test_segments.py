@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from core.models import Job
 from curation.models import Clip, Label
+from curation.segments import read_segments
 from curation.services import ontology_import, segments_import
 from tests.conftest import FIXTURES
 
@@ -104,6 +105,37 @@ def test_it_adds_new_labels_to_a_clip_from_an_earlier_file(ontology: None, tmp_p
     assert labels_of("abcdefghijk") == {"/m/09x0r", "/m/0bt9lr"}
 
 
+def test_it_keeps_the_end_of_the_first_row_of_a_repeated_segment(
+    ontology: None, tmp_path: Path
+) -> None:
+    path = write_csv(
+        tmp_path,
+        'abcdefghijk, 30.000, 40.000, "/m/09x0r"',
+        'abcdefghijk, 30.000, 35.000, "/m/09x0r"',
+    )
+
+    segments_import(path=path, segment_list="eval")
+
+    assert Clip.objects.get(youtube_id="abcdefghijk").end_seconds == Decimal("40.000")
+
+
+def test_it_reports_progress_between_batches(ontology: None, tmp_path: Path) -> None:
+    rows = [f'clip{n:07d}, 0, 10, "/m/09x0r"' for n in range(5)]
+    seen = []
+
+    def progress(done: int, total: int, message: str) -> None:
+        # core.services.Progress may write through the import's own connection, so that
+        # connection must be free (no COPY in flight) whenever progress is reported
+        seen.append((done, Clip.objects.count()))
+
+    segments_import(
+        path=write_csv(tmp_path, *rows), segment_list="eval", progress=progress, batch_size=2
+    )
+
+    assert [done for done, _ in seen] == [5, 7, 8]
+    assert Clip.objects.count() == 5
+
+
 @pytest.mark.parametrize(
     ("row", "reason"),
     [
@@ -111,10 +143,21 @@ def test_it_adds_new_labels_to_a_clip_from_an_earlier_file(ontology: None, tmp_p
         ('abcdefghijk, thirty, 40, "/m/09x0r"', "start 'thirty' is not a number"),
         ('abcdefghijk, 40, 30, "/m/09x0r"', "end 30.000 is not after start 40.000"),
         ('abcdefghijk, 0, 600, "/m/09x0r"', "more than 60 s"),
+        ('abcdefghijk, 1000000, 1000010, "/m/09x0r"', "start '1000000' is more than 999999.999 s"),
+        ('abcdefghijk, 1e40, 40, "/m/09x0r"', "start '1e40' is more than 999999.999 s"),
+        ('abcdefghijk, NaN, 40, "/m/09x0r"', "start 'NaN' is not a non-negative time"),
         ("abcdefghijk, 30, 40", "expected 4 columns"),
         ('abcdefghijk, 30, 40, ""', "no labels"),
         ('abcdefghijk, 30, 40, "dog"', "'dog' is not an AudioSet label id"),
         ('abcdefghijk, 30, 40, "/m/zzzzzzz"', "/m/zzzzzzz are not in the imported ontology"),
+        # the first row made 0, 10 and /m/09x0r known to the reader's fast path
+        (
+            'abcdefghijk, 0, 10, "/m/09x0r,/m/zzzzzzz"',
+            "/m/zzzzzzz are not in the imported ontology",
+        ),
+        ('abcdefghijk, 10, 0, "/m/09x0r"', "end 0.000 is not after start 10.000"),
+        ('abcdefghij, 0, 10, "/m/09x0r"', "'abcdefghij' is not a YouTube id"),
+        ('abcdefghijk, 0, 10, "/m/09x0r,dog"', "'dog' is not an AudioSet label id"),
     ],
 )
 def test_it_names_the_file_line_and_reason_of_a_malformed_row(
@@ -195,3 +238,49 @@ def test_it_imports_the_real_balanced_and_eval_lists(shared_data: Path, db: None
     assert labels_of("--PJHxphWEs") == {"/m/09x0r", "/t/dd00088"}
     assert labels_of("zzya4dDVRLk") == {"/m/01v_m0", "/m/0hdsk"}
     assert labels_of("zzbTaK7CXJY") == {"/m/03m9d0z", "/m/07qwyj0", "/t/dd00092"}
+
+
+def test_its_fast_path_reads_tricky_rows_like_the_careful_one(tmp_path: Path) -> None:
+    path = write_csv(
+        tmp_path,
+        'abcdefghijk, 30.000, 40.000, "/m/09x0r,/t/dd00088"',
+        # the same pieces again: the fast path takes these
+        'bbcdefghijk, 30.000, 40.000, "/m/09x0r,/t/dd00088"',
+        'cbcdefghijk, 30.000, 40.000, "/t/dd00088,/m/09x0r"',
+        # and must leave these to the careful path
+        'dbcdefghijk, 30.000, 40.000, "/m/09x0r,/m/09x0r"',
+        'ebcdefghijk, 30.000, 40.000, "/m/09x0r, /t/dd00088"',
+        'fbcdefghijk, 30.000, 40.000, " /m/09x0r,/t/dd00088 "',
+        'gbcdefghijk, 30.000, 40.000, "/m/09x0r,,/t/dd00088"',
+        "hbcdefghijk, 30.000, 40.000, /m/09x0r, /t/dd00088,,",
+        'ibcdefghijk ,30.000 ,40.000 , "/m/09x0r"',
+        'jbcdefghijk, 30, 40.000, "/m/09x0r"',
+        'kbcdefghijk, 30.0004, 40.0005, "/m/09x0r"',
+    )
+
+    fast = list(read_segments(path))
+
+    assert fast == list(read_segments(path, fast=False))
+    assert fast[0] == (4, "abcdefghijk", 30_000, 40_000, ("/m/09x0r", "/t/dd00088"))
+    assert fast[3][4] == ("/m/09x0r",)
+    assert {segment[4] for segment in fast[4:8]} == {("/m/09x0r", "/t/dd00088")}
+    assert fast[8][1:4] == ("ibcdefghijk", 30_000, 40_000)
+    assert fast[9][2] == 30_000
+    assert fast[10][2:4] == (30_000, 40_000)  # quantized to the millisecond, half to even
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize(
+    "name",
+    [
+        "balanced_train_segments.csv",
+        "eval_segments.csv",
+        "unbalanced_train_segments.partial.csv",  # the spreadsheet layout
+    ],
+)
+def test_its_fast_path_reads_the_real_lists_like_the_careful_one(
+    shared_data: Path, name: str
+) -> None:
+    path = shared_data / "audioset" / name
+
+    assert list(read_segments(path)) == list(read_segments(path, fast=False))
