@@ -235,6 +235,13 @@ def mturk_assignment_start(
     now = now or timezone.now()
     try:
         with transaction.atomic():
+            # MTurk gives a worker one assignment of a HIT at a time: the same worker back
+            # on the same HIT with a new assignmentId returned (or let lapse) the old one
+            # there, so its local twin gives its slot back before the new one takes one.
+            for old in Assignment.objects.filter(
+                hit=hit, worker=worker, state=Assignment.State.ACCEPTED
+            ).exclude(mturk_assignment_id=assignment_id):
+                _released_there(old, now)
             took = Hit.objects.filter(pk=hit.pk, taken__lt=F("max_assignments")).update(
                 taken=F("taken") + 1
             )
@@ -338,3 +345,78 @@ def _decided_there(client: Any, assignment: Assignment) -> bool:
             decided,
         )
     return True
+
+
+# Returns ------------------------------------------------------------------------------------
+
+
+def _released_there(assignment: Assignment, now: datetime) -> bool:
+    """Frees the slot of a local assignment MTurk no longer has in progress: returned by
+    its worker there, or abandoned (its time there ran out). False when it left the
+    accepted state meanwhile (submitted through the page, expired by the sweep)."""
+    from annotation.services import _locked, _release
+
+    with transaction.atomic():
+        locked = _locked(assignment)
+        if locked.state != Assignment.State.ACCEPTED:
+            return False
+        late = locked.is_late(now)
+        _release(locked, Assignment.State.ABANDONED if late else Assignment.State.RETURNED, now)
+    return True
+
+
+def mturk_returns_sync(
+    *, batch: Batch | None = None, client: Any = None, now: datetime | None = None
+) -> dict[str, int]:
+    """Frees the local slots of MTurk assignments returned or abandoned there.
+
+    MTurk tells neither the page nor the requester API which accepted assignment a worker
+    returned: ListAssignmentsForHIT lists submitted, approved and rejected ones only, and
+    GetHIT counts the assignments still in progress (NumberOfAssignmentsPending). So a
+    HIT is settled only when nothing is in progress there: its local accepted assignments
+    that MTurk does not list were given up. A HIT with someone still working there and
+    more local accepted assignments than that is left for a later run (counted as
+    `unsettled`): guessing which one was returned could throw away a caption in progress.
+    A worker coming back to the same HIT is settled at once (mturk_assignment_start).
+    """
+    now = now or timezone.now()
+    accepted = Assignment.objects.filter(state=Assignment.State.ACCEPTED).exclude(
+        mturk_assignment_id=""
+    )
+    if batch is not None:
+        accepted = accepted.filter(hit__batch=batch)
+    # read before asking MTurk: an assignment accepted after GetHIT is not in this list
+    by_hit: dict[str, list[Assignment]] = {}
+    for assignment in accepted.select_related("hit").order_by("hit_id", "pk"):
+        by_hit.setdefault(assignment.hit.mturk_hit_id, []).append(assignment)
+    if not by_hit:
+        return {"released": 0, "unsettled": 0, "failed": 0}
+    client = client or mturk_client()
+    released = unsettled = failed = 0
+    for mturk_hit_id, mine in by_hit.items():
+        try:
+            pending = client.get_hit(HITId=mturk_hit_id)["HIT"]["NumberOfAssignmentsPending"]
+            done = _listed_there(client, mturk_hit_id)
+        except Exception as exc:  # botocore errors: tried again on the next run
+            logger.warning("MTurk did not answer for HIT %s: %s", mturk_hit_id, _error(exc))
+            failed += 1
+            continue
+        gone = [a for a in mine if a.mturk_assignment_id not in done]
+        if pending > 0:
+            if len(gone) > pending:
+                unsettled += 1
+            continue
+        released += sum(_released_there(a, now) for a in gone)
+    return {"released": released, "unsettled": unsettled, "failed": failed}
+
+
+def _listed_there(client: Any, mturk_hit_id: str) -> set[str]:
+    """Ids of the HIT's assignments MTurk has as submitted, approved or rejected."""
+    ids: set[str] = set()
+    kwargs: dict[str, Any] = {"HITId": mturk_hit_id, "MaxResults": 100}
+    while True:
+        page = client.list_assignments_for_hit(**kwargs)
+        ids.update(a["AssignmentId"] for a in page.get("Assignments", []))
+        if not page.get("NextToken") or not page.get("Assignments"):
+            return ids
+        kwargs["NextToken"] = page["NextToken"]
