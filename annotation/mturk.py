@@ -12,6 +12,8 @@ local engine (hit_claim). An MTurk worker becomes a local user "mturk-<WorkerId>
 annotator of the project, so review, blocks and worker pages work unchanged. Reviews are
 sent back with mturk_reviews_send (ApproveAssignment / RejectAssignment), which MTurk's
 own payment follows; it is idempotent and retried until MTurk takes each decision.
+Assignments returned or abandoned on MTurk give their local slot back through
+mturk_returns_sync (MTurk's API says so only once no one is at work on the HIT there).
 
 The API is reached with boto3 at settings.MTURK_ENDPOINT_URL, the requester sandbox
 unless configured otherwise; credentials are boto3's usual (AWS_ACCESS_KEY_ID, …).
