@@ -235,6 +235,20 @@ def mturk_assignment_start(
         raise ValidationError("This batch is closed; please return the HIT.")
     worker = mturk_worker(worker_id=worker_id, project=batch.project)
     now = now or timezone.now()
+    assignment = _mturk_assignment_take(hit, worker, assignment_id, now)
+    if assignment is None and _hit_returns_sync(hit, now, newcomers=1)["released"]:
+        # MTurk let this worker accept, so a slot is free there: one whose worker
+        # returned it, which the periodic sync had not caught up with yet
+        assignment = _mturk_assignment_take(hit, worker, assignment_id, now)
+    if assignment is None:
+        raise ValidationError("This HIT has all the captions it wants; please return it.")
+    return assignment
+
+
+def _mturk_assignment_take(
+    hit: Hit, worker: Any, assignment_id: str, now: datetime
+) -> Assignment | None:
+    """A new local assignment on a slot of the HIT; None when the HIT is full here."""
     try:
         with transaction.atomic():
             # MTurk gives a worker one assignment of a HIT at a time: the same worker back
@@ -248,12 +262,12 @@ def mturk_assignment_start(
                 taken=F("taken") + 1
             )
             if not took:
-                raise ValidationError("This HIT has all the captions it wants; please return it.")
+                return None
             return Assignment.objects.create(
                 hit=hit,
                 worker=worker,
                 accepted_at=now,
-                deadline=now + batch.time_allotted,
+                deadline=now + hit.batch.time_allotted,
                 mturk_assignment_id=assignment_id,
             )
     except IntegrityError:
@@ -379,7 +393,9 @@ def mturk_returns_sync(
     that MTurk does not list were given up. A HIT with someone still working there and
     more local accepted assignments than that is left for a later run (counted as
     `unsettled`): guessing which one was returned could throw away a caption in progress.
-    A worker coming back to the same HIT is settled at once (mturk_assignment_start).
+    mturk_assignment_start settles a HIT at once when a worker comes back to it with a new
+    assignmentId, or when a new worker opens the page of a HIT full here (MTurk let them
+    accept, so a slot is free there).
     """
     now = now or timezone.now()
     accepted = Assignment.objects.filter(state=Assignment.State.ACCEPTED).exclude(
@@ -387,29 +403,43 @@ def mturk_returns_sync(
     )
     if batch is not None:
         accepted = accepted.filter(hit__batch=batch)
+    hits = Hit.objects.filter(pk__in=accepted.values("hit_id")).exclude(mturk_hit_id="")
+    counts = {"released": 0, "unsettled": 0, "failed": 0}
+    if not hits.exists():
+        return counts
+    client = client or mturk_client()
+    for hit in hits.order_by("pk"):
+        for name, n in _hit_returns_sync(hit, now, client).items():
+            counts[name] += n
+    return counts
+
+
+def _hit_returns_sync(
+    hit: Hit, now: datetime, client: Any = None, newcomers: int = 0
+) -> dict[str, int]:
+    """mturk_returns_sync for one HIT. `newcomers`: assignments in progress on MTurk that
+    have no local row yet (the one whose page is opening), so not local ones."""
     # read before asking MTurk: an assignment accepted after GetHIT is not in this list
-    by_hit: dict[str, list[Assignment]] = {}
-    for assignment in accepted.select_related("hit").order_by("hit_id", "pk"):
-        by_hit.setdefault(assignment.hit.mturk_hit_id, []).append(assignment)
-    if not by_hit:
+    mine = list(
+        Assignment.objects.filter(hit=hit, state=Assignment.State.ACCEPTED).exclude(
+            mturk_assignment_id=""
+        )
+    )
+    if not mine:
         return {"released": 0, "unsettled": 0, "failed": 0}
     client = client or mturk_client()
-    released = unsettled = failed = 0
-    for mturk_hit_id, mine in by_hit.items():
-        try:
-            pending = client.get_hit(HITId=mturk_hit_id)["HIT"]["NumberOfAssignmentsPending"]
-            done = _listed_there(client, mturk_hit_id)
-        except Exception as exc:  # botocore errors: tried again on the next run
-            logger.warning("MTurk did not answer for HIT %s: %s", mturk_hit_id, _error(exc))
-            failed += 1
-            continue
-        gone = [a for a in mine if a.mturk_assignment_id not in done]
-        if pending > 0:
-            if len(gone) > pending:
-                unsettled += 1
-            continue
-        released += sum(_released_there(a, now) for a in gone)
-    return {"released": released, "unsettled": unsettled, "failed": failed}
+    try:
+        pending = client.get_hit(HITId=hit.mturk_hit_id)["HIT"]["NumberOfAssignmentsPending"]
+        done = _listed_there(client, hit.mturk_hit_id)
+    except Exception as exc:  # botocore errors: tried again on the next run
+        logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, _error(exc))
+        return {"released": 0, "unsettled": 0, "failed": 1}
+    gone = [a for a in mine if a.mturk_assignment_id not in done]
+    pending = max(pending - newcomers, 0)
+    if pending > 0:
+        return {"released": 0, "unsettled": int(len(gone) > pending), "failed": 0}
+    released = sum(_released_there(a, now) for a in gone)
+    return {"released": released, "unsettled": 0, "failed": 0}
 
 
 def _listed_there(client: Any, mturk_hit_id: str) -> set[str]:

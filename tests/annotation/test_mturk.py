@@ -473,3 +473,31 @@ def test_returns_are_synced_again_when_mturk_does_not_answer(
 def test_returns_sync_every_five_minutes(settings: Any) -> None:
     entry = settings.CELERY_BEAT_SCHEDULE["mturk-returns-sync"]
     assert entry == {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0}
+
+
+def test_a_new_worker_on_a_full_hit_takes_the_slot_returned_there(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _submitted(hit, "ASSIGN0002", "AWORKER2")
+    # AWORKER1 returned it there and MTurk gave the slot to AWORKER3, whose page opens
+    mturk.listed[hit.mturk_hit_id] = ["ASSIGN0002"]
+    mturk.pending[hit.mturk_hit_id] = 1
+    _accept(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+    assert _state("ASSIGN0003") == Assignment.State.ACCEPTED
+    assert Hit.objects.get(pk=hit.pk).taken == 2
+
+
+def test_a_new_worker_on_a_full_hit_is_refused_while_mturk_leaves_a_doubt(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
+    mturk.pending[hit.mturk_hit_id] = 2  # one of them and AWORKER3: which one left?
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3"))
+    assert response.status_code == 409
+    assert "all the captions it wants" in response.content.decode()
+    assert {_state("ASSIGN0001"), _state("ASSIGN0002")} == {Assignment.State.ACCEPTED}
