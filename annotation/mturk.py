@@ -12,6 +12,8 @@ local engine (hit_claim). An MTurk worker becomes a local user "mturk-<WorkerId>
 annotator of the project, so review, blocks and worker pages work unchanged. Reviews are
 sent back with mturk_reviews_send (ApproveAssignment / RejectAssignment), which MTurk's
 own payment follows; it is idempotent and retried until MTurk takes each decision.
+Assignments returned or abandoned on MTurk give their local slot back through
+mturk_returns_sync (MTurk's API says so only once no one is at work on the HIT there).
 
 The API is reached with boto3 at settings.MTURK_ENDPOINT_URL, the requester sandbox
 unless configured otherwise; credentials are boto3's usual (AWS_ACCESS_KEY_ID, …).
@@ -233,18 +235,39 @@ def mturk_assignment_start(
         raise ValidationError("This batch is closed; please return the HIT.")
     worker = mturk_worker(worker_id=worker_id, project=batch.project)
     now = now or timezone.now()
+    assignment = _mturk_assignment_take(hit, worker, assignment_id, now)
+    if assignment is None and _hit_returns_sync(hit, now, newcomers=1)["released"]:
+        # MTurk let this worker accept, so a slot is free there: one whose worker
+        # returned it, which the periodic sync had not caught up with yet
+        assignment = _mturk_assignment_take(hit, worker, assignment_id, now)
+    if assignment is None:
+        raise ValidationError("This HIT has all the captions it wants; please return it.")
+    return assignment
+
+
+def _mturk_assignment_take(
+    hit: Hit, worker: Any, assignment_id: str, now: datetime
+) -> Assignment | None:
+    """A new local assignment on a slot of the HIT; None when the HIT is full here."""
     try:
         with transaction.atomic():
+            # MTurk gives a worker one assignment of a HIT at a time: the same worker back
+            # on the same HIT with a new assignmentId returned (or let lapse) the old one
+            # there, so its local twin gives its slot back before the new one takes one.
+            for old in Assignment.objects.filter(
+                hit=hit, worker=worker, state=Assignment.State.ACCEPTED
+            ).exclude(mturk_assignment_id=assignment_id):
+                _released_there(old, now)
             took = Hit.objects.filter(pk=hit.pk, taken__lt=F("max_assignments")).update(
                 taken=F("taken") + 1
             )
             if not took:
-                raise ValidationError("This HIT has all the captions it wants; please return it.")
+                return None
             return Assignment.objects.create(
                 hit=hit,
                 worker=worker,
                 accepted_at=now,
-                deadline=now + batch.time_allotted,
+                deadline=now + hit.batch.time_allotted,
                 mturk_assignment_id=assignment_id,
             )
     except IntegrityError:
@@ -338,3 +361,94 @@ def _decided_there(client: Any, assignment: Assignment) -> bool:
             decided,
         )
     return True
+
+
+# Returns ------------------------------------------------------------------------------------
+
+
+def _released_there(assignment: Assignment, now: datetime) -> bool:
+    """Frees the slot of a local assignment MTurk no longer has in progress: returned by
+    its worker there, or abandoned (its time there ran out). False when it left the
+    accepted state meanwhile (submitted through the page, expired by the sweep)."""
+    from annotation.services import _locked, _release
+
+    with transaction.atomic():
+        locked = _locked(assignment)
+        if locked.state != Assignment.State.ACCEPTED:
+            return False
+        late = locked.is_late(now)
+        _release(locked, Assignment.State.ABANDONED if late else Assignment.State.RETURNED, now)
+    return True
+
+
+def mturk_returns_sync(
+    *, batch: Batch | None = None, client: Any = None, now: datetime | None = None
+) -> dict[str, int]:
+    """Frees the local slots of MTurk assignments returned or abandoned there.
+
+    MTurk tells neither the page nor the requester API which accepted assignment a worker
+    returned: ListAssignmentsForHIT lists submitted, approved and rejected ones only, and
+    GetHIT counts the assignments still in progress (NumberOfAssignmentsPending). So a
+    HIT is settled only when nothing is in progress there: its local accepted assignments
+    that MTurk does not list were given up. A HIT with someone still working there and
+    more local accepted assignments than that is left for a later run (counted as
+    `unsettled`): guessing which one was returned could throw away a caption in progress.
+    mturk_assignment_start settles a HIT at once when a worker comes back to it with a new
+    assignmentId, or when a new worker opens the page of a HIT full here (MTurk let them
+    accept, so a slot is free there).
+    """
+    now = now or timezone.now()
+    accepted = Assignment.objects.filter(state=Assignment.State.ACCEPTED).exclude(
+        mturk_assignment_id=""
+    )
+    if batch is not None:
+        accepted = accepted.filter(hit__batch=batch)
+    hits = Hit.objects.filter(pk__in=accepted.values("hit_id")).exclude(mturk_hit_id="")
+    counts = {"released": 0, "unsettled": 0, "failed": 0}
+    if not hits.exists():
+        return counts
+    client = client or mturk_client()
+    for hit in hits.order_by("pk"):
+        for name, n in _hit_returns_sync(hit, now, client).items():
+            counts[name] += n
+    return counts
+
+
+def _hit_returns_sync(
+    hit: Hit, now: datetime, client: Any = None, newcomers: int = 0
+) -> dict[str, int]:
+    """mturk_returns_sync for one HIT. `newcomers`: assignments in progress on MTurk that
+    have no local row yet (the one whose page is opening), so not local ones."""
+    # read before asking MTurk: an assignment accepted after GetHIT is not in this list
+    mine = list(
+        Assignment.objects.filter(hit=hit, state=Assignment.State.ACCEPTED).exclude(
+            mturk_assignment_id=""
+        )
+    )
+    if not mine:
+        return {"released": 0, "unsettled": 0, "failed": 0}
+    client = client or mturk_client()
+    try:
+        pending = client.get_hit(HITId=hit.mturk_hit_id)["HIT"]["NumberOfAssignmentsPending"]
+        done = _listed_there(client, hit.mturk_hit_id)
+    except Exception as exc:  # botocore errors: tried again on the next run
+        logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, _error(exc))
+        return {"released": 0, "unsettled": 0, "failed": 1}
+    gone = [a for a in mine if a.mturk_assignment_id not in done]
+    pending = max(pending - newcomers, 0)
+    if pending > 0:
+        return {"released": 0, "unsettled": int(len(gone) > pending), "failed": 0}
+    released = sum(_released_there(a, now) for a in gone)
+    return {"released": released, "unsettled": 0, "failed": 0}
+
+
+def _listed_there(client: Any, mturk_hit_id: str) -> set[str]:
+    """Ids of the HIT's assignments MTurk has as submitted, approved or rejected."""
+    ids: set[str] = set()
+    kwargs: dict[str, Any] = {"HITId": mturk_hit_id, "MaxResults": 100}
+    while True:
+        page = client.list_assignments_for_hit(**kwargs)
+        ids.update(a["AssignmentId"] for a in page.get("Assignments", []))
+        if not page.get("NextToken") or not page.get("Assignments"):
+            return ids
+        kwargs["NextToken"] = page["NextToken"]

@@ -15,12 +15,13 @@ writers: slower, equally correct.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
@@ -231,6 +232,45 @@ def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) ->
     return hits.order_by("-priority", "id")
 
 
+# claimable_hits() compiled once per process and database, with these stand-ins for the
+# worker, the batch and the time; a claim then only swaps in its own values. Building and
+# compiling the query costs ~6 ms of Python a claim, against ~0.4 ms for PostgreSQL to
+# run it. The stand-ins are values no row or constant of the query can hold.
+_ANY_WORKER = -7_301_000_001
+_ANY_BATCH = -7_301_000_002
+_ANY_TIME = datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
+
+
+@functools.cache
+def _claim_sql(alias: str, one_batch: bool) -> tuple[str, tuple[Any, ...]]:
+    """SELECT id … LIMIT 1 FOR UPDATE OF the HIT SKIP LOCKED, and its parameters with the
+    stand-ins in them."""
+    hits = claimable_hits(
+        worker=_ANY_WORKER, now=_ANY_TIME, batch=Batch(pk=_ANY_BATCH) if one_batch else None
+    )
+    query = hits.select_for_update(skip_locked=True, of=("self",)).values_list("pk")[:1].query
+    sql, params = query.get_compiler(using=alias).as_sql()
+    return sql, tuple(params)
+
+
+def _claimable_hit_id(*, worker: Any, now: datetime, batch: Batch | None) -> int | None:
+    """The id of the first of claimable_hits(), locked; None when there is none."""
+    alias = router.db_for_write(Hit)
+    connection = connections[alias]
+    sql, template = _claim_sql(alias, batch is not None)
+    prep = Batch._meta.get_field("expires_at").get_db_prep_value
+    values = {
+        _ANY_WORKER: worker.pk,
+        _ANY_BATCH: batch.pk if batch is not None else None,
+        prep(_ANY_TIME, connection): prep(now, connection),
+    }
+    params = [values.get(p, p) if isinstance(p, int | str | datetime) else p for p in template]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
 def hit_claim(
     *, worker: Any, batch: Batch | None = None, now: datetime | None = None
 ) -> Assignment | None:
@@ -255,20 +295,16 @@ def hit_claim(
             # LIMIT 1 … FOR UPDATE SKIP LOCKED: a HIT another claim is filling right now is
             # passed over for the next one; PostgreSQL re-checks `taken < max` on the row
             # it locks, so a HIT filled meanwhile is passed over too.
-            hit = (
-                claimable_hits(worker=worker, now=now, batch=batch)
-                .select_related("batch")
-                .select_for_update(skip_locked=True, of=("self",))
-                .first()
-            )
-            if hit is None:
+            hit_id = _claimable_hit_id(worker=worker, now=now, batch=batch)
+            if hit_id is None:
                 return None
             # belt and braces: the conditional increment re-checks the free slot itself
-            took = Hit.objects.filter(pk=hit.pk, taken__lt=F("max_assignments")).update(
+            took = Hit.objects.filter(pk=hit_id, taken__lt=F("max_assignments")).update(
                 taken=F("taken") + 1
             )
             if not took:
                 return None
+            hit = Hit.objects.select_related("batch").get(pk=hit_id)
             deadline = now + hit.batch.time_allotted
             return Assignment.objects.create(
                 hit=hit, worker=worker, accepted_at=now, deadline=deadline
@@ -290,7 +326,13 @@ def _release(assignment: Assignment, state: str, now: datetime) -> None:
 
 
 def _locked(assignment: Assignment) -> Assignment:
-    return Assignment.objects.select_for_update().select_related("hit__batch").get(pk=assignment.pk)
+    # Only the assignment's row: locking the joined HIT and batch too (FOR UPDATE without
+    # OF) made every submit of a batch wait on its one batch row.
+    return (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("hit__batch__project")
+        .get(pk=assignment.pk)
+    )
 
 
 def caption_limits(batch: Batch) -> rules.Limits:

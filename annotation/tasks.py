@@ -15,3 +15,10 @@ def mturk_reviews_send() -> dict[str, int]:
     from annotation.mturk import mturk_reviews_send as send
 
     return send()
+
+
+@shared_task(name="annotation.tasks.mturk_returns_sync")
+def mturk_returns_sync() -> dict[str, int]:
+    from annotation.mturk import mturk_returns_sync as sync
+
+    return sync()

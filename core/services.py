@@ -229,6 +229,26 @@ def job_create(
     label: str = "",
     retry_of: Job | None = None,
 ) -> Job:
+    return _job_save(
+        kind=kind,
+        params=params,
+        created_by=created_by,
+        project=project,
+        label=label,
+        retry_of=retry_of,
+    )
+
+
+def _job_save(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    created_by: Any,
+    project: Project | None,
+    label: str,
+    retry_of: Job | None,
+    celery_task_id: str = "",
+) -> Job:
     spec = job_kind(kind)
     job = Job(
         kind=kind,
@@ -238,9 +258,18 @@ def job_create(
         created_by=created_by,
         queue=spec.queue,
         retry_of=retry_of,
+        celery_task_id=celery_task_id,
     )
-    job.full_clean()
-    job.save()
+    # The fields only (label length, JSON params): the related rows were just read from
+    # the database, and a new queued job meets the state constraints, which the database
+    # enforces anyway; checking them here cost a query and a savepoint each, on every
+    # caption submit (active learning's captions_flag job).
+    job.full_clean(
+        exclude=["project", "created_by", "retry_of"],
+        validate_unique=False,
+        validate_constraints=False,
+    )
+    job.save(force_insert=True)
     return job
 
 
@@ -256,16 +285,15 @@ def job_enqueue(
     """Creates the job and sends it to its queue once the surrounding transaction commits."""
     from core.tasks import run_job
 
-    job = job_create(
+    job = _job_save(
         kind=kind,
         params=params,
         created_by=created_by,
         project=project,
         label=label,
         retry_of=retry_of,
+        celery_task_id=str(uuid.uuid4()),
     )
-    job.celery_task_id = str(uuid.uuid4())
-    job.save(update_fields=["celery_task_id"])
     transaction.on_commit(
         lambda: run_job.apply_async(args=[job.pk], queue=job.queue, task_id=job.celery_task_id)
     )

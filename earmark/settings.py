@@ -189,6 +189,8 @@ CELERY_BEAT_SCHEDULE = {
     "active-retrain-watch": {"task": "active.tasks.retrain_watch", "schedule": 300.0},
     # MTurk mode: reviews of MTurk assignments go to MTurk (nothing to do without any)
     "mturk-reviews-send": {"task": "annotation.tasks.mturk_reviews_send", "schedule": 300.0},
+    # … and local slots of assignments returned or abandoned on MTurk are freed
+    "mturk-returns-sync": {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0},
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 

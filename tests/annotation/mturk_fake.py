@@ -29,6 +29,10 @@ class FakeMTurk:
     reviews: dict[str, str] = field(default_factory=dict)  # AssignmentId -> decision
     # AssignmentId -> AssignmentStatus for GetAssignment (Submitted when not set)
     statuses: dict[str, str] = field(default_factory=dict)
+    # HITId -> NumberOfAssignmentsPending for GetHIT (0 when not set)
+    pending: dict[str, int] = field(default_factory=dict)
+    # HITId -> AssignmentIds submitted there, for ListAssignmentsForHIT (statuses above)
+    listed: dict[str, list[str]] = field(default_factory=dict)
     # operation -> successes still allowed before it answers with a RequestError
     refuse_after: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -74,6 +78,27 @@ class FakeMTurk:
         status = self.statuses.get(body["AssignmentId"], "Submitted")
         return 200, {"Assignment": {"AssignmentId": body["AssignmentId"],
                                     "AssignmentStatus": status}}  # fmt: skip
+
+    def _GetHIT(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if body["HITId"] not in self.hits:
+            return 400, {"__type": "RequestError", "Message": "No such HIT."}
+        hit = {**self.hits[body["HITId"]],
+               "NumberOfAssignmentsPending": self.pending.get(body["HITId"], 0)}  # fmt: skip
+        return 200, {"HIT": hit}
+
+    def _ListAssignmentsForHIT(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Two per page, so callers must follow NextToken."""
+        ids = self.listed.get(body["HITId"], [])
+        start = int(body.get("NextToken") or 0)
+        page = [
+            {"AssignmentId": a, "HITId": body["HITId"],
+             "AssignmentStatus": self.statuses.get(a, "Submitted")}
+            for a in ids[start : start + 2]
+        ]  # fmt: skip
+        answer: dict[str, Any] = {"NumResults": len(page), "Assignments": page}
+        if start + 2 < len(ids):
+            answer["NextToken"] = str(start + 2)
+        return 200, answer
 
     def _RejectAssignment(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not body.get("RequesterFeedback"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -12,12 +13,17 @@ from urllib.parse import urlencode
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from annotation import rules
 from annotation.models import Assignment, Batch, Caption, Hit
-from annotation.mturk import PREVIEW, batch_mturk_publish, mturk_reviews_send
+from annotation.mturk import (
+    PREVIEW,
+    batch_mturk_publish,
+    mturk_returns_sync,
+    mturk_reviews_send,
+)
 from annotation.services import caption_limits, hit_claim
 from core.models import Job, Membership, Role
 from crowd.models import RejectReason
@@ -375,3 +381,123 @@ def test_a_decision_mturk_already_took_is_not_sent_again(
     assert mturk_reviews_send() == {"sent": 1, "refused": 0}
     assert mturk_reviews_send() == {"sent": 0, "refused": 0}
     assert len(mturk.of("ApproveAssignment")) == 1
+
+
+# Returns on MTurk ---------------------------------------------------------------------------
+
+
+def _state(assignment_id: str) -> str:
+    return Assignment.objects.get(mturk_assignment_id=assignment_id).state
+
+
+def test_a_hit_returned_on_mturk_gives_its_slot_back(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _submitted(hit, "ASSIGN0002", "AWORKER2")
+    # AWORKER1 returned the HIT on MTurk: nothing in progress there, one submitted
+    mturk.listed[hit.mturk_hit_id] = ["ASSIGN0002"]
+    assert mturk_returns_sync() == {"released": 1, "unsettled": 0, "failed": 0}
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+    assert _state("ASSIGN0002") == Assignment.State.SUBMITTED
+    assert Hit.objects.get(pk=hit.pk).taken == 1
+    # the slot MTurk gave to a third worker is there for them here too
+    _accept(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
+    assert Hit.objects.get(pk=hit.pk).taken == 2
+    mturk.pending[hit.mturk_hit_id] = 1  # AWORKER3 at work there
+    assert mturk_returns_sync() == {"released": 0, "unsettled": 0, "failed": 0}
+    assert _state("ASSIGN0003") == Assignment.State.ACCEPTED
+
+
+def test_an_assignment_whose_time_ran_out_there_is_abandoned(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    later = Assignment.objects.get().deadline + timedelta(seconds=1)
+    assert mturk_returns_sync(now=later)["released"] == 1
+    assert _state("ASSIGN0001") == Assignment.State.ABANDONED
+    assert Hit.objects.get(pk=hit.pk).taken == 0
+
+
+def test_it_leaves_a_hit_alone_while_it_cannot_tell_who_returned(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
+    mturk.pending[hit.mturk_hit_id] = 1  # one of the two returned; which, MTurk won't say
+    assert mturk_returns_sync() == {"released": 0, "unsettled": 1, "failed": 0}
+    mturk.pending[hit.mturk_hit_id] = 2  # both still at work there
+    assert mturk_returns_sync() == {"released": 0, "unsettled": 0, "failed": 0}
+    assert {_state("ASSIGN0001"), _state("ASSIGN0002")} == {Assignment.State.ACCEPTED}
+    assert Hit.objects.get(pk=hit.pk).taken == 2
+
+
+def test_it_follows_mturks_pages_of_assignments(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    # submitted there, on the last of MTurk's pages, though not yet here
+    mturk.listed[hit.mturk_hit_id] = ["OTHER0001", "OTHER0002", "ASSIGN0001"]
+    assert mturk_returns_sync() == {"released": 0, "unsettled": 0, "failed": 0}
+    assert len(mturk.of("ListAssignmentsForHIT")) == 2
+    assert _state("ASSIGN0001") == Assignment.State.ACCEPTED
+
+
+def test_a_worker_back_on_the_same_hit_leaves_the_old_assignment(on_mturk: Batch) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    # returned on MTurk, then accepted again: MTurk gives a new assignmentId
+    client, token = _accept(hit, assignment_id="ASSIGN0009", worker_id="AWORKER1")
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+    assert _state("ASSIGN0009") == Assignment.State.ACCEPTED
+    assert Hit.objects.get(pk=hit.pk).taken == 1
+    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    assert response.status_code == 200
+    assert _state("ASSIGN0009") == Assignment.State.SUBMITTED
+
+
+def test_returns_are_synced_again_when_mturk_does_not_answer(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    mturk.refuse_after["GetHIT"] = 0
+    with pytest.raises(CommandError, match="did not answer"):
+        call_command("mturk_sync_returns")
+    assert _state("ASSIGN0001") == Assignment.State.ACCEPTED
+    del mturk.refuse_after["GetHIT"]
+    call_command("mturk_sync_returns", batch=on_mturk.pk)
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+
+
+def test_returns_sync_every_five_minutes(settings: Any) -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["mturk-returns-sync"]
+    assert entry == {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0}
+
+
+def test_a_new_worker_on_a_full_hit_takes_the_slot_returned_there(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _submitted(hit, "ASSIGN0002", "AWORKER2")
+    # AWORKER1 returned it there and MTurk gave the slot to AWORKER3, whose page opens
+    mturk.listed[hit.mturk_hit_id] = ["ASSIGN0002"]
+    mturk.pending[hit.mturk_hit_id] = 1
+    _accept(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+    assert _state("ASSIGN0003") == Assignment.State.ACCEPTED
+    assert Hit.objects.get(pk=hit.pk).taken == 2
+
+
+def test_a_new_worker_on_a_full_hit_is_refused_while_mturk_leaves_a_doubt(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
+    mturk.pending[hit.mturk_hit_id] = 2  # one of them and AWORKER3: which one left?
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3"))
+    assert response.status_code == 409
+    assert "all the captions it wants" in response.content.decode()
+    assert {_state("ASSIGN0001"), _state("ASSIGN0002")} == {Assignment.State.ACCEPTED}
