@@ -29,9 +29,17 @@ from corpus.models import Snapshot
 from curation.models import Clip, Subset
 from modeling import datasets
 from modeling.ml import registry
-from modeling.ml.config import ConfigError, RunConfig, apply_overrides, train_preset
+from modeling.ml.config import (
+    ConfigError,
+    RunConfig,
+    apply_overrides,
+    check_train_config,
+    train_preset,
+)
 from modeling.ml.config_av import MAACConfig
+from modeling.ml.encoders import PRETRAINED
 from modeling.ml.features import FeatureConfig, feature_preset
+from modeling.ml.models.encoded import check_encoder_config
 from modeling.ml.video import ENCODERS, VideoConfig
 from modeling.models import Suggestion, TrainingRun
 
@@ -102,10 +110,21 @@ def run_spec(
         run = registry.run_config(
             model_name, preset=preset, train=train_preset(train_name) if train_name else None
         )
-        features = apply_overrides(feature_preset(DEFAULT_FEATURES), sections["features"])
         run = apply_overrides(run, sections["run"])
+        check_train_config(run.train)
+        # a pretrained encoder reads the features it was trained on (features.* still apply)
+        base = DEFAULT_FEATURES
+        if run.model.encoder != "trainable":
+            base = PRETRAINED[run.model.encoder][1]
+        features = apply_overrides(feature_preset(base), sections["features"])
         # the model reads the features it is given, whatever its paper used
         model = dataclasses.replace(run.model, feature_dim=features.n_features)
+        check_encoder_config(model_name, model)
+        weights = model.encoder_weights
+        if weights and not Path(weights).is_file():
+            raise ValidationError(
+                f"model.encoder_weights: no such file {weights} (on the machine that trains)."
+            )
         video = None
         if registry.uses_video(model_name):
             video = apply_overrides(VideoConfig(), sections["video"])

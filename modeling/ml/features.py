@@ -512,4 +512,6 @@ class SpecAugment(nn.Module):
             total = (features * valid[:, :, None]).sum(dim=(1, 2))
             count = (valid.sum(dim=1) * features.shape[2]).clamp(min=1)
             mean = (total / count)[:, None, None]
+            # padding stays as collate left it (zeros): frequency masks span all frames
+            mask &= valid[:, :, None]
         return torch.where(mask, mean.to(features.dtype), features)

@@ -43,7 +43,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from modeling.ml.checkpoint import read_checkpoint, save_checkpoint
-from modeling.ml.config import RunConfig, TrainConfig
+from modeling.ml.config import RunConfig, TrainConfig, check_train_config
 from modeling.ml.data import (
     BucketBatchSampler,
     CaptionDataset,
@@ -52,6 +52,7 @@ from modeling.ml.data import (
     collate_with_ids,
 )
 from modeling.ml.models.base import Batch, Captioner, caption_loss
+from modeling.ml.models.encoded import EncodedCaptioner
 from modeling.ml.registry import build_model
 from modeling.ml.scst import scst_loss
 from modeling.ml.vocab import Vocabulary
@@ -155,6 +156,7 @@ class Trainer:
             raise ValueError(
                 f"train.scst_epochs={config.scst_epochs} needs a reward function (reward_fn)"
             )
+        check_train_config(config)
         if config.scst_samples < 1:
             raise ValueError(f"train.scst_samples must be at least 1, got {config.scst_samples}")
         self.model = model
@@ -172,6 +174,19 @@ class Trainer:
         self.run_config = run_config
         self.reward_fn = reward_fn
         self.device = pick_device(config.device)
+        # Training-time augmentation of batch["features"]; the validation, scoring and
+        # decoding paths never call it.
+        self.augment: torch.nn.Module | None = None
+        if config.spec_augment:
+            from modeling.ml.features import SpecAugment  # soundfile/torchaudio only if used
+
+            self.augment = SpecAugment(
+                time_mask=config.spec_time_mask,
+                freq_mask=config.spec_freq_mask,
+                n_time_masks=config.spec_time_masks,
+                n_freq_masks=config.spec_freq_masks,
+                p=config.spec_p,
+            )
         self.callbacks: dict[str, list[Callback]] = {event: [] for event in EVENTS}
         self.optimizer = self._make_optimizer() if model.trainable else None
         use_cuda = self.device.type == "cuda"
@@ -322,8 +337,16 @@ class Trainer:
         logits = self.model(batch)
         return caption_loss(logits.float(), batch["tokens"], label_smoothing=smoothing), {}
 
+    def augmented(self, batch: Batch) -> Batch:
+        """The training batch with SpecAugment applied to "features" (when enabled)."""
+        if self.augment is None:
+            return batch
+        features = self.augment(batch["features"], batch["feature_lengths"])
+        return {**batch, "features": features}
+
     def _train_step(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[float, dict]:
         assert self.optimizer is not None
+        batch = self.augmented(batch)
         lr = self.stage_learning_rate(stage, self.state["epoch"], self.state["stage_step"])
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -580,6 +603,9 @@ def train(
     """
     seed_everything(run.train.seed)
     model = build_model(run.model_name, run.model, vocab_size=len(vocab))
+    if isinstance(model, EncodedCaptioner) and resume_from is None:
+        # a resumed run has the (maybe fine-tuned) encoder weights in its checkpoint
+        model.load_encoder_weights()
     run = dataclasses.replace(run, model=model.config)
     trainer = Trainer(
         model,

@@ -3,6 +3,7 @@ suggestions, through the same services the gpu-queue job calls (tiny models, CPU
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +254,50 @@ def test_the_train_command_runs_and_reports(project: Project, snapshot: Snapshot
 def test_the_train_command_names_an_unknown_snapshot(db: None) -> None:
     with pytest.raises(CommandError, match="No snapshot with id 999"):
         call_command("train", "--model", "lstm", "--snapshot", "999")
+
+
+def test_the_train_command_switches_on_spec_augment_and_a_pretrained_encoder(
+    project: Project, snapshot: Snapshot, tmp_path: Path
+) -> None:
+    from modeling.ml.encoders import pretrained_architecture
+
+    options = '{"channels": [4, 4, 8, 8, 8, 8], "hidden": 16, "embedding_dim": 8}'
+    weights = tmp_path / "vggish.pt"
+    torch.save(pretrained_architecture("vggish", 16, json.loads(options)).state_dict(), weights)
+    settings = [
+        "train.epochs=1",
+        "train.batch_size=4",
+        "features.n_mels=16",
+        "train.spec_augment=true",
+        "model.encoder=vggish",
+        f"model.encoder_weights={weights}",
+        f"model.encoder_options={options}",
+    ]
+    args = ["--model", "lstm", "--snapshot", str(snapshot.pk), "--preset", "tiny"]
+    for item in settings:
+        args += ["--set", item]
+    call_command("train", *args)
+
+    run = TrainingRun.objects.get()
+    assert run.state == TrainingRun.State.SUCCEEDED, run.error
+    assert run.config["features"]["sample_rate"] == 16_000  # VGGish's own front end
+    checkpoint = load_checkpoint(run.checkpoint.path)
+    assert checkpoint.model.config.encoder == "vggish"
+    assert checkpoint.run_config is not None
+    assert checkpoint.run_config["train"]["spec_augment"] is True
+
+
+def test_a_missing_encoder_weights_file_is_named_before_the_run_starts(
+    project: Project, snapshot: Snapshot, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "cnn14.pth"
+    with pytest.raises(ValidationError, match=f"no such file {missing}"):
+        services.run_start(
+            project=project,
+            model_name="lstm",
+            snapshot=snapshot,
+            created_by=None,
+            overrides=["model.encoder=panns", f"model.encoder_weights={missing}"],
+            enqueue=False,
+        )
+    assert not TrainingRun.objects.exists()
