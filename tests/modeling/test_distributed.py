@@ -54,6 +54,17 @@ def _script() -> str:
         trainer.add_callback("step", lambda t, info: events.append("step"))
         result = trainer.fit()
         trainer.sampler.set_epoch(0)
+        # a cancel seen by rank 0 alone (as the job's flag is) stops every rank together
+        polls = []
+        def cancel():
+            polls.append(1)
+            return len(polls) > 2
+        stopper = Trainer(
+            build_model("lstm", run.model, vocab_size=len(vocab)), model_name="lstm",
+            config=config, vocab=vocab, train_items=examples, out_dir=out / "cancelled",
+            run_config=run, cancel=cancel,
+        )
+        cancelled = stopper.fit()
         torch.save(
             {"final": model.state_dict(), "initial": initial}, out / f"rank{world.rank}.pt"
         )
@@ -64,6 +75,7 @@ def _script() -> str:
             "steps": result.steps,
             "history": [[row["train_loss"], row["score"]] for row in result.history],
             "last": str(result.last_checkpoint),
+            "cancelled": [cancelled.stopped, cancelled.steps, len(polls)],
         }))
         distributed.teardown()
         """
@@ -115,6 +127,8 @@ def test_torchrun_trains_two_ranks_to_the_same_weights_and_one_checkpoint(
     assert "last" in ranks[0]["events"]
     assert ranks[1]["events"] == []
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["best.pt", "last.pt"]
+    assert ranks[0]["cancelled"] == ["cancelled", 2, 3]
+    assert ranks[1]["cancelled"] == ["cancelled", 2, 0]  # never polled, stopped all the same
     checkpoint = load_checkpoint(ranks[1]["last"])
     for key, value in checkpoint.model.state_dict().items():
         assert torch.equal(value, final[key]), key
