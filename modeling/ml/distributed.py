@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -61,11 +62,14 @@ def setup() -> World:
     world = world_from_env()
     if not world.distributed or dist.is_initialized():
         return world
+    # The other ranks wait in a collective while rank 0 validates (decoding the validation
+    # split for CIDEr-D), which can outlast the default 10-30 minute timeouts.
+    timeout = timedelta(hours=2)
     if torch.cuda.is_available():
         torch.cuda.set_device(world.local_rank)
-        dist.init_process_group("nccl")
+        dist.init_process_group("nccl", timeout=timeout)
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout)
     return world
 
 
