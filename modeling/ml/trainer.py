@@ -18,7 +18,11 @@ data-parallel (``modeling.ml.distributed``): it joins the process group, each ra
 own share of every epoch's batches (``BucketBatchSampler`` over a ``DistributedSampler``), the
 loss runs inside ``DistributedDataParallel`` so gradients are averaged, and rank 0 alone
 validates, calls the callbacks, polls ``cancel`` and writes checkpoints; it broadcasts what it
-decided (scores, early stopping, a cancel) so every rank takes the same path.
+decided (scores, early stopping, a cancel) so every rank takes the same path. The losses in
+the "step" events and the history are rank 0's own batches.
+
+With ``train.spec_augment`` every training batch's features are masked (``features.SpecAugment``)
+before the loss; validation, scoring and decoding read the features as they are.
 
 With ``train.scst_epochs`` a self-critical stage (``modeling.ml.scst``) follows caption training,
 starting from its best weights, on ``reward_fn(captions, clip_ids)`` supplied by the caller.
