@@ -195,6 +195,10 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
+# Processes that train one run on a gpu worker: 0 = one per visible GPU (a worker with
+# several GPUs trains data-parallel under torchrun), 1 = always in the worker's own process,
+# N > 1 = torchrun with N processes (on CPU they use Gloo, which is how the tests run it).
+TRAIN_NPROC = env_int("TRAIN_NPROC", 0, minimum=0)
 
 # Clip fetching ------------------------------------------------------------------------
 # The page yt-dlp fetches for a YouTube clip; tests and offline mirrors point it elsewhere.

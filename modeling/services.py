@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.db import transaction
@@ -29,9 +32,17 @@ from corpus.models import Snapshot
 from curation.models import Clip, Subset
 from modeling import datasets
 from modeling.ml import registry
-from modeling.ml.config import ConfigError, RunConfig, apply_overrides, train_preset
+from modeling.ml.config import (
+    ConfigError,
+    RunConfig,
+    apply_overrides,
+    check_train_config,
+    train_preset,
+)
 from modeling.ml.config_av import MAACConfig
+from modeling.ml.encoders import PRETRAINED
 from modeling.ml.features import FeatureConfig, feature_preset
+from modeling.ml.models.encoded import check_encoder_config
 from modeling.ml.video import ENCODERS, VideoConfig
 from modeling.models import Suggestion, TrainingRun
 
@@ -102,10 +113,21 @@ def run_spec(
         run = registry.run_config(
             model_name, preset=preset, train=train_preset(train_name) if train_name else None
         )
-        features = apply_overrides(feature_preset(DEFAULT_FEATURES), sections["features"])
         run = apply_overrides(run, sections["run"])
+        check_train_config(run.train)
+        # a pretrained encoder reads the features it was trained on (features.* still apply)
+        base = DEFAULT_FEATURES
+        if run.model.encoder != "trainable":
+            base = PRETRAINED[run.model.encoder][1]
+        features = apply_overrides(feature_preset(base), sections["features"])
         # the model reads the features it is given, whatever its paper used
         model = dataclasses.replace(run.model, feature_dim=features.n_features)
+        check_encoder_config(model_name, model)
+        weights = model.encoder_weights
+        if weights and not Path(weights).is_file():
+            raise ValidationError(
+                f"model.encoder_weights: no such file {weights} (on the machine that trains)."
+            )
         video = None
         if registry.uses_video(model_name):
             video = apply_overrides(VideoConfig(), sections["video"])
@@ -367,17 +389,28 @@ def run_execute(
     progress: ProgressFn = _no_progress,
     job: Job | None = None,
     resume: bool = False,
+    work_dir: Path | None = None,
 ) -> TrainingRun:
-    """Trains the run (or continues it from its last checkpoint with `resume`)."""
+    """Trains the run (or continues it from its last checkpoint with `resume`).
+
+    Under torchrun (`run_execute_torchrun`) every rank calls this with the same `work_dir`,
+    which the launcher made (holding `last.pt` to resume from) and removes: all ranks prepare
+    the data and train; rank 0 alone updates the run row and reports progress, then scores
+    and stores the checkpoint while the others return."""
+    from modeling.ml import distributed
     from modeling.ml.checkpoint import load_checkpoint
     from modeling.ml.trainer import pick_device, train
 
+    main = distributed.world_from_env().is_main
     run_config, feature_config = _configs(run)
-    TrainingRun.objects.filter(pk=run.pk).update(
-        state=TrainingRun.State.RUNNING, started_at=run.started_at or timezone.now(), error=""
-    )
+    if main:
+        TrainingRun.objects.filter(pk=run.pk).update(
+            state=TrainingRun.State.RUNNING, started_at=run.started_at or timezone.now(), error=""
+        )
+    else:
+        progress = _no_progress
     started = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix=f"earmark-run-{run.pk}-"))
+    work = work_dir or Path(tempfile.mkdtemp(prefix=f"earmark-run-{run.pk}-"))
     try:
         progress(0, 1, "reading the snapshot")
         splits = datasets.snapshot_splits(run.snapshot)
@@ -437,10 +470,13 @@ def run_execute(
         resume_from = None
         if resume:
             last = work / "last.pt"
-            if run.checkpoint and _copy_from_storage(run.checkpoint, last):
+            if work_dir is not None:  # the launcher copied it for every rank
+                resume_from = last if last.is_file() else None
+            elif run.checkpoint and _copy_from_storage(run.checkpoint, last):
                 resume_from = last
         device = pick_device(run_config.train.device)
-        TrainingRun.objects.filter(pk=run.pk).update(device=_device_text(device))
+        if main:
+            TrainingRun.objects.filter(pk=run.pk).update(device=_device_text(device))
         result = train(
             run=run_config,
             vocab=vocab,
@@ -454,6 +490,8 @@ def run_execute(
             resume_from=resume_from,
             reward_fn=cider_reward(train_data, vocab) if run_config.train.scst_epochs else None,
         )
+        if not main:
+            return run
         recorder.flush(force=True)
         best = result.best_checkpoint or result.last_checkpoint
         checkpoint = load_checkpoint(best, map_location=device)
@@ -507,7 +545,8 @@ def run_execute(
         )
         raise
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def cider_reward(data: datasets.SplitData, vocab: Any) -> Callable[..., list[float]]:
@@ -526,9 +565,75 @@ def cider_reward(data: datasets.SplitData, vocab: Any) -> Callable[..., list[flo
 
 
 def _device_text(device: torch.device) -> str:
+    from modeling.ml.distributed import world_from_env
+
+    size = world_from_env().size
     if device.type == "cuda":
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
+        name = torch.cuda.get_device_name(device)
+        return f"{size} x cuda ({name}, DDP)" if size > 1 else f"{device} ({name})"
+    text = f"cpu ({torch.get_num_threads()} threads)"
+    return f"{size} x {text}, DDP" if size > 1 else text
+
+
+def training_processes() -> int:
+    """How many processes train a run on this worker: settings.TRAIN_NPROC, or with 0 one
+    per visible GPU (1 without CUDA)."""
+    if settings.TRAIN_NPROC:
+        return int(settings.TRAIN_NPROC)
+    return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+
+
+def _torchrun_command(
+    *, nproc: int, run: TrainingRun, job: Job, work: Path, resume: bool
+) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",  # torchrun, from the worker's own environment
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(Path(settings.BASE_DIR) / "manage.py"),
+        "train_run",
+        str(run.pk),
+        "--job",
+        str(job.pk),
+        "--work-dir",
+        str(work),
+    ]
+    return [*command, "--resume"] if resume else command
+
+
+def run_execute_torchrun(
+    *, run: TrainingRun, job: Job, nproc: int, resume: bool = False
+) -> TrainingRun:
+    """Trains the run data-parallel in `nproc` processes (one per GPU) that torchrun starts
+    with `manage.py train_run`, and waits for them. Rank 0 keeps the run row, its learning
+    curve and the job's progress current and polls the job's cancel flag, as in-process
+    training does; the processes share a work folder made (and removed) here."""
+    work = Path(tempfile.mkdtemp(prefix=f"earmark-run-{run.pk}-"))
+    try:
+        if resume and run.checkpoint:
+            _copy_from_storage(run.checkpoint, work / "last.pt")
+        command = _torchrun_command(nproc=nproc, run=run, job=job, work=work, resume=resume)
+        log.info("run %s: %s", run.pk, " ".join(command))
+        done = subprocess.run(
+            command, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    run.refresh_from_db()
+    if done.returncode != 0:
+        tail = done.stdout.decode(errors="replace")[-2000:]
+        if run.state not in (TrainingRun.State.FAILED, TrainingRun.State.CANCELLED):
+            # a rank died without recording why (killed, out of memory)
+            error = f"torchrun exited with status {done.returncode}: {tail.strip()[-500:]}"
+            TrainingRun.objects.filter(pk=run.pk).update(
+                state=TrainingRun.State.FAILED, error=error, finished_at=timezone.now()
+            )
+            run.refresh_from_db()
+        log.error("run %s: torchrun exited with %s:\n%s", run.pk, done.returncode, tail)
+        raise RuntimeError(run.error or f"torchrun exited with status {done.returncode}")
+    return run
 
 
 def _copy_from_storage(field_file: Any, target: Path) -> bool:
@@ -541,10 +646,16 @@ def _copy_from_storage(field_file: Any, target: Path) -> bool:
 
 
 def run_execute_job(*, job: Job, progress: ProgressFn, run_id: int, resume: bool = False) -> dict:
+    from modeling.ml.distributed import world_from_env
+
     run = TrainingRun.objects.select_related("snapshot", "project").get(pk=run_id)
     if run.job_id != job.pk:
         TrainingRun.objects.filter(pk=run.pk).update(job=job)
-    finished = run_execute(run=run, progress=progress, job=job, resume=resume)
+    nproc = training_processes()
+    if nproc > 1 and not world_from_env().distributed:
+        finished = run_execute_torchrun(run=run, job=job, nproc=nproc, resume=resume)
+    else:
+        finished = run_execute(run=run, progress=progress, job=job, resume=resume)
     return {
         "run": finished.pk,
         "state": finished.state,

@@ -9,6 +9,7 @@ Every model config is a flat dataclass; ``asdict(cfg)`` is what a checkpoint sto
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,24 @@ class CaptionerConfig:
     feature_dim: int = 128
     # Dropout probability used throughout the model (0 disables it).
     dropout: float = 0.2
+    # Audio encoder between the features and the captioner (modeling.ml.encoders):
+    # "trainable" feeds the features straight to the captioner's own trainable layers;
+    # "vggish", "panns" (CNN14), "panns_resnet38", "ast" and "yamnet" put that pretrained
+    # network in front, and the captioner then reads its embeddings. With an encoder,
+    # feature_dim is still the size of the input frames (what the encoder reads).
+    encoder: Literal["trainable", "vggish", "panns", "panns_resnet38", "ast", "yamnet"] = (
+        "trainable"
+    )
+    # state_dict file of the pretrained encoder, read once when training starts (never
+    # downloaded); required for any encoder but "trainable". The trained weights are then
+    # part of the checkpoint, so inference does not need the file.
+    encoder_weights: str = ""
+    # Keep the pretrained encoder fixed (eval mode, no gradients); False fine-tunes it too.
+    encoder_freeze: bool = True
+    # Architecture options of the encoder (fields of its config in modeling.ml.encoders, e.g.
+    # {"output": "fc2"} for VGGish); its input bins always follow feature_dim. JSON on the
+    # command line: model.encoder_options={"output": "fc2"}.
+    encoder_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -213,6 +232,19 @@ class TrainConfig:
     scst_lr: float = 5e-5
     # Captions sampled per clip in the self-critical stage (each against the greedy baseline).
     scst_samples: int = 1
+    # SpecAugment (Park et al. 2019) on the input features of every training batch, drawn
+    # afresh each step; validation, scoring and inference never see it.
+    spec_augment: bool = False
+    # Widest time mask, in feature frames (40 = 0.8 s of 50 frames/s log-mel).
+    spec_time_mask: int = 40
+    # Widest frequency mask, in feature bins.
+    spec_freq_mask: int = 8
+    # Time masks per clip.
+    spec_time_masks: int = 2
+    # Frequency masks per clip.
+    spec_freq_masks: int = 2
+    # Share of the clips in a batch that are augmented at all.
+    spec_p: float = 1.0
 
 
 @dataclass
@@ -338,6 +370,23 @@ def train_preset(preset: str = "audiocaps") -> TrainConfig:
         raise ConfigError(f"no training preset '{preset}' (known: {known})") from None
 
 
+def check_train_config(config: TrainConfig) -> None:
+    """Raise ConfigError for training settings no run can use (checked when a run is
+    started, before anything trains)."""
+    if config.spec_augment:
+        sizes = {
+            "spec_time_mask": config.spec_time_mask,
+            "spec_freq_mask": config.spec_freq_mask,
+            "spec_time_masks": config.spec_time_masks,
+            "spec_freq_masks": config.spec_freq_masks,
+        }
+        for key, value in sizes.items():
+            if value < 0:
+                raise ConfigError(f"config key 'train.{key}': must be >= 0, got {value}")
+        if not 0.0 <= config.spec_p <= 1.0:
+            raise ConfigError(f"config key 'train.spec_p': must be in [0, 1], got {config.spec_p}")
+
+
 # --------------------------------------------------------------------------- dicts and overrides
 
 
@@ -443,6 +492,15 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         if len(items) != len(args):
             raise ConfigError(f"config key '{key}': expected {len(args)} values, got {value!r}")
         return tuple(_coerce(v, a, key) for v, a in zip(items, args, strict=True))
+    if origin is dict:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"config key '{key}': not a JSON object ({exc})") from None
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(f"config key '{key}': expected a JSON object, got {value!r}")
+        return dict(value)
     if dataclasses.is_dataclass(hint):
         if isinstance(value, hint):
             return value

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset, DistributedSampler, Sampler
 
 from modeling.ml.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -132,6 +132,10 @@ class BucketBatchSampler(Sampler[list[int]]):
     by length and cut into batches, and the batches are shuffled. ``set_epoch(e, skip=k)`` makes
     the next iteration the epoch-e order minus its first k batches, which is how a resumed run
     continues exactly where a cancelled one stopped.
+
+    With ``num_replicas > 1`` (data-parallel training) each rank first takes its share of the
+    indices from a ``DistributedSampler`` (same seed, ``set_epoch`` per epoch; shares are padded
+    to equal size) and buckets only those, so every rank runs the same number of batches.
     """
 
     def __init__(
@@ -143,9 +147,15 @@ class BucketBatchSampler(Sampler[list[int]]):
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
+        num_replicas: int = 1,
+        rank: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
+        self.num_replicas = num_replicas
+        self.rank = rank
         self.lengths = list(lengths)
         self.batch_size = batch_size
         self.bucket_batches = max(1, bucket_batches)
@@ -159,10 +169,21 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.epoch, self.skip = epoch, skip
 
     def batches(self) -> list[list[int]]:
-        indices = list(range(len(self.lengths)))
         rng = random.Random(self.seed * 1_000_003 + self.epoch)
-        if self.shuffle:
-            rng.shuffle(indices)
+        if self.num_replicas > 1:
+            shard = DistributedSampler(
+                self.lengths,
+                num_replicas=self.num_replicas,
+                rank=self.rank,
+                shuffle=self.shuffle,
+                seed=self.seed,
+            )
+            shard.set_epoch(self.epoch)
+            indices = list(shard)
+        else:
+            indices = list(range(len(self.lengths)))
+            if self.shuffle:
+                rng.shuffle(indices)
         pool = self.batch_size * self.bucket_batches
         batches: list[list[int]] = []
         for start in range(0, len(indices), pool):

@@ -775,3 +775,33 @@ def build_encoder(config: EncoderConfig) -> nn.Module:
 
 def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
+
+
+# Run-config names ------------------------------------------------------------------------
+
+# `CaptionerConfig.encoder` -> (ENCODERS name, feature preset of modeling.ml.features the
+# network was trained on). "trainable" (no pretrained encoder) is not listed.
+PRETRAINED: dict[str, tuple[str, str]] = {
+    "vggish": ("vggish", "vggish"),
+    "panns": ("cnn14", "panns"),
+    "panns_resnet38": ("resnet38", "panns"),
+    "ast": ("ast", "ast"),
+    "yamnet": ("yamnet", "yamnet"),
+}
+
+
+def pretrained_architecture(name: str, n_mels: int, options: dict[str, Any]) -> nn.Module:
+    """The encoder a run config names (a `PRETRAINED` key), randomly initialised: the
+    caller loads weights, from the encoder's file (`load_weights`) or from a checkpoint."""
+    try:
+        registered, _ = PRETRAINED[name]
+    except KeyError:
+        known = ", ".join(sorted(PRETRAINED))
+        raise ValueError(f"Unknown pretrained encoder {name!r}; known: {known}.") from None
+    return ENCODERS[registered][0](_arch_config(registered, options, n_mels))
+
+
+def pretrained_output_dim(name: str, n_mels: int, options: dict[str, Any]) -> int:
+    """The embedding size of `pretrained_architecture(...)`, without building it."""
+    registered, _ = PRETRAINED[name]
+    return int(ENCODERS[registered][2](_arch_config(registered, options, n_mels)))

@@ -34,6 +34,7 @@ from modeling.ml.models.act import ACTCaptioner
 from modeling.ml.models.av import AVCaptioner
 from modeling.ml.models.base import Captioner
 from modeling.ml.models.bilstm import BiLSTMCaptioner
+from modeling.ml.models.encoded import EncodedCaptioner, check_encoder_config, inner_config
 from modeling.ml.models.lstm import LSTMCaptioner
 from modeling.ml.models.maac import MAACCaptioner
 from modeling.ml.models.nn_retrieval import NearestNeighbourCaptioner
@@ -118,7 +119,12 @@ def build_model(
             f"model '{name}': vocab_size must cover the 4 specials and a word, "
             f"got {config.vocab_size}"
         )
-    return model_class(config)
+    check_encoder_config(name, config)
+    if config.encoder == "trainable":
+        return model_class(config)
+    # a pretrained encoder in front; its weights come later (training: the encoder's file,
+    # inference: the checkpoint's state dict)
+    return EncodedCaptioner(config, model_class(inner_config(config)))
 
 
 def run_config_from_dict(data: Mapping[str, Any]) -> RunConfig:

@@ -13,6 +13,17 @@ Optional model hooks, used when present:
   ``train.pretrain_epochs`` epochs over the clips before caption training (MAAC's keyword
   encoder BCE on batch["keyword_targets"]).
 
+Launched by torchrun (RANK, WORLD_SIZE, LOCAL_RANK in the environment) the trainer trains
+data-parallel (``modeling.ml.distributed``): it joins the process group, each rank trains on its
+own share of every epoch's batches (``BucketBatchSampler`` over a ``DistributedSampler``), the
+loss runs inside ``DistributedDataParallel`` so gradients are averaged, and rank 0 alone
+validates, calls the callbacks, polls ``cancel`` and writes checkpoints; it broadcasts what it
+decided (scores, early stopping, a cancel) so every rank takes the same path. The losses in
+the "step" events and the history are rank 0's own batches.
+
+With ``train.spec_augment`` every training batch's features are masked (``features.SpecAugment``)
+before the loss; validation, scoring and decoding read the features as they are.
+
 With ``train.scst_epochs`` a self-critical stage (``modeling.ml.scst``) follows caption training,
 starting from its best weights, on ``reward_fn(captions, clip_ids)`` supplied by the caller.
 The stages share one epoch counter (pre-training epochs first), the optimizer and checkpoints,
@@ -42,8 +53,9 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
+from modeling.ml import distributed
 from modeling.ml.checkpoint import read_checkpoint, save_checkpoint
-from modeling.ml.config import RunConfig, TrainConfig
+from modeling.ml.config import RunConfig, TrainConfig, check_train_config
 from modeling.ml.data import (
     BucketBatchSampler,
     CaptionDataset,
@@ -52,6 +64,7 @@ from modeling.ml.data import (
     collate_with_ids,
 )
 from modeling.ml.models.base import Batch, Captioner, caption_loss
+from modeling.ml.models.encoded import EncodedCaptioner
 from modeling.ml.registry import build_model
 from modeling.ml.scst import scst_loss
 from modeling.ml.vocab import Vocabulary
@@ -120,6 +133,20 @@ def clip_items(items: Sequence[CaptionItem]) -> list[CaptionItem]:
     return list(seen.values())
 
 
+class _LossModule(torch.nn.Module):
+    """The trainer's loss as a module, so DistributedDataParallel can wrap it: every stage's
+    loss (captions, the model's own hooks, SCST) then runs inside DDP's forward, and its
+    backward averages the gradients across ranks."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        super().__init__()
+        self.model = trainer.model
+        self._loss = trainer._loss
+
+    def forward(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[Any, dict]:
+        return self._loss(stage, batch, clip_ids)
+
+
 def to_device(batch: Batch, device: torch.device) -> Batch:
     # non_blocking pairs with pin_memory: the copy overlaps with the previous step's compute.
     return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
@@ -155,6 +182,7 @@ class Trainer:
             raise ValueError(
                 f"train.scst_epochs={config.scst_epochs} needs a reward function (reward_fn)"
             )
+        check_train_config(config)
         if config.scst_samples < 1:
             raise ValueError(f"train.scst_samples must be at least 1, got {config.scst_samples}")
         self.model = model
@@ -171,7 +199,24 @@ class Trainer:
         self.feature_config = feature_config
         self.run_config = run_config
         self.reward_fn = reward_fn
+        self.world = distributed.setup()
         self.device = pick_device(config.device)
+        if self.world.distributed and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.world.local_rank)  # one GPU per process
+        self.ddp: torch.nn.Module | None = None  # built in fit(), once the model is on device
+        # Training-time augmentation of batch["features"]; the validation, scoring and
+        # decoding paths never call it.
+        self.augment: torch.nn.Module | None = None
+        if config.spec_augment:
+            from modeling.ml.features import SpecAugment  # soundfile/torchaudio only if used
+
+            self.augment = SpecAugment(
+                time_mask=config.spec_time_mask,
+                freq_mask=config.spec_freq_mask,
+                n_time_masks=config.spec_time_masks,
+                n_freq_masks=config.spec_freq_masks,
+                p=config.spec_p,
+            )
         self.callbacks: dict[str, list[Callback]] = {event: [] for event in EVENTS}
         self.optimizer = self._make_optimizer() if model.trainable else None
         use_cuda = self.device.type == "cuda"
@@ -188,6 +233,8 @@ class Trainer:
             bucket_batches=config.bucket_batches,
             shuffle=True,
             seed=config.seed,
+            num_replicas=self.world.size,
+            rank=self.world.rank,
         )
         self.loader = self._loader(self.train_set, self.sampler)
         self.steps_per_epoch = len(self.sampler.batches())
@@ -213,6 +260,8 @@ class Trainer:
                 bucket_batches=config.bucket_batches,
                 shuffle=True,
                 seed=config.seed,
+                num_replicas=self.world.size,
+                rank=self.world.rank,
             )
             self.clip_loader = self._loader(self.clip_set, self.clip_sampler)
             self.clip_steps_per_epoch = len(self.clip_sampler.batches())
@@ -263,6 +312,8 @@ class Trainer:
         self.callbacks[event].append(callback)
 
     def _emit(self, event: str, info: dict[str, Any]) -> None:
+        if not self.world.is_main:
+            return
         for callback in self.callbacks[event]:
             callback(self, info)
 
@@ -322,13 +373,24 @@ class Trainer:
         logits = self.model(batch)
         return caption_loss(logits.float(), batch["tokens"], label_smoothing=smoothing), {}
 
+    def augmented(self, batch: Batch) -> Batch:
+        """The training batch with SpecAugment applied to "features" (when enabled)."""
+        if self.augment is None:
+            return batch
+        features = self.augment(batch["features"], batch["feature_lengths"])
+        return {**batch, "features": features}
+
     def _train_step(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[float, dict]:
         assert self.optimizer is not None
+        batch = self.augmented(batch)
         lr = self.stage_learning_rate(stage, self.state["epoch"], self.state["stage_step"])
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with self._autocast():
-            loss, figures = self._loss(stage, batch, clip_ids)
+            if self.ddp is not None:
+                loss, figures = self.ddp(stage, batch, clip_ids)
+            else:
+                loss, figures = self._loss(stage, batch, clip_ids)
             loss = loss.float()
         if not torch.isfinite(loss):
             raise FloatingPointError(
@@ -362,12 +424,17 @@ class Trainer:
         return total / max(1, tokens)
 
     def _validate(self) -> dict[str, Any]:
-        val_loss = self.validation_loss()
-        self.model.eval()
-        if self.score_fn is not None:
-            score: float | None = float(self.score_fn(self.model))
-        else:
-            score = -val_loss if val_loss is not None else None
+        # rank 0 validates (the other ranks hold the same weights) and shares the outcome
+        val_loss: float | None = None
+        score: float | None = None
+        if self.world.is_main:
+            val_loss = self.validation_loss()
+            self.model.eval()
+            if self.score_fn is not None:
+                score = float(self.score_fn(self.model))
+            else:
+                score = -val_loss if val_loss is not None else None
+        val_loss, score = distributed.broadcast(self.world, (val_loss, score))
         best = self.state["best_score"]
         improved = score is not None and (best is None or score > best)
         if improved:
@@ -392,6 +459,8 @@ class Trainer:
         return info
 
     def _save(self, name: str) -> Path:
+        if not self.world.is_main:  # one writer; the others know where it is
+            return self.out_dir / name
         trainer_state = dict(
             self.state, rng=torch.get_rng_state(), python_rng=list(random.getstate()[1])
         )
@@ -435,6 +504,7 @@ class Trainer:
 
     def _finish(self, stopped: str) -> TrainResult:
         last = self._save(LAST)
+        distributed.barrier(self.world)  # every rank returns a checkpoint that exists
         best = self.out_dir / BEST
         result = TrainResult(
             history=list(self.state["history"]),
@@ -456,6 +526,19 @@ class Trainer:
         self.model.to(self.device)
         if resume_from is not None:
             self._resume(resume_from)
+        if self.world.distributed and self.model.trainable:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # DDP copies rank 0's weights to the others here. Unused parameters are searched
+            # for because stages use different parts of a model (MAAC's keyword encoder alone
+            # in pre-training) and some captioners leave modules out of some batches.
+            self.ddp = DistributedDataParallel(
+                _LossModule(self),
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=True,
+            )
+            # ranks share parameters, not dropout or SpecAugment draws
+            torch.manual_seed(self.config.seed + 1_000_003 * self.world.rank + self.state["step"])
         cfg = self.config
         trainable = self.model.trainable
         total_steps = sum(self._stage_steps(stage) for stage in self.stages) if trainable else 0
@@ -488,7 +571,7 @@ class Trainer:
             sampler.set_epoch(epoch, skip=self.state["batch_in_epoch"])
             self.model.train()
             for batch, clip_ids in loader:
-                if self.cancel():
+                if self._cancelled():
                     return self._finish("cancelled")
                 loss, figures = self._train_step(stage, to_device(batch, self.device), clip_ids)
                 self.state["step"] += 1
@@ -514,7 +597,7 @@ class Trainer:
                     )
                 if cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0:
                     self._save(LAST)
-            if self.cancel():
+            if self._cancelled():
                 return self._finish("cancelled")
 
             train_loss = self.state["epoch_loss_sum"] / max(1, self.state["epoch_loss_count"])
@@ -550,9 +633,16 @@ class Trainer:
                 return self._finish("early_stopping")
         return self._finish("completed")
 
+    def _cancelled(self) -> bool:
+        """Rank 0 polls ``cancel``; every rank learns the answer (a collective each batch)."""
+        return distributed.any_rank(
+            self.world, self.world.is_main and bool(self.cancel()), self.device
+        )
+
     def _enter(self, stage: Stage) -> None:
         """Start ``stage``: its own warm-up, patience and plateau; SCST from the best weights."""
         self.state.update(stage_step=0, bad_validations=0, plateau_bad=0, plateau_scale=1.0)
+        distributed.barrier(self.world)  # rank 0's best.pt is complete before anyone reads it
         best = self.out_dir / BEST
         if stage.name == SCST and best.exists():
             payload = read_checkpoint(best, map_location=self.device)
@@ -580,6 +670,9 @@ def train(
     """
     seed_everything(run.train.seed)
     model = build_model(run.model_name, run.model, vocab_size=len(vocab))
+    if isinstance(model, EncodedCaptioner) and resume_from is None:
+        # a resumed run has the (maybe fine-tuned) encoder weights in its checkpoint
+        model.load_encoder_weights()
     run = dataclasses.replace(run, model=model.config)
     trainer = Trainer(
         model,

@@ -50,12 +50,44 @@ def test_a_researcher_starts_a_run_by_snapshot_version(
     assert Job.objects.get(pk=body["job_id"]).queue == "gpu"
 
 
+def test_a_run_switches_on_spec_augment_through_the_api(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    overrides = ["train.spec_augment=true", "train.spec_time_mask=20"]
+    response = _post(
+        _client(alice),
+        "/api/projects/sounds/runs",
+        {"model": "lstm", "snapshot": 1, "preset": "tiny", "overrides": overrides},
+    )
+
+    assert response.status_code == 201, response.content
+    train = response.json()["config"]["run"]["train"]
+    assert train["spec_augment"] is True
+    assert train["spec_time_mask"] == 20
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
         ({"model": "bilstm", "snapshot": 9}, "No snapshot v9"),
         ({"model": "gpt", "snapshot": 1}, "unknown model 'gpt'"),
         ({"model": "lstm", "snapshot": 1, "overrides": ["train.nope=1"]}, "train.nope"),
+        (
+            {"model": "lstm", "snapshot": 1, "overrides": ["model.encoder=wav2vec"]},
+            "'model.encoder': 'wav2vec' is not one of",
+        ),
+        (
+            {"model": "lstm", "snapshot": 1, "overrides": ["train.spec_augment=maybe"]},
+            "train.spec_augment",
+        ),
+        (
+            {
+                "model": "lstm",
+                "snapshot": 1,
+                "overrides": ["model.encoder=ast", "model.encoder_weights=/no/ast.pth"],
+            },
+            "no such file /no/ast.pth",
+        ),
     ],
 )
 def test_a_bad_request_says_what_is_wrong(

@@ -164,6 +164,23 @@ def test_extract_files_matches_extract_per_clip(tmp_path: Path) -> None:
     assert [f.shape[0] for f in got] == [51, 76, 51]
 
 
+@pytest.mark.parametrize(("subtype", "channels"), [("PCM_16", 1), ("PCM_16", 2), ("FLOAT", 1)])
+def test_decoding_gives_libsndfiles_float_samples(
+    tmp_path: Path, subtype: str, channels: int
+) -> None:
+    # 16-bit mono is read as int16 and scaled by us; the result must be libsndfile's own
+    samples = np.stack([tone(1.0, seed=4 + c) for c in range(channels)], axis=1)
+    path = tmp_path / "clip.wav"
+    sf.write(str(path), samples, 32_000, subtype=subtype)
+    expected = sf.read(str(path), dtype="float32", always_2d=True)[0].mean(axis=1)
+    decoded, rate = F.read_wav(path)
+    assert rate == 32_000
+    assert decoded.dtype == np.float32
+    np.testing.assert_array_equal(decoded, expected)
+    (features,) = F.extract_files([path], ACT)
+    assert torch.equal(features, extract(expected, 32_000, ACT))
+
+
 def test_a_broken_file_is_named(tmp_path: Path) -> None:
     broken = tmp_path / "broken.wav"
     broken.write_bytes(b"RIFF....not audio")

@@ -3,6 +3,8 @@ suggestions, through the same services the gpu-queue job calls (tiny models, CPU
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +255,133 @@ def test_the_train_command_runs_and_reports(project: Project, snapshot: Snapshot
 def test_the_train_command_names_an_unknown_snapshot(db: None) -> None:
     with pytest.raises(CommandError, match="No snapshot with id 999"):
         call_command("train", "--model", "lstm", "--snapshot", "999")
+
+
+def test_the_train_command_switches_on_spec_augment_and_a_pretrained_encoder(
+    project: Project, snapshot: Snapshot, tmp_path: Path
+) -> None:
+    from modeling.ml.encoders import pretrained_architecture
+
+    options = '{"channels": [4, 4, 8, 8, 8, 8], "hidden": 16, "embedding_dim": 8}'
+    weights = tmp_path / "vggish.pt"
+    torch.save(pretrained_architecture("vggish", 16, json.loads(options)).state_dict(), weights)
+    settings = [
+        "train.epochs=1",
+        "train.batch_size=4",
+        "features.n_mels=16",
+        "train.spec_augment=true",
+        "model.encoder=vggish",
+        f"model.encoder_weights={weights}",
+        f"model.encoder_options={options}",
+    ]
+    args = ["--model", "lstm", "--snapshot", str(snapshot.pk), "--preset", "tiny"]
+    for item in settings:
+        args += ["--set", item]
+    call_command("train", *args)
+
+    run = TrainingRun.objects.get()
+    assert run.state == TrainingRun.State.SUCCEEDED, run.error
+    assert run.config["features"]["sample_rate"] == 16_000  # VGGish's own front end
+    checkpoint = load_checkpoint(run.checkpoint.path)
+    assert checkpoint.model.config.encoder == "vggish"
+    assert checkpoint.run_config is not None
+    assert checkpoint.run_config["train"]["spec_augment"] is True
+
+
+def test_a_missing_encoder_weights_file_is_named_before_the_run_starts(
+    project: Project, snapshot: Snapshot, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "cnn14.pth"
+    with pytest.raises(ValidationError, match=f"no such file {missing}"):
+        services.run_start(
+            project=project,
+            model_name="lstm",
+            snapshot=snapshot,
+            created_by=None,
+            overrides=["model.encoder=panns", f"model.encoder_weights={missing}"],
+            enqueue=False,
+        )
+    assert not TrainingRun.objects.exists()
+
+
+def test_a_worker_with_several_processes_trains_through_torchrun(
+    project: Project, snapshot: Snapshot, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.services import Progress, job_create
+
+    settings.TRAIN_NPROC = 2
+    run = services.run_start(
+        project=project,
+        model_name="lstm",
+        snapshot=snapshot,
+        created_by=None,
+        preset="tiny",
+        overrides=TINY,
+        enqueue=False,
+    )
+    job = job_create(kind="training_run", params={"run_id": run.pk})
+    launched: list[list[str]] = []
+    real_run = subprocess.run
+
+    def torchrun(command: list[str], **kwargs: Any) -> Any:
+        # stands in for torchrun: rank 0 of the command it was given, in this process
+        if "torch.distributed.run" not in command:
+            return real_run(command, **kwargs)  # the evaluation's tokenizer
+        launched.append(command)
+        work = Path(command[command.index("--work-dir") + 1])
+        assert work.is_dir()
+        call_command(*command[command.index("train_run") :])
+        return subprocess.CompletedProcess(command, 0, stdout=b"")
+
+    monkeypatch.setattr(services.subprocess, "run", torchrun)
+    result = services.run_execute_job(job=job, progress=Progress(job), run_id=run.pk)
+
+    (command,) = launched
+    assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert command[command.index("train_run") + 1 :][:3] == [str(run.pk), "--job", str(job.pk)]
+    assert not Path(command[command.index("--work-dir") + 1]).exists()  # removed afterwards
+    assert result["state"] == TrainingRun.State.SUCCEEDED
+    run.refresh_from_db()
+    job.refresh_from_db()
+    assert run.checkpoint
+    assert any("loss" in row for row in run.learning_curve)  # rank 0 kept the curve
+    assert job.progress_done > 0  # and the job's progress
+
+
+def test_a_torchrun_that_dies_fails_the_run_with_its_output(
+    project: Project, snapshot: Snapshot, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.services import Progress, job_create
+
+    settings.TRAIN_NPROC = 2
+    run = services.run_start(
+        project=project,
+        model_name="lstm",
+        snapshot=snapshot,
+        created_by=None,
+        preset="tiny",
+        overrides=TINY,
+        enqueue=False,
+    )
+    job = job_create(kind="training_run", params={"run_id": run.pk})
+    real_run = subprocess.run
+
+    def killed(command: list[str], **kwargs: Any) -> Any:
+        if "torch.distributed.run" not in command:
+            return real_run(command, **kwargs)
+        return subprocess.CompletedProcess(command, -9, stdout=b"rank 1: Killed")
+
+    monkeypatch.setattr(services.subprocess, "run", killed)
+    with pytest.raises(RuntimeError, match="torchrun exited with status -9"):
+        services.run_execute_job(job=job, progress=Progress(job), run_id=run.pk)
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.FAILED
+    assert "rank 1: Killed" in run.error
+
+
+def test_training_processes_follow_the_setting(settings: Any) -> None:
+    settings.TRAIN_NPROC = 3
+    assert services.training_processes() == 3
+    settings.TRAIN_NPROC = 0
+    expected = torch.cuda.device_count() if torch.cuda.is_available() else 1
+    assert services.training_processes() == max(1, expected)
