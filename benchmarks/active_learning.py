@@ -5,17 +5,26 @@ captions swapped between clips.
 
 Usage: .venv/bin/python benchmarks/active_learning.py [--pool 480] [--val 100] [--initial 40]
        [--step 40] [--rounds 5] [--epochs 12] [--model lstm] [--preset small] [--hop 3200]
+       [--seeds 2026,2027]
        [--strategies random,uncertainty,margin,committee,diversity] [--flag-clips 200]
        [--swap 0.1] [--data-seed 2026] [--threads N] [--flags-only] [--json OUT]
 
 Pure PyTorch + pycocoevalcap (no Django, no database), like train_synthscenes.py: scenes are
 generated in memory (seed 2026), log-mels computed once. The oracle annotator reveals a
-clip's reference captions (--captions-per-clip of them) when a strategy picks it. Every
-strategy starts from the same random initial set; each round trains a fresh model on the
-captions revealed so far (vocabulary from those captions only, fixed epochs, seed fixed),
+clip's reference captions (--captions-per-clip of them) when a strategy picks it. For each
+run seed (--seeds: the initial set, random's order and the model's initialisation) every
+strategy starts from the same random initial set and the same first model; each round
+trains a fresh model on the captions revealed so far (vocabulary from those captions only,
+fixed epochs),
 scores it on the validation split (greedy decoding, pycocoevalcap CIDEr-D), decodes the
 unlabelled pool with beam 3 and picks the next --step clips with active/scoring.rank —
 the same function the app uses to order HITs. Committee members are the beam's hypotheses.
+Curves are averaged over the run seeds; "captions to reach random's final" is the first
+round of a strategy's mean curve at or above random's mean final score (and per seed).
+--flag-clips 0 skips the flags.
+
+A run that fits 15 minutes on one busy CPU thread: --pool 400 --val 100 --initial 40
+--step 40 --rounds 4 --epochs 10 --seeds 1,2 --flag-clips 0 --threads 1.
 
 Flags: --flag-clips held-out clips with 5 references each; --swap of all their captions
 are exchanged between random pairs of clips (a caption never lands on its own clip or on a
@@ -82,6 +91,11 @@ def swap_captions(texts: list[list[str]], share: float, seed: int) -> set[tuple[
         texts[a[0]][a[1]], texts[b[0]][b[1]] = texts[b[0]][b[1]], texts[a[0]][a[1]]
         swapped.update({a, b})
     return swapped
+
+
+def reach_at(curve: list[dict[str, Any]], target: float) -> int | None:
+    """Captions revealed at the first round whose score is at or above `target`."""
+    return next((p["captions"] for p in curve if p["value"] >= target), None)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -177,10 +191,14 @@ def main() -> None:
                         help="skip the strategies: train one model on the whole pool and "
                              "measure the flags with it")  # fmt: skip
     parser.add_argument("--data-seed", type=int, default=SEED, help="the SynthScenes set")
+    parser.add_argument("--seeds", default=str(SEED),
+                        help="run seeds (initial set, random order, model init), comma-separated; "
+                             "curves are their mean")  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",")]
     if args.threads:
         torch.set_num_threads(args.threads)
     strategies = args.strategies.split(",")
@@ -226,7 +244,7 @@ def main() -> None:
                     )
         return out
 
-    def fit(labelled: list[int]) -> tuple[Any, Vocabulary]:
+    def fit(labelled: list[int], seed: int) -> tuple[Any, Vocabulary]:
         texts = [c for i in labelled for c in pool[i].captions]
         vocab = Vocabulary.build(texts, max_length=30)
         items = [
@@ -239,7 +257,7 @@ def main() -> None:
         )
         train_config = dataclasses.replace(
             TRAIN_PRESETS["audiocaps"], epochs=args.epochs, batch_size=16, device=args.device,
-            early_stopping_patience=None, log_every_steps=1000, seed=SEED,
+            early_stopping_patience=None, log_every_steps=1000, seed=seed,
         )  # fmt: skip
         run = RunConfig(model_name=args.model, model=model_config, vocab=VocabConfig(),
                         train=train_config)  # fmt: skip
@@ -258,87 +276,122 @@ def main() -> None:
         return float(evaluate(predictions=predictions, references=val_refs,
                               metrics=["cider"]).scores["CIDEr-D"] or 0.0)  # fmt: skip
 
+    def pick(strategy: str, model: Any, vocab: Vocabulary, labelled: list[int],
+             mids_names: dict[str, str], *, seed: int) -> list[int]:  # fmt: skip
+        """The next --step clips `strategy` asks for, ranked by active/scoring.rank."""
+        chosen = set(labelled)
+        unlabelled = [i for i in range(len(pool)) if i not in chosen]
+        evidence = []
+        if strategy in ("uncertainty", "margin", "committee"):
+            hyps = decode(model, vocab, [feats["pool"][i] for i in unlabelled], 3)
+            for i, hs in zip(unlabelled, hyps, strict=True):
+                evidence.append(scoring.ClipEvidence(
+                    key=i,
+                    mean_entropy=hs[0].entropy if hs else None,
+                    hypotheses=[{"text": vocab.decode(h.tokens), "score": h.score,
+                                 "log_prob": h.log_prob} for h in hs],
+                ))  # fmt: skip
+        else:
+            evidence = [
+                scoring.ClipEvidence(key=i, labels=[mids_names.get(m, m) for m in pool[i].mids])
+                for i in unlabelled
+            ]
+        cider = None
+        if strategy == "committee":
+            cider = scoring.CiderD([scoring.committee_of(e) for e in evidence])
+        covered: dict[str, int] = {}
+        for i in labelled:
+            for label in {mids_names.get(m, m) for m in pool[i].mids}:
+                covered[label] = covered.get(label, 0) + 1
+        ranked = scoring.rank(strategy, evidence, cider=cider, covered=covered, seed=seed)
+        return [r.key for r in ranked[: args.step]]
+
     curves: dict[str, list[dict[str, Any]]] = {}
+    runs: dict[str, list[list[dict[str, Any]]]] = {}
     needed: dict[str, int | None] = {}
     random_final: dict[str, Any] = {}
     if args.flags_only:
         t = time.perf_counter()
-        flag_model = fit(list(range(len(pool))))
+        flag_model = fit(list(range(len(pool))), SEED)
         score = val_cider(*flag_model)
         print(f"flag model: {args.model} {args.preset} on all {len(pool)} pool clips, "
               f"val CIDEr-D {score:.4f} ({time.perf_counter() - t:.0f} s)")  # fmt: skip
     else:
-        rng = random.Random(SEED)
-        initial = sorted(rng.sample(range(len(pool)), args.initial))
         mids_names = {e.mids[0]: e.label for s in pool for e in s.events if e.mids}
-        curves: dict[str, list[dict[str, Any]]] = {}
-        last_model: dict[str, tuple[Any, Vocabulary]] = {}
-        for strategy in strategies:
-            labelled = list(initial)
-            curve = []
-            for number in range(args.rounds + 1):
-                t = time.perf_counter()
-                model, vocab = fit(labelled)
-                score = val_cider(model, vocab)
-                captions = len(labelled) * args.captions_per_clip
-                seconds = round(time.perf_counter() - t, 1)
-                curve.append({"round": number, "clips": len(labelled), "captions": captions,
-                              "value": round(score, 4), "seconds": seconds})  # fmt: skip
-                print(f"{strategy:12} round {number}: {captions:5} captions, "
-                      f"val CIDEr-D {score:.4f} ({time.perf_counter() - t:.0f} s)",
-                      flush=True)  # fmt: skip
-                if number == args.rounds:
-                    break
-                unlabelled = [i for i in range(len(pool)) if i not in set(labelled)]
-                evidence = []
-                if strategy in ("uncertainty", "margin", "committee"):
-                    hyps = decode(model, vocab, [feats["pool"][i] for i in unlabelled], 3)
-                    for i, hs in zip(unlabelled, hyps, strict=True):
-                        evidence.append(scoring.ClipEvidence(
-                            key=i,
-                            mean_entropy=hs[0].entropy if hs else None,
-                            hypotheses=[{"text": vocab.decode(h.tokens), "score": h.score,
-                                         "log_prob": h.log_prob} for h in hs],
-                        ))  # fmt: skip
-                else:
-                    evidence = [
-                        scoring.ClipEvidence(
-                            key=i, labels=[mids_names.get(m, m) for m in pool[i].mids]
-                        )
-                        for i in unlabelled
-                    ]
-                cider = None
-                if strategy == "committee":
-                    cider = scoring.CiderD([scoring.committee_of(e) for e in evidence])
-                covered: dict[str, int] = {}
-                for i in labelled:
-                    for label in {mids_names.get(m, m) for m in pool[i].mids}:
-                        covered[label] = covered.get(label, 0) + 1
-                ranked = scoring.rank(strategy, evidence, cider=cider, covered=covered,
-                                      seed=SEED + number)  # fmt: skip
-                labelled += [r.key for r in ranked[: args.step]]
-            curves[strategy] = curve
-            last_model[strategy] = (model, vocab)
+        runs = {s: [] for s in strategies}
+        flag_model = None
+        for run_seed in seeds:
+            initial = sorted(random.Random(run_seed).sample(range(len(pool)), args.initial))
+            first = None  # every strategy starts from the same model
+            for strategy in strategies:
+                labelled = list(initial)
+                curve: list[dict[str, Any]] = []
+                for number in range(args.rounds + 1):
+                    t = time.perf_counter()
+                    if number == 0 and first is not None:
+                        model, vocab, score = first
+                    else:
+                        model, vocab = fit(labelled, run_seed)
+                        score = val_cider(model, vocab)
+                        first = first or (model, vocab, score)
+                    captions = len(labelled) * args.captions_per_clip
+                    seconds = round(time.perf_counter() - t, 1)
+                    curve.append({"round": number, "clips": len(labelled), "captions": captions,
+                                  "value": round(score, 4), "seconds": seconds})  # fmt: skip
+                    print(f"seed {run_seed} {strategy:12} round {number}: {captions:5} "
+                          f"captions, val CIDEr-D {score:.4f} ({seconds:.0f} s)",
+                          flush=True)  # fmt: skip
+                    if number == args.rounds:
+                        break
+                    labelled += pick(strategy, model, vocab, labelled, mids_names,
+                                     seed=run_seed + number)  # fmt: skip
+                runs[strategy].append(curve)
+                if strategy == "random" and flag_model is None:
+                    flag_model = (model, vocab)
 
+        # the mean over seeds at each round (every seed reveals the same numbers of captions)
+        for strategy in strategies:
+            curves[strategy] = [
+                {"round": point["round"], "captions": point["captions"],
+                 "value": round(sum(c[n]["value"] for c in runs[strategy]) / len(seeds), 4),
+                 "values": [c[n]["value"] for c in runs[strategy]]}
+                for n, point in enumerate(runs[strategy][0])
+            ]  # fmt: skip
+        print(f"\nval CIDEr-D by captions revealed (mean of seeds {args.seeds}; per seed in "
+              f"brackets); {args.model} {args.preset}, {args.epochs} epochs a round")  # fmt: skip
+        header = "".join(f"{p['captions']:>22}" for p in curves["random"])
+        print(f"{'strategy':12}{header}")
+        for strategy in strategies:
+            cells = "".join(
+                f"{p['value']:>8.3f} ({' '.join(f'{v:.3f}' for v in p['values'])})".rjust(22)
+                for p in curves[strategy]
+            )
+            print(f"{strategy:12}{cells}")
         target = curves["random"][-1]["value"]
-        for strategy, curve in curves.items():
-            reach = next((p["captions"] for p in curve if p["value"] >= target), None)
-            needed[strategy] = reach
         final_captions = curves["random"][-1]["captions"]
-        print(f"\nrandom's final val CIDEr-D {target:.4f} with {final_captions} captions")
+        print(f"\nrandom's final val CIDEr-D {target:.4f} (mean) with {final_captions} captions; "
+              "captions each strategy needs to reach it (first round at or above it):")  # fmt: skip
         for strategy in strategies:
-            reach = needed[strategy]
+            reach = reach_at(curves[strategy], target)
+            needed[strategy] = reach
             share = f"{100 * reach / final_captions:.0f}%" if reach else "not reached"
-            print(f"  {strategy:12} reaches it with {reach or '-'} captions ({share})")
-
-        flag_model = last_model["random"]
+            per_seed = []
+            for k, run_seed in enumerate(seeds):
+                own = reach_at(runs[strategy][k], runs["random"][k][-1]["value"])
+                per_seed.append(f"seed {run_seed}: {own or '-'}")
+            print(f"  {strategy:12} {reach or '-'} captions ({share}); against each seed's own "
+                  f"random final: {', '.join(per_seed)}")  # fmt: skip
         random_final = {"captions": final_captions, "value": target}
 
     # flags on swapped captions -------------------------------------------------------------
-    model, vocab = flag_model
-    hyps = decode(model, vocab, feats["held"], 3)
-    suggestions = [(vocab.decode(h[0].tokens), h[0].entropy) if h else (None, None) for h in hyps]
-    flags = flag_report(held, suggestions, swap=args.swap, seed=args.data_seed + 1)
+    flags: dict[str, Any] = {}
+    if held and flag_model is not None:
+        model, vocab = flag_model
+        hyps = decode(model, vocab, feats["held"], 3)
+        suggestions = [
+            (vocab.decode(h[0].tokens), h[0].entropy) if h else (None, None) for h in hyps
+        ]
+        flags = flag_report(held, suggestions, swap=args.swap, seed=args.data_seed + 1)
     seconds = time.perf_counter() - started_all
     print(f"total {seconds / 60:.1f} min")
     if args.json:
@@ -347,6 +400,7 @@ def main() -> None:
             "metric": "CIDEr-D",
             "args": vars(args) | {"json": str(args.json)},
             "curves": curves,
+            "runs": runs,
             "random_final": random_final,
             "captions_to_reach_random_final": needed,
             "flags": flags,
