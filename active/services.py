@@ -262,6 +262,7 @@ def flag_thresholds() -> scoring.FlagThresholds:
         consensus_min_cider=settings.ACTIVE_FLAG_CONSENSUS_MIN_CIDER,
         consensus_min_captions=settings.ACTIVE_FLAG_CONSENSUS_MIN_CAPTIONS,
         hints=settings.ACTIVE_FLAG_HINTS,
+        model_defers_to_consensus=settings.ACTIVE_FLAG_MODEL_DEFERS_TO_CONSENSUS,
     )
 
 

@@ -5,24 +5,37 @@ captions swapped between clips.
 
 Usage: .venv/bin/python benchmarks/active_learning.py [--pool 480] [--val 100] [--initial 40]
        [--step 40] [--rounds 5] [--epochs 12] [--model lstm] [--preset small] [--hop 3200]
+       [--seeds 2026,2027]
        [--strategies random,uncertainty,margin,committee,diversity] [--flag-clips 200]
-       [--swap 0.1] [--json OUT]
+       [--swap 0.1] [--data-seed 2026] [--threads N] [--flags-only] [--json OUT]
 
 Pure PyTorch + pycocoevalcap (no Django, no database), like train_synthscenes.py: scenes are
 generated in memory (seed 2026), log-mels computed once. The oracle annotator reveals a
-clip's reference captions (--captions-per-clip of them) when a strategy picks it. Every
-strategy starts from the same random initial set; each round trains a fresh model on the
-captions revealed so far (vocabulary from those captions only, fixed epochs, seed fixed),
+clip's reference captions (--captions-per-clip of them) when a strategy picks it. For each
+run seed (--seeds: the initial set, random's order and the model's initialisation) every
+strategy starts from the same random initial set and the same first model; each round
+trains a fresh model on the captions revealed so far (vocabulary from those captions only,
+fixed epochs),
 scores it on the validation split (greedy decoding, pycocoevalcap CIDEr-D), decodes the
 unlabelled pool with beam 3 and picks the next --step clips with active/scoring.rank —
 the same function the app uses to order HITs. Committee members are the beam's hypotheses.
+Curves are averaged over the run seeds; "captions to reach random's final" is the first
+round of a strategy's mean curve at or above random's mean final score (and per seed).
+--flag-clips 0 skips the flags.
+
+A run that fits 15 minutes on one busy CPU thread: --pool 400 --val 100 --initial 40
+--step 40 --rounds 4 --epochs 10 --seeds 1,2 --flag-clips 0 --threads 1.
 
 Flags: --flag-clips held-out clips with 5 references each; --swap of all their captions
-are exchanged between random pairs of clips (a caption never lands on its own clip), then
-every caption goes through active/scoring.caption_findings with the clip's other captions,
-the final random-strategy model's beam-3 suggestion and its entropy, and the clip's
-AudioSet label names as word hints. Precision/recall are reported per check and for the
-checks the app turns on.
+are exchanged between random pairs of clips (a caption never lands on its own clip or on a
+slot holding the same text), then every caption goes through
+active/scoring.caption_findings with the clip's other captions, the final random-strategy
+model's beam-3 suggestion and its entropy (--flags-only: skip the strategies and use one
+model trained on the whole pool), and the names of all the clip's AudioSet labels as word
+hints, as the app's clip labels would give. Precision/recall are reported per check on its
+own, for all checks as the app runs them (thresholds from FlagThresholds' defaults, which
+the settings share), and with the model check not deferring to consensus. --data-seed
+picks the SynthScenes set: tune on one, report on another.
 """
 
 from __future__ import annotations
@@ -56,8 +69,107 @@ from modeling.ml.vocab import BOS_ID, EOS_ID, Vocabulary, tokenize
 SEED = 2026
 
 
-def scenes(count: int, start: int, n_captions: int) -> list[synthscenes.Scene]:
-    return list(synthscenes.generate_scenes(SEED, count, start=start, n_captions=n_captions))
+def scenes(seed: int, count: int, start: int, n_captions: int) -> list[synthscenes.Scene]:
+    return list(synthscenes.generate_scenes(seed, count, start=start, n_captions=n_captions))
+
+
+def swap_captions(texts: list[list[str]], share: float, seed: int) -> set[tuple[int, int]]:
+    """Exchanges `share` of all captions between random pairs of clips, in place (a caption
+    never lands on its own clip); returns the (clip, index) slots that now hold a swapped
+    caption."""
+    rng = random.Random(seed)
+    slots = [(c, k) for c in range(len(texts)) for k in range(len(texts[c]))]
+    n_swap = round(share * len(slots) / 2) * 2
+    chosen = rng.sample(slots, len(slots))
+    swapped: set[tuple[int, int]] = set()
+    i = 0
+    while len(swapped) < n_swap and i + 1 < len(chosen):
+        a, b = chosen[i], chosen[i + 1]
+        i += 2
+        if a[0] == b[0] or texts[a[0]][a[1]] == texts[b[0]][b[1]]:
+            continue
+        texts[a[0]][a[1]], texts[b[0]][b[1]] = texts[b[0]][b[1]], texts[a[0]][a[1]]
+        swapped.update({a, b})
+    return swapped
+
+
+def reach_at(curve: list[dict[str, Any]], target: float) -> int | None:
+    """Captions revealed at the first round whose score is at or above `target`."""
+    return next((p["captions"] for p in curve if p["value"] >= target), None)
+
+
+def _pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
+def flag_report(
+    held: list[synthscenes.Scene],
+    suggestions: list[tuple[str | None, float | None]],
+    *,
+    swap: float,
+    seed: int,
+    thresholds: scoring.FlagThresholds | None = None,
+) -> dict[str, Any]:
+    """Swaps `swap` of the held-out clips' captions between clips, runs the three checks of
+    active/scoring.caption_findings on every caption as the app does (the clip's other
+    captions, the model's suggestion and its entropy, the clip's label names as hints;
+    CIDEr-D document frequencies from the clips' captions plus the suggestions) and prints
+    precision/recall per check and for all of them together, with the score each check
+    thresholds for swapped and clean captions."""
+    thresholds = thresholds or scoring.FlagThresholds()
+    texts = [list(s.captions) for s in held]
+    swapped = swap_captions(texts, swap, seed)
+    cider = scoring.CiderD(texts + [[s] for s, _ in suggestions if s])
+    # each check on its own (the model check as on a clip too thin for consensus), and all of
+    # them as the app runs them (the model check deferring to consensus when so set)
+    alone = dataclasses.replace(thresholds, model_defers_to_consensus=False)
+    found: dict[str, set[tuple[int, int]]] = {"model": set(), "consensus": set(), "hints": set()}
+    as_app: set[tuple[int, int]] = set()
+    values: dict[str, dict[bool, list[float]]] = {
+        "consensus": {True: [], False: []}, "model": {True: [], False: []}
+    }  # fmt: skip
+    for c, scene in enumerate(held):
+        # the app's hints are the clip's labels: every AudioSet label of the scene
+        hints = [synthscenes.LABEL_NAMES.get(m, m) for m in scene.mids]
+        suggestion, entropy = suggestions[c]
+        for k, text in enumerate(texts[c]):
+            bad = (c, k) in swapped
+            others = texts[c][:k] + texts[c][k + 1 :]
+            values["consensus"][bad].append(cider.score(text, others))
+            if suggestion and entropy is not None and entropy <= thresholds.model_max_entropy:
+                values["model"][bad].append(cider.score(text, [suggestion]))
+            evidence = dict(text=text, others=others, suggestion=suggestion,
+                            suggestion_entropy=entropy, hints=hints, cider=cider)  # fmt: skip
+            for f in scoring.caption_findings(**evidence, thresholds=alone):
+                found[f.kind].add((c, k))
+            if scoring.caption_findings(**evidence, thresholds=thresholds):
+                as_app.add((c, k))
+    slots = sum(len(t) for t in texts)
+    print(f"flags: {len(held)} clips, {slots} captions, {len(swapped)} swapped; "
+          f"thresholds {dataclasses.asdict(thresholds)}")  # fmt: skip
+    report: dict[str, Any] = {"clips": len(held), "captions": slots, "swapped": len(swapped),
+                              "thresholds": dataclasses.asdict(thresholds)}  # fmt: skip
+    combos = {**found, "all": as_app,
+              "all, model not deferring": found["model"] | found["consensus"] | found["hints"],
+              "consensus + hints": found["consensus"] | found["hints"]}  # fmt: skip
+    for name, flagged in combos.items():
+        p, r = scoring.precision_recall(flagged, swapped)
+        report[name] = {"flagged": len(flagged), "precision": p, "recall": r}
+        shown_p = "-" if p is None else f"{p:.3f}"
+        shown_r = "-" if r is None else f"{r:.3f}"
+        print(f"  {name:24} {len(flagged):4} flagged, precision {shown_p}, recall {shown_r}")
+    for check, by_kind in values.items():
+        for bad, numbers in by_kind.items():
+            if numbers:
+                print(f"  {check} CIDEr-D of {'swapped' if bad else 'clean'} captions "
+                      f"(n={len(numbers)}): 10th pct {_pct(numbers, 0.1):.3f}, median "
+                      f"{_pct(numbers, 0.5):.3f}, 90th pct {_pct(numbers, 0.9):.3f}")  # fmt: skip
+    report["suggestions"] = [[text, None if h is None else round(h, 4)]
+                             for text, h in suggestions]  # fmt: skip
+    report["values"] = {check: {("swapped" if bad else "clean"): sorted(round(v, 4) for v in n)
+                                for bad, n in by_kind.items()}
+                        for check, by_kind in values.items()}  # fmt: skip
+    return report
 
 
 def main() -> None:
@@ -75,9 +187,20 @@ def main() -> None:
     parser.add_argument("--strategies", default="random,uncertainty,committee")
     parser.add_argument("--flag-clips", type=int, default=200)
     parser.add_argument("--swap", type=float, default=0.1)
+    parser.add_argument("--flags-only", action="store_true",
+                        help="skip the strategies: train one model on the whole pool and "
+                             "measure the flags with it")  # fmt: skip
+    parser.add_argument("--data-seed", type=int, default=SEED, help="the SynthScenes set")
+    parser.add_argument("--seeds", default=str(SEED),
+                        help="run seeds (initial set, random order, model init), comma-separated; "
+                             "curves are their mean")  # fmt: skip
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",")]
+    if args.threads:
+        torch.set_num_threads(args.threads)
     strategies = args.strategies.split(",")
     if strategies[0] != "random":
         strategies = ["random", *[s for s in strategies if s != "random"]]
@@ -88,9 +211,9 @@ def main() -> None:
         f"machine: {platform.machine()}, {torch.get_num_threads()} torch threads, device {device}"
     )
     t = time.perf_counter()
-    pool = scenes(args.pool, 0, args.captions_per_clip)
-    val = scenes(args.val, args.pool, 5)
-    held = scenes(args.flag_clips, args.pool + args.val, 5)
+    pool = scenes(args.data_seed, args.pool, 0, args.captions_per_clip)
+    val = scenes(args.data_seed, args.val, args.pool, 5)
+    held = scenes(args.data_seed, args.flag_clips, args.pool + args.val, 5)
     print(f"generated {len(pool) + len(val) + len(held)} scenes in {time.perf_counter() - t:.1f} s")
     config = dataclasses.replace(feature_preset("act"), hop_length=args.hop)
     t = time.perf_counter()
@@ -121,7 +244,7 @@ def main() -> None:
                     )
         return out
 
-    def fit(labelled: list[int]) -> tuple[Any, Vocabulary]:
+    def fit(labelled: list[int], seed: int) -> tuple[Any, Vocabulary]:
         texts = [c for i in labelled for c in pool[i].captions]
         vocab = Vocabulary.build(texts, max_length=30)
         items = [
@@ -134,7 +257,7 @@ def main() -> None:
         )
         train_config = dataclasses.replace(
             TRAIN_PRESETS["audiocaps"], epochs=args.epochs, batch_size=16, device=args.device,
-            early_stopping_patience=None, log_every_steps=1000, seed=SEED,
+            early_stopping_patience=None, log_every_steps=1000, seed=seed,
         )  # fmt: skip
         run = RunConfig(model_name=args.model, model=model_config, vocab=VocabConfig(),
                         train=train_config)  # fmt: skip
@@ -153,120 +276,122 @@ def main() -> None:
         return float(evaluate(predictions=predictions, references=val_refs,
                               metrics=["cider"]).scores["CIDEr-D"] or 0.0)  # fmt: skip
 
-    rng = random.Random(SEED)
-    initial = sorted(rng.sample(range(len(pool)), args.initial))
-    mids_names = {e.mids[0]: e.label for s in pool for e in s.events if e.mids}
-    curves: dict[str, list[dict[str, Any]]] = {}
-    last_model: dict[str, tuple[Any, Vocabulary]] = {}
-    for strategy in strategies:
-        labelled = list(initial)
-        curve = []
-        for number in range(args.rounds + 1):
-            t = time.perf_counter()
-            model, vocab = fit(labelled)
-            score = val_cider(model, vocab)
-            captions = len(labelled) * args.captions_per_clip
-            seconds = round(time.perf_counter() - t, 1)
-            curve.append({"round": number, "clips": len(labelled), "captions": captions,
-                          "value": round(score, 4), "seconds": seconds})  # fmt: skip
-            print(f"{strategy:12} round {number}: {captions:5} captions, val CIDEr-D {score:.4f} "
-                  f"({time.perf_counter() - t:.0f} s)", flush=True)  # fmt: skip
-            if number == args.rounds:
-                break
-            unlabelled = [i for i in range(len(pool)) if i not in set(labelled)]
-            evidence = []
-            if strategy in ("uncertainty", "margin", "committee"):
-                hyps = decode(model, vocab, [feats["pool"][i] for i in unlabelled], 3)
-                for i, hs in zip(unlabelled, hyps, strict=True):
-                    evidence.append(scoring.ClipEvidence(
-                        key=i,
-                        mean_entropy=hs[0].entropy if hs else None,
-                        hypotheses=[{"text": vocab.decode(h.tokens), "score": h.score,
-                                     "log_prob": h.log_prob} for h in hs],
-                    ))  # fmt: skip
-            else:
-                evidence = [
-                    scoring.ClipEvidence(key=i, labels=[mids_names.get(m, m) for m in pool[i].mids])
-                    for i in unlabelled
-                ]
-            cider = None
-            if strategy == "committee":
-                cider = scoring.CiderD([scoring.committee_of(e) for e in evidence])
-            covered: dict[str, int] = {}
-            for i in labelled:
-                for label in {mids_names.get(m, m) for m in pool[i].mids}:
-                    covered[label] = covered.get(label, 0) + 1
-            ranked = scoring.rank(strategy, evidence, cider=cider, covered=covered,
-                                  seed=SEED + number)  # fmt: skip
-            labelled += [r.key for r in ranked[: args.step]]
-        curves[strategy] = curve
-        last_model[strategy] = (model, vocab)
+    def pick(strategy: str, model: Any, vocab: Vocabulary, labelled: list[int],
+             mids_names: dict[str, str], *, seed: int) -> list[int]:  # fmt: skip
+        """The next --step clips `strategy` asks for, ranked by active/scoring.rank."""
+        chosen = set(labelled)
+        unlabelled = [i for i in range(len(pool)) if i not in chosen]
+        evidence = []
+        if strategy in ("uncertainty", "margin", "committee"):
+            hyps = decode(model, vocab, [feats["pool"][i] for i in unlabelled], 3)
+            for i, hs in zip(unlabelled, hyps, strict=True):
+                evidence.append(scoring.ClipEvidence(
+                    key=i,
+                    mean_entropy=hs[0].entropy if hs else None,
+                    hypotheses=[{"text": vocab.decode(h.tokens), "score": h.score,
+                                 "log_prob": h.log_prob} for h in hs],
+                ))  # fmt: skip
+        else:
+            evidence = [
+                scoring.ClipEvidence(key=i, labels=[mids_names.get(m, m) for m in pool[i].mids])
+                for i in unlabelled
+            ]
+        cider = None
+        if strategy == "committee":
+            cider = scoring.CiderD([scoring.committee_of(e) for e in evidence])
+        covered: dict[str, int] = {}
+        for i in labelled:
+            for label in {mids_names.get(m, m) for m in pool[i].mids}:
+                covered[label] = covered.get(label, 0) + 1
+        ranked = scoring.rank(strategy, evidence, cider=cider, covered=covered, seed=seed)
+        return [r.key for r in ranked[: args.step]]
 
-    target = curves["random"][-1]["value"]
+    curves: dict[str, list[dict[str, Any]]] = {}
+    runs: dict[str, list[list[dict[str, Any]]]] = {}
     needed: dict[str, int | None] = {}
-    for strategy, curve in curves.items():
-        reach = next((p["captions"] for p in curve if p["value"] >= target), None)
-        needed[strategy] = reach
-    random_final = curves["random"][-1]["captions"]
-    print(f"\nrandom's final val CIDEr-D {target:.4f} with {random_final} captions")
-    for strategy in strategies:
-        reach = needed[strategy]
-        share = f"{100 * reach / random_final:.0f}%" if reach else "not reached"
-        print(f"  {strategy:12} reaches it with {reach or '-'} captions ({share})")
+    random_final: dict[str, Any] = {}
+    if args.flags_only:
+        t = time.perf_counter()
+        flag_model = fit(list(range(len(pool))), SEED)
+        score = val_cider(*flag_model)
+        print(f"flag model: {args.model} {args.preset} on all {len(pool)} pool clips, "
+              f"val CIDEr-D {score:.4f} ({time.perf_counter() - t:.0f} s)")  # fmt: skip
+    else:
+        mids_names = {e.mids[0]: e.label for s in pool for e in s.events if e.mids}
+        runs = {s: [] for s in strategies}
+        flag_model = None
+        for run_seed in seeds:
+            initial = sorted(random.Random(run_seed).sample(range(len(pool)), args.initial))
+            first = None  # every strategy starts from the same model
+            for strategy in strategies:
+                labelled = list(initial)
+                curve: list[dict[str, Any]] = []
+                for number in range(args.rounds + 1):
+                    t = time.perf_counter()
+                    if number == 0 and first is not None:
+                        model, vocab, score = first
+                    else:
+                        model, vocab = fit(labelled, run_seed)
+                        score = val_cider(model, vocab)
+                        first = first or (model, vocab, score)
+                    captions = len(labelled) * args.captions_per_clip
+                    seconds = round(time.perf_counter() - t, 1)
+                    curve.append({"round": number, "clips": len(labelled), "captions": captions,
+                                  "value": round(score, 4), "seconds": seconds})  # fmt: skip
+                    print(f"seed {run_seed} {strategy:12} round {number}: {captions:5} "
+                          f"captions, val CIDEr-D {score:.4f} ({seconds:.0f} s)",
+                          flush=True)  # fmt: skip
+                    if number == args.rounds:
+                        break
+                    labelled += pick(strategy, model, vocab, labelled, mids_names,
+                                     seed=run_seed + number)  # fmt: skip
+                runs[strategy].append(curve)
+                if strategy == "random" and flag_model is None:
+                    flag_model = (model, vocab)
+
+        # the mean over seeds at each round (every seed reveals the same numbers of captions)
+        for strategy in strategies:
+            curves[strategy] = [
+                {"round": point["round"], "captions": point["captions"],
+                 "value": round(sum(c[n]["value"] for c in runs[strategy]) / len(seeds), 4),
+                 "values": [c[n]["value"] for c in runs[strategy]]}
+                for n, point in enumerate(runs[strategy][0])
+            ]  # fmt: skip
+        print(f"\nval CIDEr-D by captions revealed (mean of seeds {args.seeds}; per seed in "
+              f"brackets); {args.model} {args.preset}, {args.epochs} epochs a round")  # fmt: skip
+        header = "".join(f"{p['captions']:>22}" for p in curves["random"])
+        print(f"{'strategy':12}{header}")
+        for strategy in strategies:
+            cells = "".join(
+                f"{p['value']:>8.3f} ({' '.join(f'{v:.3f}' for v in p['values'])})".rjust(22)
+                for p in curves[strategy]
+            )
+            print(f"{strategy:12}{cells}")
+        target = curves["random"][-1]["value"]
+        final_captions = curves["random"][-1]["captions"]
+        print(f"\nrandom's final val CIDEr-D {target:.4f} (mean) with {final_captions} captions; "
+              "captions each strategy needs to reach it (first round at or above it):")  # fmt: skip
+        for strategy in strategies:
+            reach = reach_at(curves[strategy], target)
+            needed[strategy] = reach
+            share = f"{100 * reach / final_captions:.0f}%" if reach else "not reached"
+            per_seed = []
+            for k, run_seed in enumerate(seeds):
+                own = reach_at(runs[strategy][k], runs["random"][k][-1]["value"])
+                per_seed.append(f"seed {run_seed}: {own or '-'}")
+            print(f"  {strategy:12} {reach or '-'} captions ({share}); against each seed's own "
+                  f"random final: {', '.join(per_seed)}")  # fmt: skip
+        random_final = {"captions": final_captions, "value": target}
 
     # flags on swapped captions -------------------------------------------------------------
-    frng = random.Random(SEED + 1)
-    texts = [list(s.captions) for s in held]
-    slots = [(c, k) for c in range(len(held)) for k in range(len(texts[c]))]
-    n_swap = round(args.swap * len(slots) / 2) * 2
-    chosen = frng.sample(slots, len(slots))
-    swapped: set[tuple[int, int]] = set()
-    pairs = 0
-    i = 0
-    while pairs < n_swap // 2 and i + 1 < len(chosen):
-        a, b = chosen[i], chosen[i + 1]
-        i += 2
-        if a[0] == b[0] or a in swapped or b in swapped:
-            continue
-        texts[a[0]][a[1]], texts[b[0]][b[1]] = texts[b[0]][b[1]], texts[a[0]][a[1]]
-        swapped.update({a, b})
-        pairs += 1
-    model, vocab = last_model["random"]
-    hyps = decode(model, vocab, feats["held"], 3)
-    suggestions = [(vocab.decode(h[0].tokens), h[0].entropy) if h else (None, None) for h in hyps]
-    documents = texts + [[s] for s, _ in suggestions if s]
-    cider = scoring.CiderD(documents)
-    thresholds = scoring.FlagThresholds()
-    found: dict[str, set[tuple[int, int]]] = {"model": set(), "consensus": set(), "hints": set()}
-    consensus_values = {True: [], False: []}
-    for c, scene in enumerate(held):
-        hints = [e.label for e in scene.events if e.label]
-        for k, text in enumerate(texts[c]):
-            others = texts[c][:k] + texts[c][k + 1 :]
-            consensus_values[(c, k) in swapped].append(cider.score(text, others))
-            findings = scoring.caption_findings(
-                text=text, others=others, suggestion=suggestions[c][0],
-                suggestion_entropy=suggestions[c][1], hints=hints, cider=cider,
-                thresholds=thresholds,
-            )  # fmt: skip
-            for f in findings:
-                found[f.kind].add((c, k))
-    flags: dict[str, Any] = {"captions": len(slots), "swapped": len(swapped),
-                             "thresholds": dataclasses.asdict(thresholds)}  # fmt: skip
-    combos = {"model": found["model"], "consensus": found["consensus"], "hints": found["hints"],
-              "all": found["model"] | found["consensus"] | found["hints"]}  # fmt: skip
-    for name, flagged in combos.items():
-        p, r = scoring.precision_recall(flagged, swapped)
-        flags[name] = {"flagged": len(flagged), "precision": p, "recall": r}
-        shown_p = "-" if p is None else f"{p:.3f}"
-        shown_r = "-" if r is None else f"{r:.3f}"
-        print(f"flags {name:10} {len(flagged):4} flagged, precision {shown_p}, recall {shown_r}")
-    for bad, values in consensus_values.items():
-        values.sort()
-        if values:
-            print(f"  leave-one-out CIDEr-D of {'swapped' if bad else 'clean'} captions: median "
-                  f"{values[len(values) // 2]:.3f}, 10th pct {values[len(values) // 10]:.3f}, "
-                  f"90th pct {values[9 * len(values) // 10]:.3f}")  # fmt: skip
+    flags: dict[str, Any] = {}
+    if held and flag_model is not None:
+        model, vocab = flag_model
+        hyps = decode(model, vocab, feats["held"], 3)
+        suggestions = [
+            (vocab.decode(h[0].tokens), h[0].entropy) if h else (None, None) for h in hyps
+        ]
+        flags = flag_report(held, suggestions, swap=args.swap, seed=args.data_seed + 1)
     seconds = time.perf_counter() - started_all
     print(f"total {seconds / 60:.1f} min")
     if args.json:
@@ -275,7 +400,8 @@ def main() -> None:
             "metric": "CIDEr-D",
             "args": vars(args) | {"json": str(args.json)},
             "curves": curves,
-            "random_final": {"captions": random_final, "value": target},
+            "runs": runs,
+            "random_final": random_final,
             "captions_to_reach_random_final": needed,
             "flags": flags,
             "seconds": round(seconds, 1),

@@ -268,6 +268,10 @@ ACTIVE_FLAG_MODEL_MIN_CIDER = env_float("ACTIVE_FLAG_MODEL_MIN_CIDER", 0.05, min
 ACTIVE_FLAG_CONSENSUS_MIN_CIDER = env_float("ACTIVE_FLAG_CONSENSUS_MIN_CIDER", 0.1, minimum=0.0)
 ACTIVE_FLAG_CONSENSUS_MIN_CAPTIONS = env_int("ACTIVE_FLAG_CONSENSUS_MIN_CAPTIONS", 3, minimum=2)
 ACTIVE_FLAG_HINTS = env_bool("ACTIVE_FLAG_HINTS", default=True)
+# the model check only runs on clips with too few captions for the consensus check
+ACTIVE_FLAG_MODEL_DEFERS_TO_CONSENSUS = env_bool(
+    "ACTIVE_FLAG_MODEL_DEFERS_TO_CONSENSUS", default=True
+)
 # check each submitted assignment's captions on the text queue
 ACTIVE_FLAG_ON_SUBMIT = env_bool("ACTIVE_FLAG_ON_SUBMIT", default=True)
 # Auto-retrain: N new approved captions or X% growth since the last retrain, at most one

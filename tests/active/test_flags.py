@@ -85,6 +85,20 @@ def test_a_caption_far_from_a_confident_suggestion_is_flagged(
     assert flag.evidence["run"] == promoted.pk
 
 
+def test_the_model_check_defers_to_the_clips_other_captions(
+    batch: Batch, dog_clip: Clip, promoted: TrainingRun, ann: Any, settings: Any
+) -> None:
+    suggest(promoted, dog_clip, "rain falls on a tin roof", entropy=0.2)  # sure, and wrong
+    agreeing = _caption(batch, dog_clip, ann, "a dog barks loudly twice")
+    captions_flag(captions=Caption.objects.filter(pk=agreeing.pk), project=batch.project)
+    assert _flags(agreeing) == []
+
+    settings.ACTIVE_FLAG_MODEL_DEFERS_TO_CONSENSUS = False
+    FlagCheck.objects.all().delete()
+    captions_flag(captions=Caption.objects.filter(pk=agreeing.pk), project=batch.project)
+    assert _flags(agreeing) == ["model"]
+
+
 def test_a_clean_caption_is_checked_and_not_flagged(
     batch: Batch, dog_clip: Clip, promoted: TrainingRun, ann: Any
 ) -> None:

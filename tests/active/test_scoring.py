@@ -183,6 +183,28 @@ def test_a_clean_caption_is_not_flagged() -> None:
     assert found == []
 
 
+def test_the_model_check_defers_to_enough_agreeing_captions() -> None:
+    # three people agree on rain; a sure but wrong suggestion does not outvote them
+    others = ["rain falls on a roof", "rain pours down on a roof", "rain falls steadily"]
+    found = caption_findings(text="rain falls on a tin roof", others=others,
+                             suggestion="a dog barks loudly", suggestion_entropy=0.3,
+                             cider=CIDER)  # fmt: skip
+    assert found == []
+    alone = FlagThresholds(model_defers_to_consensus=False)
+    found = caption_findings(text="rain falls on a tin roof", others=others,
+                             suggestion="a dog barks loudly", suggestion_entropy=0.3,
+                             cider=CIDER, thresholds=alone)  # fmt: skip
+    assert [f.kind for f in found] == ["model"]
+
+
+def test_the_model_check_speaks_while_consensus_cannot() -> None:
+    # one other caption is too few for consensus: the suggestion is the only cross-check
+    found = caption_findings(text="rain falls on a roof", others=["a dog barks"],
+                             suggestion="a dog barks loudly", suggestion_entropy=0.3,
+                             cider=CIDER)  # fmt: skip
+    assert [f.kind for f in found] == ["model"]
+
+
 def test_consensus_waits_for_enough_captions() -> None:
     found = caption_findings(text="a siren wails", others=["a dog barks"], cider=CIDER)
     assert found == []
