@@ -3,12 +3,15 @@ from __future__ import annotations
 import io
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from core.models import Job
+from curation import services
 from curation.models import Clip, Label
 from curation.segments import read_segments
 from curation.services import ontology_import, segments_import
@@ -81,7 +84,7 @@ def test_it_merges_the_labels_of_a_segment_repeated_in_one_file(
     path = write_csv(
         tmp_path,
         'abcdefghijk, 30.000, 40.000, "/m/09x0r"',
-        'abcdefghijk, 30.000, 40.000, "/m/0bt9lr"',
+        'abcdefghijk, 30.000, 40.000, "/m/09x0r,/m/0bt9lr"',
     )
 
     result = segments_import(path=path, segment_list="eval")
@@ -103,6 +106,30 @@ def test_it_adds_new_labels_to_a_clip_from_an_earlier_file(ontology: None, tmp_p
 
     assert Clip.objects.count() == 1
     assert labels_of("abcdefghijk") == {"/m/09x0r", "/m/0bt9lr"}
+
+
+def test_it_links_a_clip_added_by_another_import_meanwhile(
+    ontology: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("only the PostgreSQL import looks for existing clips before adding new ones")
+    insert_staged_clips = services._insert_staged_clips
+
+    def another_import_first(*args: Any, **kwargs: Any) -> int:
+        # the clip appears after the import looked for existing clips, before it adds its own
+        Clip.objects.create(
+            source=Clip.Source.YOUTUBE, youtube_id="abcdefghijk", start_seconds=30, end_seconds=40
+        )
+        return insert_staged_clips(*args, **kwargs)
+
+    monkeypatch.setattr(services, "_insert_staged_clips", another_import_first)
+    path = write_csv(tmp_path, 'abcdefghijk, 30, 40, "/m/09x0r"', 'bbcdefghijk, 30, 40, "/m/09x0r"')
+
+    result = segments_import(path=path, segment_list="eval")
+
+    assert (result["clips_created"], result["clips_existing"]) == (1, 1)
+    assert labels_of("abcdefghijk") == {"/m/09x0r"}
+    assert labels_of("bbcdefghijk") == {"/m/09x0r"}
 
 
 def test_it_keeps_the_end_of_the_first_row_of_a_repeated_segment(
