@@ -6,7 +6,8 @@ captions swapped between clips.
 Usage: .venv/bin/python benchmarks/active_learning.py [--pool 480] [--val 100] [--initial 40]
        [--step 40] [--rounds 5] [--epochs 12] [--model lstm] [--preset small] [--hop 3200]
        [--seeds 2026,2027]
-       [--strategies random,uncertainty,margin,committee,diversity] [--flag-clips 200]
+       [--min-steps 0] [--strategies random,uncertainty,margin,committee,diversity,hybrid]
+       [--flag-clips 200]
        [--swap 0.1] [--data-seed 2026] [--threads N] [--flags-only] [--json OUT]
 
 Pure PyTorch + pycocoevalcap (no Django, no database), like train_synthscenes.py: scenes are
@@ -15,7 +16,7 @@ clip's reference captions (--captions-per-clip of them) when a strategy picks it
 run seed (--seeds: the initial set, random's order and the model's initialisation) every
 strategy starts from the same random initial set and the same first model; each round
 trains a fresh model on the captions revealed so far (vocabulary from those captions only,
-fixed epochs),
+--epochs epochs, or more where --min-steps asks for more optimisation steps),
 scores it on the validation split (greedy decoding, pycocoevalcap CIDEr-D), decodes the
 unlabelled pool with beam 3 and picks the next --step clips with active/scoring.rank —
 the same function the app uses to order HITs. Committee members are the beam's hypotheses.
@@ -181,6 +182,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--captions-per-clip", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--min-steps", type=int, default=0,
+                        help="train each round for at least this many optimisation steps "
+                             "(batch 16): more epochs than --epochs when data are few")  # fmt: skip
     parser.add_argument("--model", default="lstm")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--hop", type=int, default=3200)
@@ -255,8 +259,13 @@ def main() -> None:
         model_config = dataclasses.replace(
             model_preset(args.model, args.preset), feature_dim=config.n_mels
         )
+        # at least --min-steps optimisation steps: a small first round trained for a fixed
+        # number of epochs is a few dozen steps, an undertrained model whose scores (and
+        # uncertainties) are mostly initialisation noise
+        steps_per_epoch = -(-len(items) // 16)
+        epochs = max(args.epochs, -(-args.min_steps // steps_per_epoch))
         train_config = dataclasses.replace(
-            TRAIN_PRESETS["audiocaps"], epochs=args.epochs, batch_size=16, device=args.device,
+            TRAIN_PRESETS["audiocaps"], epochs=epochs, batch_size=16, device=args.device,
             early_stopping_patience=None, log_every_steps=1000, seed=seed,
         )  # fmt: skip
         run = RunConfig(model_name=args.model, model=model_config, vocab=VocabConfig(),
@@ -282,7 +291,7 @@ def main() -> None:
         chosen = set(labelled)
         unlabelled = [i for i in range(len(pool)) if i not in chosen]
         evidence = []
-        if strategy in ("uncertainty", "margin", "committee"):
+        if strategy in ("uncertainty", "margin", "committee", "hybrid"):
             hyps = decode(model, vocab, [feats["pool"][i] for i in unlabelled], 3)
             for i, hs in zip(unlabelled, hyps, strict=True):
                 evidence.append(scoring.ClipEvidence(
@@ -290,6 +299,7 @@ def main() -> None:
                     mean_entropy=hs[0].entropy if hs else None,
                     hypotheses=[{"text": vocab.decode(h.tokens), "score": h.score,
                                  "log_prob": h.log_prob} for h in hs],
+                    labels=[mids_names.get(m, m) for m in pool[i].mids],
                 ))  # fmt: skip
         else:
             evidence = [
@@ -358,7 +368,8 @@ def main() -> None:
                 for n, point in enumerate(runs[strategy][0])
             ]  # fmt: skip
         print(f"\nval CIDEr-D by captions revealed (mean of seeds {args.seeds}; per seed in "
-              f"brackets); {args.model} {args.preset}, {args.epochs} epochs a round")  # fmt: skip
+              f"brackets); {args.model} {args.preset}, {args.epochs} epochs a round, "
+              f"at least {args.min_steps} steps")  # fmt: skip
         header = "".join(f"{p['captions']:>22}" for p in curves["random"])
         print(f"{'strategy':12}{header}")
         for strategy in strategies:
