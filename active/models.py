@@ -21,6 +21,7 @@ class Strategy(models.TextChoices):
     MARGIN = "margin", "Uncertainty (beam margin)"
     COMMITTEE = "committee", "Committee disagreement (pairwise CIDEr-D)"
     DIVERSITY = "diversity", "Label-coverage diversity"
+    HYBRID = "hybrid", "Uncertainty x label coverage"
 
 
 assert tuple(Strategy.values) == STRATEGIES

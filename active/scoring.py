@@ -11,6 +11,9 @@ Ranking (which clips to caption next, higher priority first):
                  CIDEr-D / 10
     diversity    label coverage: greedily picks the clip whose labels the corpus (and the
                  picks so far) cover least
+    hybrid       uncertainty weighted by label coverage: greedily picks the clip with the
+                 largest mean token entropy x coverage gain, so a batch does not spend itself
+                 on many uncertain clips of the same under-learnt label
 
 Flags (what a reviewer should look at first):
 
@@ -42,7 +45,7 @@ from typing import Any, TypeVar
 K = TypeVar("K", bound=Hashable)
 Ngram = tuple[str, ...]
 
-STRATEGIES = ("random", "uncertainty", "margin", "committee", "diversity")
+STRATEGIES = ("random", "uncertainty", "margin", "committee", "diversity", "hybrid")
 _PUNCT = re.compile(r"[.,?!:;()\[\]{}\"`]|'(?!\w)|(?<!\w)'|--+|\.\.\.|(?<=\s)-(?=\s)")
 
 
@@ -224,6 +227,32 @@ def coverage_order(
     return order
 
 
+def uncertain_coverage_order(
+    entropies: Mapping[K, float], candidates: Mapping[K, Sequence[str]], covered: Mapping[str, int]
+) -> list[tuple[K, float]]:
+    """Greedy uncertainty x label coverage: repeatedly the clip with the largest
+    entropy x gain, where gain is `coverage_order`'s (a label seen c times is worth
+    1/(1+c)) and picking a clip covers its labels once more. A clip without labels counts
+    as one unseen label (gain 1). Returns (clip, entropy x gain when picked) in pick order;
+    ties go to the smaller key."""
+    counts: dict[str, int] = defaultdict(int, covered)
+    remaining = {key: set(candidates.get(key, ())) for key in entropies}
+    order: list[tuple[K, float]] = []
+    while remaining:
+        best_key, best_value = None, -1.0
+        for key in sorted(remaining, key=_sort_key):
+            labels = remaining[key]
+            gain = sum(1.0 / (1 + counts[label]) for label in labels) if labels else 1.0
+            value = max(0.0, float(entropies[key])) * gain
+            if value > best_value:
+                best_key, best_value = key, value
+        assert best_key is not None
+        for label in remaining.pop(best_key):
+            counts[label] += 1
+        order.append((best_key, best_value))
+    return order
+
+
 def _sort_key(key: Any) -> tuple[str, Any]:
     return (type(key).__name__, key)
 
@@ -259,6 +288,17 @@ def rank(
     elif strategy == "diversity":
         order = coverage_order({c.key: c.labels for c in clips}, covered or {})
         scored = [(key, gain, {"coverage_gain": round(gain, 4)}) for key, gain in order]
+    elif strategy == "hybrid":
+        # clips the model has not captioned first (as for uncertainty), then the greedy order
+        unseen = sorted((c.key for c in clips if c.mean_entropy is None), key=_sort_key)
+        order = uncertain_coverage_order(
+            {c.key: c.mean_entropy for c in clips if c.mean_entropy is not None},
+            {c.key: c.labels for c in clips},
+            covered or {},
+        )
+        scored = [(key, None, {}) for key in unseen] + [
+            (key, value, {"entropy_x_coverage": round(value, 4)}) for key, value in order
+        ]
     else:
         for clip in clips:
             if strategy == "uncertainty":
@@ -275,7 +315,7 @@ def rank(
                 members = committee_of(clip)
                 value = committee_disagreement(members, cider)
                 scored.append((clip.key, value, {"disagreement": value, "members": len(members)}))
-    if strategy not in ("random", "diversity"):
+    if strategy not in ("random", "diversity", "hybrid"):
         # no evidence first, then highest score; stable on the key
         scored.sort(key=lambda row: _sort_key(row[0]))
         scored.sort(key=lambda row: (row[1] is not None, -(row[1] or 0.0)))

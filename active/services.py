@@ -201,7 +201,9 @@ def batch_rank(*, batch: Batch) -> list[ClipScore]:
         documents = [d for d in documents if d]
         cider = scoring.CiderD(documents or [[""]])
     covered = (
-        _covered_labels(batch.project, clip_ids) if config.strategy == Strategy.DIVERSITY else {}
+        _covered_labels(batch.project, clip_ids)
+        if config.strategy in (Strategy.DIVERSITY, Strategy.HYBRID)
+        else {}
     )
     ranked = scoring.rank(
         config.strategy, evidence, cider=cider, covered=covered, seed=config.seed + batch.pk

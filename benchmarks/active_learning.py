@@ -6,7 +6,9 @@ captions swapped between clips.
 Usage: .venv/bin/python benchmarks/active_learning.py [--pool 480] [--val 100] [--initial 40]
        [--step 40] [--rounds 5] [--epochs 12] [--model lstm] [--preset small] [--hop 3200]
        [--seeds 2026,2027]
-       [--strategies random,uncertainty,margin,committee,diversity] [--flag-clips 200]
+       [--min-steps 0] [--dev 0] [--patience 3]
+       [--strategies random,uncertainty,margin,committee,diversity,hybrid]
+       [--flag-clips 200]
        [--swap 0.1] [--data-seed 2026] [--threads N] [--flags-only] [--json OUT]
 
 Pure PyTorch + pycocoevalcap (no Django, no database), like train_synthscenes.py: scenes are
@@ -15,7 +17,9 @@ clip's reference captions (--captions-per-clip of them) when a strategy picks it
 run seed (--seeds: the initial set, random's order and the model's initialisation) every
 strategy starts from the same random initial set and the same first model; each round
 trains a fresh model on the captions revealed so far (vocabulary from those captions only,
-fixed epochs),
+--epochs epochs, or more where --min-steps asks for more optimisation steps; with --dev N,
+at most that, stopping early on the loss of N further clips kept apart from val, best
+weights kept),
 scores it on the validation split (greedy decoding, pycocoevalcap CIDEr-D), decodes the
 unlabelled pool with beam 3 and picks the next --step clips with active/scoring.rank —
 the same function the app uses to order HITs. Committee members are the beam's hypotheses.
@@ -181,6 +185,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--captions-per-clip", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--min-steps", type=int, default=0,
+                        help="train each round for at least this many optimisation steps "
+                             "(batch 16): more epochs than --epochs when data are few")  # fmt: skip
+    parser.add_argument("--dev", type=int, default=0,
+                        help="clips (5 captions each, apart from val) for early stopping on "
+                             "their loss; --epochs is then the most a round trains")  # fmt: skip
+    parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--model", default="lstm")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--hop", type=int, default=3200)
@@ -214,13 +225,16 @@ def main() -> None:
     pool = scenes(args.data_seed, args.pool, 0, args.captions_per_clip)
     val = scenes(args.data_seed, args.val, args.pool, 5)
     held = scenes(args.data_seed, args.flag_clips, args.pool + args.val, 5)
-    print(f"generated {len(pool) + len(val) + len(held)} scenes in {time.perf_counter() - t:.1f} s")
+    dev = scenes(args.data_seed, args.dev, args.pool + args.val + args.flag_clips, 5)
+    generated = len(pool) + len(val) + len(held) + len(dev)
+    print(f"generated {generated} scenes in {time.perf_counter() - t:.1f} s")
     config = dataclasses.replace(feature_preset("act"), hop_length=args.hop)
     t = time.perf_counter()
     feats = {
         "pool": [extract(s.waveform, s.sample_rate, config) for s in pool],
         "val": [extract(s.waveform, s.sample_rate, config) for s in val],
         "held": [extract(s.waveform, s.sample_rate, config) for s in held],
+        "dev": [extract(s.waveform, s.sample_rate, config) for s in dev],
     }
     print(f"log-mel {config.n_mels}x{feats['pool'][0].shape[0]} for all clips in "
           f"{time.perf_counter() - t:.1f} s")  # fmt: skip
@@ -255,16 +269,30 @@ def main() -> None:
         model_config = dataclasses.replace(
             model_preset(args.model, args.preset), feature_dim=config.n_mels
         )
+        # at least --min-steps optimisation steps: a small first round trained for a fixed
+        # number of epochs is a few dozen steps, an undertrained model whose scores (and
+        # uncertainties) are mostly initialisation noise
+        steps_per_epoch = -(-len(items) // 16)
+        epochs = max(args.epochs, -(-args.min_steps // steps_per_epoch))
         train_config = dataclasses.replace(
-            TRAIN_PRESETS["audiocaps"], epochs=args.epochs, batch_size=16, device=args.device,
-            early_stopping_patience=None, log_every_steps=1000, seed=seed,
+            TRAIN_PRESETS["audiocaps"], epochs=epochs, batch_size=16, device=args.device,
+            early_stopping_patience=args.patience if dev else None, log_every_steps=1000,
+            seed=seed,
         )  # fmt: skip
         run = RunConfig(model_name=args.model, model=model_config, vocab=VocabConfig(),
                         train=train_config)  # fmt: skip
+        # --dev: early stopping on the dev split's loss (its own clips, never val's), the
+        # best checkpoint kept; without it the last epoch's weights
+        dev_items = [
+            CaptionItem(features=f, tokens=vocab.encode(tokenize(c)), clip_id=f"dev{j}")
+            for j, (f, s) in enumerate(zip(feats["dev"], dev, strict=True))
+            for c in s.captions
+        ]  # fmt: skip
         with tempfile.TemporaryDirectory() as out:
             result = train(run=run, vocab=vocab, train_items=items, out_dir=out,
-                           feature_config=config)  # fmt: skip
-            best = load_checkpoint(result.last_checkpoint, map_location=device)
+                           feature_config=config, val_items=dev_items or None)  # fmt: skip
+            chosen = result.best_checkpoint if dev_items and result.best_checkpoint else None
+            best = load_checkpoint(chosen or result.last_checkpoint, map_location=device)
         model = best.model.to(device)
         model.prepare(items)
         return model, vocab
@@ -282,7 +310,7 @@ def main() -> None:
         chosen = set(labelled)
         unlabelled = [i for i in range(len(pool)) if i not in chosen]
         evidence = []
-        if strategy in ("uncertainty", "margin", "committee"):
+        if strategy in ("uncertainty", "margin", "committee", "hybrid"):
             hyps = decode(model, vocab, [feats["pool"][i] for i in unlabelled], 3)
             for i, hs in zip(unlabelled, hyps, strict=True):
                 evidence.append(scoring.ClipEvidence(
@@ -290,6 +318,7 @@ def main() -> None:
                     mean_entropy=hs[0].entropy if hs else None,
                     hypotheses=[{"text": vocab.decode(h.tokens), "score": h.score,
                                  "log_prob": h.log_prob} for h in hs],
+                    labels=[mids_names.get(m, m) for m in pool[i].mids],
                 ))  # fmt: skip
         else:
             evidence = [
@@ -358,7 +387,8 @@ def main() -> None:
                 for n, point in enumerate(runs[strategy][0])
             ]  # fmt: skip
         print(f"\nval CIDEr-D by captions revealed (mean of seeds {args.seeds}; per seed in "
-              f"brackets); {args.model} {args.preset}, {args.epochs} epochs a round")  # fmt: skip
+              f"brackets); {args.model} {args.preset}, {args.epochs} epochs a round, "
+              f"at least {args.min_steps} steps, dev {args.dev}")  # fmt: skip
         header = "".join(f"{p['captions']:>22}" for p in curves["random"])
         print(f"{'strategy':12}{header}")
         for strategy in strategies:

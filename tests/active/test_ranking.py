@@ -89,6 +89,24 @@ def test_diversity_needs_no_model_and_favours_uncovered_hints(
     assert ranks[clips[3].pk] == 4  # the third dog clip adds least
 
 
+def test_hybrid_spreads_the_uncertain_clips_over_labels(
+    batch: Batch, clips: list[Clip], promoted: TrainingRun, alice: Any
+) -> None:
+    for clip, entropy in zip(clips, [2.0, 1.9, 1.0, 0.2], strict=True):
+        suggest(promoted, clip, "a dog barks", entropy=entropy)
+    hint(clips[0], "dog", "Bark")
+    hint(clips[1], "dog", "Bark")
+    hint(clips[2], "siren", "Siren")
+    hint(clips[3], "siren", "Siren")
+
+    batch_configure(batch=batch, user=alice, strategy="hybrid", presuggest="blind")
+
+    # uncertainty alone: 0, 1, 2, 3; the second dog clip now waits for the first siren one
+    ranks = dict(ClipScore.objects.filter(batch=batch).values_list("clip_id", "rank"))
+    assert [ranks[c.pk] for c in clips] == [1, 3, 2, 4]
+    assert _hit_of(clips[0]).priority == 1.0
+
+
 def test_random_writes_a_permutation_of_priorities(batch: Batch, alice: Any) -> None:
     batch_configure(batch=batch, user=alice, strategy="random", presuggest="blind", seed=3)
     assert sorted(Hit.objects.filter(batch=batch).values_list("priority", flat=True)) == [

@@ -109,6 +109,43 @@ def test_diversity_picks_uncovered_labels_first_then_spreads_them() -> None:
     assert [r.score for r in ranked] == pytest.approx([1.25, 1.0, 0.5, 0.2])
 
 
+def test_hybrid_weighs_uncertainty_by_label_coverage() -> None:
+    clips = [
+        ClipEvidence(1, mean_entropy=2.0, labels=["dog"]),
+        ClipEvidence(2, mean_entropy=1.9, labels=["dog"]),
+        ClipEvidence(3, mean_entropy=1.0, labels=["siren"]),
+        ClipEvidence(4, mean_entropy=0.5, labels=["rain"]),
+        ClipEvidence(5, mean_entropy=None, labels=["dog"]),
+    ]
+    # uncertainty alone takes 1 then 2 (both dog); hybrid: 1 (2.0 x 1), then dog is worth
+    # 1/2 so 3 (1.0 x 1) beats 2 (1.9 x 1/2 = 0.95); then 2 (0.95), 4 (0.5). The clip the
+    # model never captioned still comes first.
+    assert _keys(rank("uncertainty", clips)) == [5, 1, 2, 3, 4]
+    ranked = rank("hybrid", clips)
+    assert _keys(ranked) == [5, 1, 3, 2, 4]
+    assert [r.score for r in ranked] == pytest.approx([None, 2.0, 1.0, 0.95, 0.5])
+    assert [r.priority for r in ranked] == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2])
+
+
+def test_hybrid_counts_labels_already_captioned() -> None:
+    clips = [
+        ClipEvidence("a", mean_entropy=3.0, labels=["dog"]),
+        ClipEvidence("b", mean_entropy=1.0, labels=["rain", "siren"]),
+        ClipEvidence("c", mean_entropy=1.0, labels=[]),
+    ]
+    # dog captioned 5 times: a = 3.0 / 6 = 0.5; b = 1.0 x 2 = 2.0; c (no labels) = 1.0
+    ranked = rank("hybrid", clips, covered={"dog": 5})
+    assert _keys(ranked) == ["b", "c", "a"]
+    assert [r.score for r in ranked] == pytest.approx([2.0, 1.0, 0.5])
+
+
+def test_hybrid_with_equal_coverage_is_uncertainty_order_and_ties_go_to_smaller_key() -> None:
+    clips = [ClipEvidence(k, mean_entropy=e, labels=[f"l{k}"])
+             for k, e in [(3, 0.7), (1, 0.2), (2, 0.7), (4, 0.9)]]  # fmt: skip
+    assert _keys(rank("hybrid", clips)) == [4, 2, 3, 1]
+    assert _keys(rank("hybrid", clips)) == _keys(rank("uncertainty", clips))
+
+
 def test_random_is_a_seeded_permutation() -> None:
     clips = [ClipEvidence(i) for i in range(20)]
     first = _keys(rank("random", clips, seed=7))
