@@ -250,6 +250,14 @@ def _claim_sql(alias: str, one_batch: bool) -> tuple[str, tuple[Any, ...]]:
     )
     query = hits.select_for_update(skip_locked=True, of=("self",)).values_list("pk")[:1].query
     sql, params = query.get_compiler(using=alias).as_sql()
+    # A stand-in the compiler turned into another value would make every claim run with
+    # it; fail loudly instead (once per process).
+    time_param = Batch._meta.get_field("expires_at").get_db_prep_value(
+        _ANY_TIME, connections[alias]
+    )
+    wanted = [_ANY_WORKER, time_param] + ([_ANY_BATCH] if one_batch else [])
+    if missing := [value for value in wanted if value not in params]:
+        raise RuntimeError(f"the claim query lost its stand-ins {missing}; see _claim_sql")
     return sql, tuple(params)
 
 

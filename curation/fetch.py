@@ -277,60 +277,12 @@ def loudness(wav: Path) -> tuple[float, float]:
     return dbfs(rms), dbfs(peak)
 
 
-def make_video_hint(src: Path, dst: Path, *, seconds: float) -> Path | None:
-    """A ≈144p H.264 MP4 without sound, at most VIDEO_HINT_MAX_BYTES; None if that cannot
-    be had (the hint is optional, the audio is the clip)."""
-    for maxrate in VIDEO_HINT_MAXRATE_KBPS:
-        command = [
-            settings.FFMPEG_BINARY,
-            "-nostdin",
-            "-v",
-            "error",
-            "-y",
-            "-i",
-            str(src),
-            "-t",
-            f"{seconds:.3f}",
-            "-an",
-            "-sn",
-            "-map",
-            "0:v:0",
-            # -2 keeps the width even, which yuv420p needs
-            "-vf",
-            f"fps={VIDEO_HINT_FPS},scale=-2:{VIDEO_HINT_HEIGHT}",
-            "-c:v",
-            "libx264",
-            "-preset",
-            "veryfast",
-            "-crf",
-            "30",
-            "-maxrate",
-            f"{maxrate}k",
-            "-bufsize",
-            f"{maxrate * 2}k",
-            "-pix_fmt",
-            "yuv420p",
-            "-movflags",
-            "+faststart",
-            str(dst),
-        ]
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=FFMPEG_TIMEOUT_SECONDS, check=False
-        )
-        if done.returncode != 0 or not dst.is_file() or dst.stat().st_size == 0:
-            reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output"
-            raise media.MediaError(f"{src.name}: ffmpeg could not make the video hint ({reason})")
-        if dst.stat().st_size <= VIDEO_HINT_MAX_BYTES:
-            return dst
-    log.warning("%s: video hint stays over %d bytes; storing none", src.name, VIDEO_HINT_MAX_BYTES)
-    dst.unlink(missing_ok=True)
-    return None
-
-
-def make_video_features(src: Path, dst: Path, *, seconds: float, height: int) -> Path:
-    """A silent H.264 MP4 at most `height` pixels tall (the source's own height when it is
-    shorter), at the source's frame rate, verified to decode as a picture that lasts the
-    section. Raises MediaError: unlike the hint, the recipe asked for this one."""
+def _encode_silent_h264(
+    src: Path, dst: Path, *, seconds: float, video_filter: str, rate: list[str], what: str
+) -> None:
+    """Encodes the first `seconds` of src's first video stream as a silent H.264 MP4 that
+    starts playing before it is fully loaded. Raises MediaError naming `what` when ffmpeg
+    fails or writes nothing."""
     command = [
         settings.FFMPEG_BINARY,
         "-nostdin",
@@ -345,15 +297,13 @@ def make_video_features(src: Path, dst: Path, *, seconds: float, height: int) ->
         "-sn",
         "-map",
         "0:v:0",
-        # never scale up; -2 and the trunc keep both sides even, which yuv420p needs
         "-vf",
-        f"scale=-2:'trunc(min(ih,{height})/2)*2'",
+        video_filter,
         "-c:v",
         "libx264",
         "-preset",
         "veryfast",
-        "-crf",
-        str(VIDEO_FEATURES_CRF),
+        *rate,
         "-pix_fmt",
         "yuv420p",
         "-movflags",
@@ -365,7 +315,42 @@ def make_video_features(src: Path, dst: Path, *, seconds: float, height: int) ->
     )
     if done.returncode != 0 or not dst.is_file() or dst.stat().st_size == 0:
         reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output"
-        raise media.MediaError(f"{src.name}: ffmpeg could not make the {height}p video ({reason})")
+        raise media.MediaError(f"{src.name}: ffmpeg could not make the {what} ({reason})")
+
+
+def make_video_hint(src: Path, dst: Path, *, seconds: float) -> Path | None:
+    """A ≈144p H.264 MP4 without sound, at most VIDEO_HINT_MAX_BYTES; None if that cannot
+    be had (the hint is optional, the audio is the clip)."""
+    for maxrate in VIDEO_HINT_MAXRATE_KBPS:
+        _encode_silent_h264(
+            src,
+            dst,
+            seconds=seconds,
+            # -2 keeps the width even, which yuv420p needs
+            video_filter=f"fps={VIDEO_HINT_FPS},scale=-2:{VIDEO_HINT_HEIGHT}",
+            rate=["-crf", "30", "-maxrate", f"{maxrate}k", "-bufsize", f"{maxrate * 2}k"],
+            what="video hint",
+        )
+        if dst.stat().st_size <= VIDEO_HINT_MAX_BYTES:
+            return dst
+    log.warning("%s: video hint stays over %d bytes; storing none", src.name, VIDEO_HINT_MAX_BYTES)
+    dst.unlink(missing_ok=True)
+    return None
+
+
+def make_video_features(src: Path, dst: Path, *, seconds: float, height: int) -> Path:
+    """A silent H.264 MP4 at most `height` pixels tall (the source's own height when it is
+    shorter), at the source's frame rate, verified to decode as a picture that lasts the
+    section. Raises MediaError: unlike the hint, the recipe asked for this one."""
+    _encode_silent_h264(
+        src,
+        dst,
+        seconds=seconds,
+        # never scale up; -2 and the trunc keep both sides even, which yuv420p needs
+        video_filter=f"scale=-2:'trunc(min(ih,{height})/2)*2'",
+        rate=["-crf", str(VIDEO_FEATURES_CRF)],
+        what=f"{height}p video",
+    )
     got_height, duration = _video_facts(dst)
     if not 0 < got_height <= height:
         raise media.MediaError(f"{dst.name}: {got_height}p, expected at most {height}p")

@@ -949,10 +949,11 @@ def _segments_import_staged(
     progress: Callable[[int], None],
     batch_size: int,
 ) -> None:
-    """PostgreSQL: every row goes by COPY into a temporary table, then two set-based
-    INSERT … SELECT … ON CONFLICT DO NOTHING statements add the clips and their label
-    links. The database de-duplicates against the file and earlier imports in one pass,
-    where a lookup per batch cost as much as the inserts."""
+    """PostgreSQL: every row goes by COPY into a temporary table, then set-based
+    statements add the links of clips imported before (ON CONFLICT DO NOTHING) and the new
+    clips with their links (INSERT … RETURNING). The database de-duplicates against the
+    file and earlier imports in one pass, where a lookup per batch cost as much as the
+    inserts."""
     stage = SEGMENT_STAGE
     pk_text = {mid: str(pk) for mid, pk in label_pks.items()}
     with connection.cursor() as cursor:
