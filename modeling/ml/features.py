@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
@@ -305,6 +306,16 @@ def extract(waveform: Tensor | np.ndarray, sample_rate: int, config: FeatureConf
 # gives the same values (x / 32768) at about twice the cost, and a batch of int16 clips is
 # half the bytes to stack.
 _PCM16_SCALE = np.float32(1 / 32768)
+# np.load parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor
+# is not thread-safe ("AST constructor recursion depth mismatch" when threads parse at
+# once): cache reads from several threads (DataLoader threads, tests) take turns.
+_NPY_LOAD_LOCK = threading.Lock()
+
+
+def load_npy(path: Path) -> np.ndarray:
+    """np.load without pickles, one thread at a time (see _NPY_LOAD_LOCK)."""
+    with _NPY_LOAD_LOCK:
+        return np.load(path, allow_pickle=False)
 
 
 def _read_samples(path: Path | str) -> tuple[np.ndarray, int]:
@@ -419,7 +430,7 @@ class FeatureCache:
     def get(self, sha256: str) -> Tensor | None:
         path = self.path_for(sha256)
         try:
-            array = np.load(path, allow_pickle=False)
+            array = load_npy(path)
         except FileNotFoundError:
             return None
         except (ValueError, OSError, EOFError):

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from modeling.ml.features import _atomic_write, sha256_file
+from modeling.ml.features import _atomic_write, load_npy, sha256_file
 
 # Bumped whenever frame sampling or encoding changes its output for the same config.
 VIDEO_CODE_VERSION = 1
@@ -326,7 +326,7 @@ class VideoFeatureCache:
 
     def get(self, sha256: str) -> Tensor | None:
         try:
-            array = np.load(self.path_for(sha256), allow_pickle=False)
+            array = load_npy(self.path_for(sha256))
         except FileNotFoundError:
             return None
         except (ValueError, OSError, EOFError):
