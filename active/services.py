@@ -375,6 +375,41 @@ def batch_flag_job(*, job: Job, progress: ProgressFn, batch_id: int) -> dict[str
     )
 
 
+def flags_sweep() -> list[Job]:
+    """Queues one batch_flag job per batch holding submitted or approved captions that no
+    check has looked at yet, unless one is queued or running for that batch already.
+    The periodic task runs this every ACTIVE_FLAG_SWEEP_SECONDS: one job per batch and
+    minute rather than one per submit, because each check loads the promoted run's
+    suggestions and builds CIDEr-D's document frequencies, which a batch shares."""
+    pending = (
+        Caption.objects.filter(
+            flag_check__isnull=True,
+            assignment__state__in=[Assignment.State.SUBMITTED, Assignment.State.APPROVED],
+        )
+        .values_list("assignment__hit__batch_id", flat=True)
+        .distinct()
+    )
+    busy = {
+        params.get("batch_id")
+        for params in Job.objects.filter(
+            kind="batch_flag", state__in=[Job.State.QUEUED, Job.State.RUNNING]
+        ).values_list("params", flat=True)
+    }
+    jobs = []
+    for batch in Batch.objects.filter(pk__in=list(pending)).select_related("project"):
+        if batch.pk in busy:
+            continue
+        jobs.append(
+            job_enqueue(
+                kind="batch_flag",
+                params={"batch_id": batch.pk},
+                project=batch.project,
+                label=f"Check new captions of {batch.name}",
+            )
+        )
+    return jobs
+
+
 def batch_flag_rate(*, batch: Batch) -> dict[str, Any]:
     """Captions checked and flagged in the batch, the rate, and how often each check fired."""
     from active.models import FlagCheck
@@ -444,7 +479,8 @@ def caption_edits_record(*, assignment: Assignment) -> list[CaptionEdit]:
 
 def assignment_submitted(*, assignment: Assignment) -> None:
     """annotation.services.assignment_submit calls this inside its transaction: the edit
-    distances now, the disagreement checks on the text queue once it commits."""
+    distances now; with ACTIVE_FLAG_ON_SUBMIT, the disagreement checks on the text queue
+    once it commits (otherwise flags_sweep picks the captions up within a minute)."""
     caption_edits_record(assignment=assignment)
     if settings.ACTIVE_FLAG_ON_SUBMIT:
         job_enqueue(

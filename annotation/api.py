@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import EmptyPage, Paginator
+from django.db import connection
 from django.db.models import Count, Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
@@ -34,7 +35,7 @@ from core.services import require_role
 from crowd import services as crowd_services
 from crowd.models import RejectReason
 from crowd.queries import blocks_of
-from curation.models import Clip, Label, Split, Subset
+from curation.models import Clip, Label, Split, Subset, WordLabel
 
 router = Router(tags=["annotation"])
 
@@ -475,32 +476,53 @@ def _word(label: Label) -> str:
     return label.word_label.name if label.word_label else label.name
 
 
-def _hints(clip: Clip) -> list[dict[str, Any]]:
-    """Word labels with the ontology labels they stand for, as the HIT page shows them."""
-    by_word: dict[str, list[dict[str, str]]] = {}
-    for label in clip.labels.all():
-        by_word.setdefault(_word(label), []).append(
-            {"name": label.name, "description": label.description}
+def _hints_by_clip(clip_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """Per clip, its word hints as the HIT page shows them: each word label ("dog", or the
+    label's own name when it has none) with the ontology labels it stands for, sorted.
+    One query in plain SQL: every claim runs it, and a prefetch of labels with their word
+    labels cost ≈ 1.5 ms of Python there."""
+    if not clip_ids:
+        return {}
+    links = Clip.labels.through._meta.db_table
+    label_table, word_table = Label._meta.db_table, WordLabel._meta.db_table
+    marks = ", ".join(["%s"] * len(clip_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT cl.clip_id, l.name, l.description, w.name "
+            f"FROM {links} cl JOIN {label_table} l ON l.id = cl.label_id "
+            f"LEFT JOIN {word_table} w ON w.id = l.word_label_id "
+            f"WHERE cl.clip_id IN ({marks}) ORDER BY l.name",
+            clip_ids,
         )
-    return [{"word": word, "labels": labels} for word, labels in sorted(by_word.items())]
+        rows = cursor.fetchall()
+    words: dict[int, dict[str, list[dict[str, str]]]] = {}
+    for clip_id, name, description, word in rows:
+        words.setdefault(clip_id, {}).setdefault(word or name, []).append(
+            {"name": name, "description": description}
+        )
+    return {
+        clip_id: [{"word": w, "labels": labels} for w, labels in sorted(by_word.items())]
+        for clip_id, by_word in words.items()
+    }
 
 
 def _work_out(assignment: Assignment) -> dict[str, Any]:
     batch = assignment.hit.batch
-    labels = Label.objects.select_related("word_label").order_by("name")
-    hit_clips = (
-        HitClip.objects.filter(hit=assignment.hit_id)
-        .select_related("clip")
-        .prefetch_related(Prefetch("clip__labels", queryset=labels))
-        .order_by("position")
+    # only the fields the page needs (a clip row also holds its media paths and metadata)
+    clips_of_hit = Clip.objects.raw(
+        f"SELECT c.id, c.start_seconds, c.end_seconds, c.duration_seconds, c.peaks "
+        f"FROM {HitClip._meta.db_table} hc JOIN {Clip._meta.db_table} c ON c.id = hc.clip_id "
+        "WHERE hc.hit_id = %s ORDER BY hc.position",
+        [assignment.hit_id],
     )
+    hit_clips = list(clips_of_hit)
+    hints = _hints_by_clip([clip.pk for clip in hit_clips])
     # only this assignment's captions, the worker's own; an open one has none yet
     mine: dict[int, str] = {}
     if assignment.state != Assignment.State.ACCEPTED:
         mine = dict(Caption.objects.filter(assignment=assignment).values_list("clip_id", "text"))
     clips = []
-    for number, hit_clip in enumerate(hit_clips, start=1):
-        clip = hit_clip.clip
+    for number, clip in enumerate(hit_clips, start=1):
         duration = clip.duration_seconds or float(clip.end_seconds - clip.start_seconds)
         clips.append(
             {
@@ -509,7 +531,7 @@ def _work_out(assignment: Assignment) -> dict[str, Any]:
                 "duration_seconds": duration,
                 "audio_url": reverse("api-1:work_clip_audio", args=[assignment.pk, clip.pk]),
                 "peaks": clip.peaks or [],
-                "hints": _hints(clip),
+                "hints": hints.get(clip.pk, []),
                 "caption": mine.get(clip.pk),
             }
         )
@@ -621,11 +643,14 @@ def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> 
     nothing is stored when any caption is refused. 409 when the assignment is no longer
     open (already submitted, or its time ran out: it then goes back to the pool).
     Then claim the next HIT: a "submit and next" loop is these two calls."""
-    assignment = _mine(request, assignment_id)
+    # The service re-reads the assignment under its lock and refuses another worker's:
+    # reading it here first as well would cost a query on every submit.
     try:
         assignment = services.assignment_submit(
-            assignment=assignment, worker=request.user, captions=payload.captions
+            assignment=Assignment(pk=assignment_id), worker=request.user, captions=payload.captions
         )
+    except PermissionDenied:
+        raise HttpError(404, f"No assignment #{assignment_id} of yours.") from None
     except ValidationError as exc:
         return _refused(exc)
     return _brief_out(assignment)

@@ -291,11 +291,7 @@ def hit_claim(
     now = now or timezone.now()
     try:
         with transaction.atomic():
-            current = (
-                Assignment.objects.select_for_update()
-                .filter(worker=worker, state=Assignment.State.ACCEPTED)
-                .first()
-            )
+            current = _open_assignment(worker, lock=True)
             if current is not None and not current.is_late(now):
                 return current
             if current is not None:
@@ -306,24 +302,60 @@ def hit_claim(
             hit_id = _claimable_hit_id(worker=worker, now=now, batch=batch)
             if hit_id is None:
                 return None
-            # belt and braces: the conditional increment re-checks the free slot itself
-            took = Hit.objects.filter(pk=hit_id, taken__lt=F("max_assignments")).update(
-                taken=F("taken") + 1
-            )
-            if not took:
-                return None
-            hit = Hit.objects.select_related("batch").get(pk=hit_id)
-            deadline = now + hit.batch.time_allotted
-            return Assignment.objects.create(
-                hit=hit, worker=worker, accepted_at=now, deadline=deadline
-            )
+            return _assignment_open(hit_id=hit_id, worker=worker, now=now)
     except IntegrityError:
         # The same worker claimed in another request meanwhile (assignment_one_open):
         # that claim won, and it is the worker's current assignment.
-        current = Assignment.objects.filter(worker=worker, state=Assignment.State.ACCEPTED).first()
+        current = _open_assignment(worker, lock=False)
         if current is None:
             raise
         return current
+
+
+# Every claim runs the statements below, so they are written in SQL rather than built by
+# the ORM, whose query building cost more Python time (≈ 0.3 to 1 ms each) than PostgreSQL
+# takes to run them. The tables and columns are the models'; annotation's tests cover them.
+
+
+def _open_assignment(worker: Any, *, lock: bool) -> Assignment | None:
+    """The worker's accepted assignment (at most one: assignment_one_open), row-locked
+    when `lock` is set and the database can."""
+    table = Assignment._meta.db_table
+    alias = router.db_for_write(Assignment)
+    for_update = " FOR UPDATE" if lock and connections[alias].features.has_select_for_update else ""
+    rows = Assignment.objects.db_manager(alias).raw(
+        f"SELECT * FROM {table} WHERE worker_id = %s AND state = %s{for_update}",
+        [worker.pk, Assignment.State.ACCEPTED],
+    )
+    return next(iter(rows), None)
+
+
+def _assignment_open(*, hit_id: int, worker: Any, now: datetime) -> Assignment | None:
+    """Takes a slot of the (locked) HIT and opens the worker's assignment on it; None when
+    the HIT turned out to be full."""
+    alias = router.db_for_write(Hit)
+    # belt and braces: the conditional increment re-checks the free slot itself
+    taken = Hit.objects.db_manager(alias).raw(
+        f"UPDATE {Hit._meta.db_table} SET taken = taken + 1 "
+        "WHERE id = %s AND taken < max_assignments RETURNING *",
+        [hit_id],
+    )
+    hit = next(iter(taken), None)
+    if hit is None:
+        return None
+    hit.batch = next(
+        iter(
+            Batch.objects.db_manager(alias).raw(
+                f"SELECT * FROM {Batch._meta.db_table} WHERE id = %s",
+                [hit.batch_id],
+            )
+        )
+    )
+    assignment = Assignment(
+        hit=hit, worker=worker, accepted_at=now, deadline=now + hit.batch.time_allotted
+    )
+    assignment.save(force_insert=True, using=alias)
+    return assignment
 
 
 def _release(assignment: Assignment, state: str, now: datetime) -> None:
@@ -367,11 +399,10 @@ def assignment_submit(
     expired and its slot released.
     """
     now = now or timezone.now()
-    if assignment.worker_id != worker.pk:
-        raise PermissionDenied("This is another worker's assignment.")
     late = False
     with transaction.atomic():
-        assignment = _locked(assignment)
+        # the worker's own assignment, locked; someone else's is refused before any write
+        assignment = _locked_own(assignment, worker)
         if assignment.state == Assignment.State.ACCEPTED and assignment.is_late(now):
             _release(assignment, Assignment.State.EXPIRED, now)
             late = True
@@ -391,17 +422,51 @@ def assignment_submit(
     return assignment
 
 
+def _locked_own(assignment: Assignment, worker: Any) -> Assignment:
+    """The worker's assignment re-read under its row lock, with its HIT and batch (the
+    project loads on first use); PermissionDenied when it is not the worker's. In SQL, like
+    the claim's statements: every submit runs it (the ORM's select_related query took
+    ≈ 1 ms of Python to build)."""
+    alias = router.db_for_write(Assignment)
+    for_update = " FOR UPDATE" if connections[alias].features.has_select_for_update else ""
+    found = Assignment.objects.db_manager(alias).raw(
+        f"SELECT * FROM {Assignment._meta.db_table} WHERE id = %s AND worker_id = %s{for_update}",
+        [assignment.pk, worker.pk],
+    )
+    locked = next(iter(found), None)
+    if locked is None:
+        raise PermissionDenied("This is another worker's assignment.")
+    locked.hit = next(
+        iter(
+            Hit.objects.db_manager(alias).raw(
+                f"SELECT * FROM {Hit._meta.db_table} WHERE id = %s",
+                [locked.hit_id],
+            )
+        )
+    )
+    locked.hit.batch = next(
+        iter(
+            Batch.objects.db_manager(alias).raw(
+                f"SELECT * FROM {Batch._meta.db_table} WHERE id = %s",
+                [locked.hit.batch_id],
+            )
+        )
+    )
+    return locked
+
+
 def _checked_captions(assignment: Assignment, captions: dict[int, str]) -> dict[int, str]:
     if assignment.state != Assignment.State.ACCEPTED:
         raise ValidationError(
             f"This assignment is already {assignment.get_state_display().lower()}."
         )
     batch = assignment.hit.batch
-    clip_ids = list(
-        HitClip.objects.filter(hit=assignment.hit_id)
-        .order_by("position")
-        .values_list("clip_id", flat=True)
-    )
+    with connections[router.db_for_read(HitClip)].cursor() as cursor:
+        cursor.execute(
+            f"SELECT clip_id FROM {HitClip._meta.db_table} WHERE hit_id = %s ORDER BY position",
+            [assignment.hit_id],
+        )
+        clip_ids = [clip_id for (clip_id,) in cursor.fetchall()]
     given = {int(clip_id): text for clip_id, text in captions.items()}
     errors: dict[str, list[str]] = {}
     if unknown := sorted(set(given) - set(clip_ids)):

@@ -5,15 +5,17 @@ Usage:
   .venv/bin/python benchmarks/load_claim_submit.py [--clips 50000] [--levels 1,10,50,100]
       [--duration 30] [--gunicorn-workers 4] [--database earmark_load]
       [--server postgres://postgres@127.0.0.1:5432] [--keep-database]
-      [--broker filesystem://] [--set NAME=VALUE …]
+      [--broker filesystem://] [--offered LOOPS_PER_S] [--set NAME=VALUE …]
 
 It (re)creates a private PostgreSQL database (`--database`, dropped at the end unless
 --keep-database), migrates it, seeds `--clips` fetched clips in one published batch
 (AudioCaps validation style: 5 captions per clip, 1 clip per HIT) and one annotator with an
 API token per simulated worker, starts gunicorn on 127.0.0.1 with the production settings
-(DEBUG off), then for each concurrency level runs that many asyncio workers (httpx), each
-looping POST /api/work/claim → POST /api/work/assignments/{id}/submit with no think time
-for `--duration` seconds (a loop in flight at the deadline finishes).
+(DEBUG off), then for each concurrency level runs that many asyncio workers (aiohttp), each
+looping POST /api/work/claim → POST /api/work/assignments/{id}/submit for `--duration`
+seconds (a loop in flight at the deadline finishes): with no think time by default, or,
+with `--offered R`, each starting a loop every workers/R seconds, so that together they
+offer R loops/s as people who listen and type between submits would.
 
 Prints per level: loops/s, latency percentiles of the whole loop and of each request,
 errors, and the CPU time per loop of gunicorn's workers, of the PostgreSQL backends serving
@@ -23,15 +25,19 @@ no worker on a clip twice, no HIT over-filled (assignments holding a slot ≤ ma
 `taken` equal to them), no caption of a worker on a clip twice, and one submitted
 assignment per loop counted.
 
-With no think time, Little's law ties the numbers: loop latency ≈ workers / (loops/s).
+With no think time, Little's law ties the numbers: loop latency ≈ workers / (loops/s), so
+100 such workers at 150 loops/s wait ≈ 670 ms a loop whatever the server does; a latency
+target at a given rate is measured with `--offered`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
+import random
 import secrets
 import shutil
 import signal
@@ -40,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,16 +189,15 @@ def _start_gunicorn(args: argparse.Namespace, env: dict[str, str]) -> subprocess
         "warning",
     ]
     server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env})
-    import httpx
-
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise SystemExit(f"gunicorn exited with {server.returncode}")
         try:
-            if httpx.get(f"http://127.0.0.1:{args.port}/api/openapi.json").status_code == 200:
-                return server
-        except httpx.TransportError:
+            with urllib.request.urlopen(f"http://127.0.0.1:{args.port}/api/openapi.json") as r:
+                if r.status == 200:
+                    return server
+        except OSError:
             pass
         time.sleep(0.3)
     server.terminate()
@@ -253,36 +259,49 @@ class Meter:
 # Load -------------------------------------------------------------------------------------
 
 
-async def _worker(client: Any, token: str, level: Level, deadline: float, number: int) -> None:
-    import httpx
+async def _worker(
+    session: Any, token: str, level: Level, deadline: float, number: int, interval: float
+) -> None:
+    """Loops claim → submit until the deadline. With `interval` > 0 the worker starts a
+    loop every `interval` seconds (a random phase first), like a person who spends the
+    rest of the time listening and typing; a loop that overruns starts the next at once."""
+    import aiohttp
 
     headers = {"Authorization": f"Bearer {token}"}
     caption = CAPTIONS[number % len(CAPTIONS)]
-    while time.perf_counter() < deadline:
+    next_start = time.perf_counter() + (random.uniform(0, interval) if interval else 0.0)
+    while next_start < deadline:
+        if interval:
+            await asyncio.sleep(max(0.0, next_start - time.perf_counter()))
+            next_start += interval
         start = time.perf_counter()
+        if not interval:
+            next_start = start
         try:
-            claim = await client.post("/api/work/claim", headers=headers)
+            async with session.post("/api/work/claim", headers=headers) as claim:
+                body = await claim.read()
             claimed = time.perf_counter()
-            if claim.status_code == 204:
+            if claim.status == 204:
                 level.no_work += 1
                 await asyncio.sleep(0.05)
                 continue
-            if claim.status_code not in (200, 201):
-                level.errors[f"claim {claim.status_code}"] += 1
+            if claim.status not in (200, 201):
+                level.errors[f"claim {claim.status}"] += 1
                 continue
-            body = claim.json()
-            captions = {str(clip["id"]): caption for clip in body["clips"]}
-            submit = await client.post(
-                f"/api/work/assignments/{body['id']}/submit",
-                headers=headers,
-                json={"captions": captions},
-            )
+            work = json.loads(body)
+            captions = {str(clip["id"]): caption for clip in work["clips"]}
+            async with session.post(
+                f"/api/work/assignments/{work['id']}/submit",
+                headers={**headers, "Content-Type": "application/json"},
+                data=json.dumps({"captions": captions}),
+            ) as submit:
+                await submit.read()
             done = time.perf_counter()
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             level.errors[type(exc).__name__] += 1
             continue
-        if submit.status_code != 200:
-            level.errors[f"submit {submit.status_code}"] += 1
+        if submit.status != 200:
+            level.errors[f"submit {submit.status}"] += 1
             continue
         level.loops += 1
         level.loop_ms.append(1000 * (done - start))
@@ -291,21 +310,31 @@ async def _worker(client: Any, token: str, level: Level, deadline: float, number
 
 
 async def _run_level(
-    base_url: str, tokens: list[str], workers: int, duration: float, meter: Meter
+    base_url: str,
+    tokens: list[str],
+    workers: int,
+    duration: float,
+    meter: Meter,
+    offered: float = 0.0,
 ) -> Level:
-    import httpx
+    """One level: `workers` simulated workers for `duration` seconds, with no think time,
+    or together offering `offered` loops/s (each starting one every workers/offered s)."""
+    import aiohttp
 
     level = Level(workers=workers)
-    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
-    timeout = httpx.Timeout(60.0)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
+    interval = workers / offered if offered else 0.0
+    # one connection per worker at most: gunicorn's sync workers close each connection
+    # after its response, gthread workers keep it alive
+    connector = aiohttp.TCPConnector(limit=workers)
+    timeout = aiohttp.ClientTimeout(total=60.0)
+    async with aiohttp.ClientSession(base_url, connector=connector, timeout=timeout) as session:
         level.load_before = os.getloadavg()[0]
         server_cpu, db_cpu = meter.read()
         cpu = time.process_time()
         start = time.perf_counter()
         deadline = start + duration
         await asyncio.gather(
-            *(_worker(client, tokens[i], level, deadline, i) for i in range(workers))
+            *(_worker(session, tokens[i], level, deadline, i, interval) for i in range(workers))
         )
         level.elapsed = time.perf_counter() - start
         level.client_cpu = time.process_time() - cpu
@@ -416,6 +445,14 @@ def main() -> None:
     parser.add_argument("--levels", default="1,10,50,100")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds per level")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds, not reported")
+    parser.add_argument(
+        "--offered",
+        type=float,
+        default=0.0,
+        metavar="LOOPS_PER_S",
+        help="the loops/s each level's workers offer together, spread evenly over them "
+        "(think time); 0 (default): none, each worker loops as fast as it is answered",
+    )
     parser.add_argument("--gunicorn-workers", type=int, default=4)
     parser.add_argument("--worker-class", default="sync")
     parser.add_argument("--threads", type=int, default=1)
@@ -484,7 +521,9 @@ def main() -> None:
             )
             warm_loops = warm.loops
         for workers in levels:
-            level = asyncio.run(_run_level(base_url, tokens, workers, args.duration, meter))
+            level = asyncio.run(
+                _run_level(base_url, tokens, workers, args.duration, meter, args.offered)
+            )
             results.append(level)
             print(_row(level), flush=True)
     finally:
@@ -504,7 +543,9 @@ def main() -> None:
         f"Python {platform.python_version()}, PostgreSQL {pg_version}; gunicorn "
         f"{args.gunicorn_workers} {args.worker_class} workers (threads {args.threads}); "
         f"{args.clips:,} clips, {args.captions_per_clip} captions each, 1 clip per HIT; "
-        f"{args.duration:.0f} s per level, no think time; broker {args.broker.split('://')[0]}"
+        f"{args.duration:.0f} s per level, "
+        + (f"{args.offered:g} loops/s offered" if args.offered else "no think time")
+        + f"; broker {args.broker.split('://')[0]}"
         + (f"; {', '.join(args.set)}" if args.set else "")
         + "."
     )

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, connection, connections, transaction
@@ -128,19 +129,28 @@ TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
 
 
 def api_token_authenticate(*, raw: str) -> Any | None:
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(key_hash=hash_token(raw), revoked_at__isnull=True, user__is_active=True)
-        .first()
+    """The active user a live token belongs to, or None. One query: every API request
+    runs it, and a RawQuerySet skips the ORM's query building (≈ 1 ms of Python a call)."""
+    user_model = get_user_model()
+    users, tokens = user_model._meta.db_table, ApiToken._meta.db_table
+    found = list(
+        user_model.objects.raw(
+            f"SELECT u.*, t.id AS token_pk, t.last_used_at AS token_last_used_at "
+            f"FROM {users} u JOIN {tokens} t ON t.user_id = u.id "
+            "WHERE t.key_hash = %s AND t.revoked_at IS NULL AND u.is_active",
+            [hash_token(raw)],
+        )
     )
-    if token is None:
+    if not found:
         return None
+    user = found[0]
     now = timezone.now()
     # To the minute is enough for the tokens page; a script calling in a loop would
     # otherwise write and commit this row on every request.
-    if token.last_used_at is None or now - token.last_used_at >= TOKEN_TOUCH_INTERVAL:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    last_used = user.token_last_used_at
+    if last_used is None or now - last_used >= TOKEN_TOUCH_INTERVAL:
+        ApiToken.objects.filter(pk=user.token_pk).update(last_used_at=now)
+    return user
 
 
 def api_token_revoke(*, token: ApiToken) -> None:

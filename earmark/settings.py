@@ -272,8 +272,17 @@ ACTIVE_FLAG_HINTS = env_bool("ACTIVE_FLAG_HINTS", default=True)
 ACTIVE_FLAG_MODEL_DEFERS_TO_CONSENSUS = env_bool(
     "ACTIVE_FLAG_MODEL_DEFERS_TO_CONSENSUS", default=True
 )
-# check each submitted assignment's captions on the text queue
-ACTIVE_FLAG_ON_SUBMIT = env_bool("ACTIVE_FLAG_ON_SUBMIT", default=True)
+# Disagreement checks of new captions: by default a periodic sweep queues one job per
+# batch with unchecked captions every ACTIVE_FLAG_SWEEP_SECONDS (0: no sweep); with
+# ACTIVE_FLAG_ON_SUBMIT, each submit queues its own job as well (flags within seconds,
+# at the price of a job and a broker message per submit).
+ACTIVE_FLAG_ON_SUBMIT = env_bool("ACTIVE_FLAG_ON_SUBMIT", default=False)
+ACTIVE_FLAG_SWEEP_SECONDS = env_int("ACTIVE_FLAG_SWEEP_SECONDS", 60, minimum=0)
+if ACTIVE_FLAG_SWEEP_SECONDS:
+    CELERY_BEAT_SCHEDULE["active-flags-sweep"] = {
+        "task": "active.tasks.flags_sweep",
+        "schedule": float(ACTIVE_FLAG_SWEEP_SECONDS),
+    }
 # Auto-retrain: N new approved captions or X% growth since the last retrain, at most one
 # retrain per DEBOUNCE seconds (also for Label Studio's START_TRAINING webhook).
 ACTIVE_RETRAIN_MIN_NEW_CAPTIONS = env_int("ACTIVE_RETRAIN_MIN_NEW_CAPTIONS", 500, minimum=1)

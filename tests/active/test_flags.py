@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from active.models import FlagCheck
-from active.services import batch_flag_rate, captions_flag
+from active.services import batch_flag_rate, captions_flag, flags_sweep
 from annotation.models import Assignment, Batch, Caption
 from annotation.services import assignment_submit, hit_claim
 from core.models import Job
@@ -145,10 +145,11 @@ def test_flagged_work_comes_first_in_the_review_queue(
 
 
 def test_submitting_queues_the_check_and_the_job_flags(
-    batch: Batch, dog_clip: Clip, ann: Any, django_capture_on_commit_callbacks: Any
+    batch: Batch, dog_clip: Clip, ann: Any, settings: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     from core.services import job_run
 
+    settings.ACTIVE_FLAG_ON_SUBMIT = True
     assignment = hit_claim(worker=ann, batch=batch)  # equal priorities: the oldest HIT
     assert assignment.hit.hit_clips.get().clip == dog_clip
     with django_capture_on_commit_callbacks(execute=False):
@@ -161,3 +162,56 @@ def test_submitting_queues_the_check_and_the_job_flags(
     job.refresh_from_db()
     assert job.state == Job.State.SUCCEEDED, job.error
     assert job.result == {"checked": 1, "flagged": 1}
+
+
+def _submit_odd(batch: Batch, clip: Clip, worker: Any) -> Assignment:
+    assignment = hit_claim(worker=worker, batch=batch)
+    assert assignment.hit.hit_clips.get().clip == clip
+    return assignment_submit(
+        assignment=assignment, worker=worker, captions={clip.pk: "a siren wails far away"}
+    )
+
+
+def test_by_default_a_submit_queues_no_job_of_its_own(
+    batch: Batch, dog_clip: Clip, ann: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):
+        _submit_odd(batch, dog_clip, ann)
+    assert not Job.objects.exists()
+
+
+def test_the_sweep_queues_one_job_per_batch_with_unchecked_captions_and_it_flags(
+    batch: Batch, dog_clip: Clip, ann: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from core.services import job_run
+
+    with django_capture_on_commit_callbacks(execute=False):
+        odd = _submit_odd(batch, dog_clip, ann)
+        (job,) = flags_sweep()
+    assert (job.kind, job.params, job.project_id) == (
+        "batch_flag",
+        {"batch_id": batch.pk},
+        batch.project_id,
+    )
+    job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert job.result["flagged"] >= 1
+    assert "consensus" in _flags(Caption.objects.get(assignment=odd))
+
+
+def test_the_sweep_leaves_a_batch_alone_while_its_check_is_queued(
+    batch: Batch, dog_clip: Clip, ann: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):
+        _submit_odd(batch, dog_clip, ann)
+        assert len(flags_sweep()) == 1
+        assert flags_sweep() == []
+    assert Job.objects.filter(kind="batch_flag").count() == 1
+
+
+def test_the_sweep_has_nothing_to_do_once_every_caption_was_checked(
+    batch: Batch, dog_clip: Clip
+) -> None:
+    captions_flag(captions=Caption.objects.all(), project=batch.project)
+    assert flags_sweep() == []

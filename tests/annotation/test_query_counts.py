@@ -16,11 +16,12 @@ from core.services import api_token_create
 from crowd.services import batch_requirements_set, qualification_create
 from tests.annotation.conftest import CAPTION, MakeBatch, make_clips, make_subset
 
-# token, current assignment, claim SELECT … SKIP LOCKED, slot UPDATE, HIT + batch,
-# assignment INSERT, savepoint pair; then the answer's clips and their labels
+# token, savepoint pair, current assignment, claim SELECT … SKIP LOCKED, slot UPDATE …
+# RETURNING the HIT, its batch, assignment INSERT; then the answer's clips and their labels
 CLAIM_QUERIES = 10
-# token, the worker's assignment, savepoint pair, locked assignment, the HIT's clips,
-# state UPDATE, captions INSERT, pre-suggestions shown, captions_flag job INSERT
+# token, savepoint pair, the worker's assignment locked, its HIT, its batch, the HIT's
+# clips, state UPDATE, captions INSERT, pre-suggestions shown (edit mode's edit distances);
+# the disagreement checks come from the periodic sweep, not from each submit
 SUBMIT_QUERIES = 10
 
 
@@ -86,9 +87,8 @@ def test_a_claim_past_gated_batches_takes_no_more_queries(
 
 
 def test_a_submit_takes_a_fixed_number_of_queries(
-    batch: Batch, worker_client: Client, settings: Any, django_assert_max_num_queries: Any
+    batch: Batch, worker_client: Client, django_assert_max_num_queries: Any
 ) -> None:
-    settings.ACTIVE_FLAG_ON_SUBMIT = True
     work = _claim(worker_client)
     with django_assert_max_num_queries(SUBMIT_QUERIES):
         _submit(worker_client, work)
