@@ -9,7 +9,7 @@ Usage: .venv/bin/python benchmarks/active_learning.py [--pool 480] [--val 100] [
        [--min-steps 0] [--dev 0] [--patience 3]
        [--strategies random,uncertainty,margin,committee,diversity,hybrid]
        [--flag-clips 200]
-       [--swap 0.1] [--data-seed 2026] [--threads N] [--flags-only] [--json OUT]
+       [--swap 0.1] [--data-seed 2026] [--threads N] [--jobs N] [--flags-only] [--json OUT]
 
 Pure PyTorch + pycocoevalcap (no Django, no database), like train_synthscenes.py: scenes are
 generated in memory (seed 2026), log-mels computed once. The oracle annotator reveals a
@@ -23,7 +23,8 @@ weights kept),
 scores it on the validation split (greedy decoding, pycocoevalcap CIDEr-D), decodes the
 unlabelled pool with beam 3 and picks the next --step clips with active/scoring.rank —
 the same function the app uses to order HITs. Committee members are the beam's hypotheses.
-Curves are averaged over the run seeds; "captions to reach random's final" is the first
+Curves are averaged over the run seeds (--jobs N runs N seeds at once, each in its own
+process with the same arguments, so a many-core machine gives the same numbers sooner); "captions to reach random's final" is the first
 round of a strategy's mean curve at or above random's mean final score (and per seed).
 --flag-clips 0 skips the flags.
 
@@ -49,6 +50,7 @@ import dataclasses
 import json
 import platform
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -176,6 +178,49 @@ def flag_report(
     return report
 
 
+def run_seeds_in_processes(
+    args: argparse.Namespace, seeds: list[int]
+) -> tuple[dict[str, list[list[dict[str, Any]]]], dict[str, Any]]:
+    """Runs this script once per seed, `args.jobs` at a time, each with the same arguments
+    (so the same scenes, splits and features) and its own --json; returns every strategy's
+    curves in seed order, and the flags, which only the first seed's process measures (from
+    its final random model, as one process would). Each process's output goes to a log
+    beside --json (or in a temporary folder)."""
+    import concurrent.futures
+
+    folder = Path(tempfile.mkdtemp(prefix="al-seeds-", dir=args.json.parent if args.json else None))
+
+    def child(seed: int) -> dict[str, Any]:
+        argv = [sys.executable, str(Path(__file__).resolve())]
+        for key, value in vars(args).items():
+            if key in ("seeds", "jobs", "json", "skip_flags") or value is None:
+                continue
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, bool):
+                argv += [flag] if value else []
+            else:
+                argv += [flag, str(value)]
+        out = folder / f"seed-{seed}.json"
+        argv += ["--seeds", str(seed), "--json", str(out)]
+        if seed != seeds[0]:
+            argv.append("--skip-flags")
+        started = time.perf_counter()
+        with open(folder / f"seed-{seed}.log", "w") as log:
+            done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False)
+        if done.returncode != 0:
+            tail = (folder / f"seed-{seed}.log").read_text().splitlines()[-20:]
+            raise SystemExit(f"seed {seed} failed (exit {done.returncode}):\n" + "\n".join(tail))
+        print(f"seed {seed} done in {time.perf_counter() - started:.0f} s "
+              f"(log {folder / f'seed-{seed}.log'})", flush=True)  # fmt: skip
+        return json.loads(out.read_text())
+
+    print(f"running {len(seeds)} seeds in {args.jobs} processes; logs in {folder}", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as executor:
+        results = list(executor.map(child, seeds))
+    runs = {name: [r["runs"][name][0] for r in results] for name in results[0]["runs"]}
+    return runs, results[0]["flags"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", type=int, default=480)
@@ -207,6 +252,12 @@ def main() -> None:
                              "curves are their mean")  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="run the seeds in this many processes at once (each with "
+                             "--threads torch threads); same numbers as one process")  # fmt: skip
+    parser.add_argument("--skip-flags", action="store_true",
+                        help="make the held-out clips but do not measure the flags (what "
+                             "--jobs asks of every seed's process but the first's)")  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
@@ -335,6 +386,7 @@ def main() -> None:
         ranked = scoring.rank(strategy, evidence, cider=cider, covered=covered, seed=seed)
         return [r.key for r in ranked[: args.step]]
 
+    flags: dict[str, Any] = {}
     curves: dict[str, list[dict[str, Any]]] = {}
     runs: dict[str, list[list[dict[str, Any]]]] = {}
     needed: dict[str, int | None] = {}
@@ -349,7 +401,9 @@ def main() -> None:
         mids_names = {e.mids[0]: e.label for s in pool for e in s.events if e.mids}
         runs = {s: [] for s in strategies}
         flag_model = None
-        for run_seed in seeds:
+        if args.jobs > 1 and len(seeds) > 1:
+            runs, flags = run_seeds_in_processes(args, seeds)
+        for run_seed in seeds if args.jobs <= 1 or len(seeds) == 1 else []:
             initial = sorted(random.Random(run_seed).sample(range(len(pool)), args.initial))
             first = None  # every strategy starts from the same model
             for strategy in strategies:
@@ -414,8 +468,7 @@ def main() -> None:
         random_final = {"captions": final_captions, "value": target}
 
     # flags on swapped captions -------------------------------------------------------------
-    flags: dict[str, Any] = {}
-    if held and flag_model is not None:
+    if held and flag_model is not None and not args.skip_flags:
         model, vocab = flag_model
         hyps = decode(model, vocab, feats["held"], 3)
         suggestions = [

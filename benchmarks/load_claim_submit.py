@@ -18,8 +18,9 @@ with `--offered R`, each starting a loop every workers/R seconds, so that togeth
 offer R loops/s as people who listen and type between submits would.
 
 Prints per level: loops/s, latency percentiles of the whole loop and of each request,
-errors, and the CPU time per loop of gunicorn's workers, of the PostgreSQL backends serving
-them and of the load generator (on a shared machine the load average says little; CPU per
+errors, and the CPU time per loop of gunicorn (master and workers), of the whole PostgreSQL
+server (backends that exit mid-level counted through the postmaster's reaped-children
+times) and of the load generator (on a shared machine the load average says little; CPU per
 loop says what a quiet one could do: cores x 1000 / total ms); then checks the database:
 no worker on a clip twice, no HIT over-filled (assignments holding a slot ≤ max, and
 `taken` equal to them), no caption of a worker on a clip twice, and one submitted
@@ -73,8 +74,8 @@ class Level:
     submit_ms: list[float] = field(default_factory=list)
     elapsed: float = 0.0
     client_cpu: float = 0.0
-    server_cpu: float = 0.0  # gunicorn workers
-    database_cpu: float = 0.0  # PostgreSQL backends serving them
+    server_cpu: float = 0.0  # gunicorn, master and workers
+    database_cpu: float = 0.0  # the PostgreSQL server, all its processes
     load_before: float = 0.0
     load_after: float = 0.0
 
@@ -209,23 +210,11 @@ def _start_gunicorn(args: argparse.Namespace, env: dict[str, str]) -> subprocess
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """User + system CPU time of each of these processes so far (Linux /proc)."""
-    seconds = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        seconds[pid] = (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-    return seconds
-
-
-def _cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU used between two readings: processes started meanwhile count whole; one that
-    ended meanwhile (Django reopens its database connection every 60 s) counts nothing
-    for the time after the first reading, so the figure may be a little low."""
-    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 def _children(pid: int) -> list[int]:
@@ -235,25 +224,40 @@ def _children(pid: int) -> list[int]:
     return pids
 
 
+def _tree_cpu(parent: int) -> float:
+    """User + system CPU seconds so far of `parent`, of its live children, and of the
+    children it has already reaped (cutime, cstime): a child that exits between two readings
+    (Django reopens its PostgreSQL connection every CONN_MAX_AGE seconds, so backends come
+    and go) keeps its share, moved from the live sum into the parent's counters."""
+    own = _stat(parent)
+    if own is None:
+        return 0.0
+    ticks = sum(int(own[i]) for i in (11, 12, 13, 14))  # utime, stime, cutime, cstime
+    for child in _children(parent):
+        fields = _stat(child)
+        if fields is not None:
+            ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return ticks / TICKS
+
+
 class Meter:
-    """CPU used by gunicorn's workers and by the PostgreSQL backends of the database (the
-    machine is shared: the load average alone cannot say what this benchmark costs)."""
+    """CPU used by gunicorn (master and workers) and by the PostgreSQL server (postmaster,
+    backends and its background writers) between two readings; the machine is shared, so
+    the load average alone cannot say what this benchmark costs."""
 
     def __init__(self, server: subprocess.Popen[bytes], dsn: str) -> None:
         import psycopg
 
         self.server = server
-        self.conn = psycopg.connect(dsn, autocommit=True)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            (backend,) = conn.execute("SELECT pg_backend_pid()").fetchone()
+        fields = _stat(backend)
+        if fields is None:
+            raise SystemExit("PostgreSQL must run on this machine to meter its CPU.")
+        self.postmaster = int(fields[1])  # the backend's parent
 
-    def _backends(self) -> list[int]:
-        rows = self.conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid()"
-        ).fetchall()
-        return [pid for (pid,) in rows]
-
-    def read(self) -> tuple[dict[int, float], dict[int, float]]:
-        return _cpu_seconds(_children(self.server.pid)), _cpu_seconds(self._backends())
+    def read(self) -> tuple[float, float]:
+        return _tree_cpu(self.server.pid), _tree_cpu(self.postmaster)
 
 
 # Load -------------------------------------------------------------------------------------
@@ -339,8 +343,8 @@ async def _run_level(
         level.elapsed = time.perf_counter() - start
         level.client_cpu = time.process_time() - cpu
         server_after, db_after = meter.read()
-        level.server_cpu = _cpu_used(server_cpu, server_after)
-        level.database_cpu = _cpu_used(db_cpu, db_after)
+        level.server_cpu = server_after - server_cpu
+        level.database_cpu = db_after - db_cpu
         level.load_after = os.getloadavg()[0]
     return level
 
@@ -527,7 +531,6 @@ def main() -> None:
             results.append(level)
             print(_row(level), flush=True)
     finally:
-        meter.conn.close()
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
 
