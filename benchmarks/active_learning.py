@@ -24,8 +24,9 @@ scores it on the validation split (greedy decoding, pycocoevalcap CIDEr-D), deco
 unlabelled pool with beam 3 and picks the next --step clips with active/scoring.rank —
 the same function the app uses to order HITs. Committee members are the beam's hypotheses.
 Curves are averaged over the run seeds (--jobs N runs N seeds at once, each in its own
-process with the same arguments, so a many-core machine gives the same numbers sooner); "captions to reach random's final" is the first
-round of a strategy's mean curve at or above random's mean final score (and per seed).
+process with the same arguments, so a many-core machine gives the same numbers sooner);
+"captions to reach random's final" is the first round of a strategy's mean curve at or
+above random's mean final score (and per seed).
 --flag-clips 0 skips the flags.
 
 A run that fits 15 minutes on one busy CPU thread: --pool 400 --val 100 --initial 40

@@ -43,7 +43,9 @@ class BonusForm(forms.Form):
 
 
 class GradeForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("approve", "Pass"), ("reject", "Fail")])
+    decision = forms.ChoiceField(
+        choices=[("approve", "Pass"), ("reject", "Fail")], widget=forms.RadioSelect
+    )
     feedback = forms.CharField(
         required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3})
     )

@@ -1,4 +1,5 @@
-"""The annotator's HIT page through a real browser against the live server: claim a HIT,
+"""The annotator's HIT page through a real browser against the live server: pass the
+batch's qualification test (a reviewer grades it in a second browser), claim a HIT,
 play the clip to the end (a 1.2 s synthetic tone, so "heard in full" comes quickly), read a
 hint's definition, open the video hint (logged on the server), see a rule broken, fix it,
 submit and land on the next HIT. Also: the JS rule engine gives the same verdicts and
@@ -21,11 +22,13 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 from django.core.files.base import ContentFile
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from annotation import rules
 from annotation.models import Assignment, Batch, Caption, ClipListen, VideoHintView
 from core.models import Project
+from crowd.models import QualificationAttempt
+from crowd.services import batch_requirements_set, qualification_create
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.caption_samples import LIMITS, SAMPLES
 from tests.annotation.conftest import make_clips, make_subset, publish
@@ -124,13 +127,61 @@ def street_pair(project: Project, settings: Any, tmp_path: Path) -> Batch:
 
 
 def test_it_takes_an_annotator_through_a_hit(
-    page: Page, live_server: Any, street: Batch, ann: Any, artifacts: Path
+    page: Page,
+    browser: Browser,
+    live_server: Any,
+    street: Batch,
+    ann: Any,
+    alice: Any,
+    artifacts: Path,
 ) -> None:
     site = live_server.url
     page.set_default_timeout(TIMEOUT_MS)
     page.set_viewport_size({"width": 1280, "height": 1000})
+    test = qualification_create(
+        project=street.project,
+        created_by=alice,
+        name="Street sounds test",
+        clip_ids=str(street.hits.first().hit_clips.get().clip_id),
+    )
+    batch_requirements_set(
+        batch=street, by=alice, qualifications=[test], min_approval_percent=0, min_approved=0
+    )
     log_in(page, site, "ann")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Work").click()
+
+    # the batch is closed to Ann until she passes its qualification, and the page says so
+    standing = page.get_by_test_id("standing")
+    expect(standing).to_contain_text("Some batches need a qualification first")
+    page.get_by_role("button", name="Start working").click()
+    expect(page.get_by_text("No HITs are available for you right now.")).to_be_visible()
+    assert not Assignment.objects.filter(worker=ann).exists()
+    standing.get_by_role("link", name="Street sounds test").click()
+    page.get_by_label("Caption").fill(BAD)
+    page.get_by_role("button", name="Submit answers").click()
+    expect(page.get_by_role("alert")).to_contain_text("The caption for clip 1")
+    page.get_by_label("Caption").fill(GOOD)
+    page.get_by_role("button", name="Submit answers").click()
+    expect(page.get_by_text("Thank you! A reviewer will grade your answers.")).to_be_visible()
+    expect(page.get_by_test_id("my-qualifications")).to_contain_text("Waiting for review")
+    attempt = QualificationAttempt.objects.get(worker=ann)
+
+    # a reviewer passes her answers
+    reviewer = browser.new_context().new_page()
+    reviewer.set_default_timeout(TIMEOUT_MS)
+    log_in(reviewer, site, "rey")
+    reviewer.goto(f"{site}{attempt.get_absolute_url()}")
+    expect(reviewer.get_by_test_id("answer")).to_have_text(GOOD)
+    reviewer.get_by_label("Pass").check()
+    reviewer.get_by_role("button", name="Grade").click()
+    expect(reviewer.get_by_role("status")).to_contain_text("ann: passed.")
+    reviewer.context.close()
+    attempt.refresh_from_db()
+    assert attempt.state == QualificationAttempt.State.APPROVED
+
+    # now the batch's HITs are hers to take
+    page.get_by_role("link", name="← Work").click()
+    expect(page.get_by_test_id("standing")).not_to_contain_text("need a qualification")
     page.get_by_role("button", name="Start working").click()
 
     first = Assignment.objects.get(worker=ann)
