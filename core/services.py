@@ -8,7 +8,7 @@ import time
 import traceback as tb
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.text import slugify
 
 from core.jobs import job_kind
@@ -147,10 +148,20 @@ def api_token_authenticate(*, raw: str) -> Any | None:
     now = timezone.now()
     # To the minute is enough for the tokens page; a script calling in a loop would
     # otherwise write and commit this row on every request.
-    last_used = user.token_last_used_at
+    last_used = _raw_datetime(user.token_last_used_at)
     if last_used is None or now - last_used >= TOKEN_TOUCH_INTERVAL:
         ApiToken.objects.filter(pk=user.token_pk).update(last_used_at=now)
     return user
+
+
+def _raw_datetime(value: datetime | str | None) -> datetime | None:
+    """A datetime column read through a raw query's extra column, which skips the backend's
+    converters: PostgreSQL gives an aware datetime, SQLite a naive one (or text) in UTC."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value
 
 
 def api_token_revoke(*, token: ApiToken) -> None:
