@@ -402,9 +402,10 @@ def main() -> None:
         mids_names = {e.mids[0]: e.label for s in pool for e in s.events if e.mids}
         runs = {s: [] for s in strategies}
         flag_model = None
-        if args.jobs > 1 and len(seeds) > 1:
+        in_processes = args.jobs > 1 and len(seeds) > 1
+        if in_processes:
             runs, flags = run_seeds_in_processes(args, seeds)
-        for run_seed in seeds if args.jobs <= 1 or len(seeds) == 1 else []:
+        for run_seed in [] if in_processes else seeds:
             initial = sorted(random.Random(run_seed).sample(range(len(pool)), args.initial))
             first = None  # every strategy starts from the same model
             for strategy in strategies:
