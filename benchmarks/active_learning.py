@@ -10,6 +10,8 @@ Usage: .venv/bin/python benchmarks/active_learning.py [--pool 480] [--val 100] [
        [--strategies random,uncertainty,margin,committee,diversity,hybrid]
        [--flag-clips 200]
        [--swap 0.1] [--data-seed 2026] [--threads N] [--jobs N] [--flags-only] [--json OUT]
+       [--pool-segments ../shared/data/audioset/unbalanced_train_segments.partial.csv]
+       [--val-segments ../shared/data/audioset/eval_segments.csv]
 
 Pure PyTorch + pycocoevalcap (no Django, no database), like train_synthscenes.py: scenes are
 generated in memory (seed 2026), log-mels computed once. The oracle annotator reveals a
@@ -28,6 +30,12 @@ process with the same arguments, so a many-core machine gives the same numbers s
 "captions to reach random's final" is the first round of a strategy's mean curve at or
 above random's mean final score (and per seed).
 --flag-clips 0 skips the flags.
+
+A skewed pool (--pool-segments, --val-segments): by default every sound event is as likely
+as any other, in the pool and in val; real pools are not (AudioSet's unbalanced list holds
+888 segments of a man speaking for every 6 of knocking), while evaluation sets are often
+balanced (AudioSet's eval list has about 60 of each). With a segment list, each split's
+events are drawn in proportion to their labels' counts in it.
 
 A run that fits 15 minutes on one busy CPU thread: --pool 400 --val 100 --initial 40
 --step 40 --rounds 4 --epochs 10 --seeds 1,2 --flag-clips 0 --threads 1.
@@ -51,6 +59,7 @@ import dataclasses
 import json
 import platform
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -76,8 +85,39 @@ from modeling.ml.vocab import BOS_ID, EOS_ID, Vocabulary, tokenize
 SEED = 2026
 
 
-def scenes(seed: int, count: int, start: int, n_captions: int) -> list[synthscenes.Scene]:
-    return list(synthscenes.generate_scenes(seed, count, start=start, n_captions=n_captions))
+def scenes(
+    seed: int, count: int, start: int, n_captions: int, weights: dict[str, float] | None = None
+) -> list[synthscenes.Scene]:
+    return list(synthscenes.generate_scenes(
+        seed, count, start=start, n_captions=n_captions, event_weights=weights
+    ))  # fmt: skip
+
+
+_MID = re.compile(r"/[mgt]/[0-9a-z_]+")
+
+
+def event_weights(segments: Path) -> dict[str, float]:
+    """How often each SynthScenes event type occurs in an AudioSet segment list: the number
+    of segments carrying the type's own (first, most specific) label, shared evenly between
+    types that share it (the two beeps). Reads any of the lists in ../shared/data/audioset,
+    the spreadsheet-mangled unbalanced one included (labels are found by their /m/ form)."""
+    if not segments.is_file():
+        raise SystemExit(f"{segments}: no such segment list (AudioSet's CSVs are in "
+                         "../shared/data/audioset beside the project)")  # fmt: skip
+    counts: dict[str, int] = {}
+    with segments.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if not line.startswith("#"):
+                for mid in set(_MID.findall(line)):
+                    counts[mid] = counts.get(mid, 0) + 1
+    sharing: dict[str, int] = {}
+    for kind in synthscenes.EVENT_TYPES.values():
+        sharing[kind.mids[0]] = sharing.get(kind.mids[0], 0) + 1
+    weights = {key: counts.get(kind.mids[0], 0) / sharing[kind.mids[0]]
+               for key, kind in synthscenes.EVENT_TYPES.items()}  # fmt: skip
+    if not any(weights.values()):
+        raise SystemExit(f"{segments}: none of SynthScenes' labels occurs in it")
+    return weights
 
 
 def swap_captions(texts: list[list[str]], share: float, seed: int) -> set[tuple[int, int]]:
@@ -248,6 +288,14 @@ def main() -> None:
                         help="skip the strategies: train one model on the whole pool and "
                              "measure the flags with it")  # fmt: skip
     parser.add_argument("--data-seed", type=int, default=SEED, help="the SynthScenes set")
+    parser.add_argument(
+        "--pool-segments",
+        type=Path,
+        help="an AudioSet segment list whose label frequencies the pool's (and "
+        "the flag clips') sound events follow; default: all equally often",
+    )
+    parser.add_argument("--val-segments", type=Path,
+                        help="the same for the val and dev clips")  # fmt: skip
     parser.add_argument("--seeds", default=str(SEED),
                         help="run seeds (initial set, random order, model init), comma-separated; "
                              "curves are their mean")  # fmt: skip
@@ -274,12 +322,28 @@ def main() -> None:
         f"machine: {platform.machine()}, {torch.get_num_threads()} torch threads, device {device}"
     )
     t = time.perf_counter()
-    pool = scenes(args.data_seed, args.pool, 0, args.captions_per_clip)
-    val = scenes(args.data_seed, args.val, args.pool, 5)
-    held = scenes(args.data_seed, args.flag_clips, args.pool + args.val, 5)
-    dev = scenes(args.data_seed, args.dev, args.pool + args.val + args.flag_clips, 5)
+    pool_w = event_weights(args.pool_segments) if args.pool_segments else None
+    val_w = event_weights(args.val_segments) if args.val_segments else None
+    for name, weights in (("pool", pool_w), ("val/dev", val_w)):
+        if weights:
+            total = sum(weights.values())
+            ranked = sorted(weights.items(), key=lambda kv: -kv[1])
+            print(f"{name} event types: "
+                  + ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in ranked))  # fmt: skip
+    pool = scenes(args.data_seed, args.pool, 0, args.captions_per_clip, pool_w)
+    val = scenes(args.data_seed, args.val, args.pool, 5, val_w)
+    held = scenes(args.data_seed, args.flag_clips, args.pool + args.val, 5, pool_w)
+    dev = scenes(args.data_seed, args.dev, args.pool + args.val + args.flag_clips, 5, val_w)
     generated = len(pool) + len(val) + len(held) + len(dev)
     print(f"generated {generated} scenes in {time.perf_counter() - t:.1f} s")
+    for name, split in (("pool", pool), ("val", val)):
+        share: dict[str, int] = {}
+        for scene in split:
+            for kind in {e.type for e in scene.events}:
+                share[kind] = share.get(kind, 0) + 1
+        print(f"{name}: clips holding each event type: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(share.items(), key=lambda x: -x[1])
+        ))  # fmt: skip
     config = dataclasses.replace(feature_preset("act"), hop_length=args.hop)
     t = time.perf_counter()
     feats = {

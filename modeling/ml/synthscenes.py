@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -718,31 +718,52 @@ def _plan_event(
     )
 
 
-def _pick(rng: np.random.Generator, pool: tuple[str, ...], k: int) -> list[str]:
-    return [str(x) for x in rng.choice(pool, size=k, replace=False)]
+def _pick(
+    rng: np.random.Generator,
+    pool: tuple[str, ...],
+    k: int,
+    weights: Mapping[str, float] | None = None,
+) -> list[str]:
+    """`k` different event types from `pool`: uniformly, or in proportion to `weights`
+    (types it leaves out weigh nothing)."""
+    if weights is None:  # the uniform draw, kept as it was so existing sets do not change
+        return [str(x) for x in rng.choice(pool, size=k, replace=False)]
+    p = np.array([max(0.0, float(weights.get(key, 0.0))) for key in pool])
+    if np.count_nonzero(p) < k:
+        raise ValueError(f"event weights leave fewer than {k} of {', '.join(pool)} possible")
+    return [str(x) for x in rng.choice(pool, size=k, replace=False, p=p / p.sum())]
 
 
 def plan_scene(
-    rng: np.random.Generator, seconds: float = SCENE_SECONDS
+    rng: np.random.Generator,
+    seconds: float = SCENE_SECONDS,
+    *,
+    event_weights: Mapping[str, float] | None = None,
 ) -> tuple[str, list[SceneEvent]]:
-    """A structure and its events with onsets/offsets in seconds (before rendering)."""
+    """A structure and its events with onsets/offsets in seconds (before rendering).
+
+    `event_weights` (event type -> relative frequency) skews which sounds a scene holds, as
+    real collections are skewed (AudioSet's unbalanced list has 150 times more clips of a
+    man speaking than of knocking); None draws every type equally often."""
+    w = event_weights
     names = list(STRUCTURES)
     structure = str(rng.choice(names, p=np.array([STRUCTURES[s] for s in names])))
     usable = seconds - 0.4
     events: list[SceneEvent] = []
     if structure in ("single", "background"):
-        event = _plan_event(rng, _pick(rng, FOREGROUND, 1)[0], min(6.0, usable))
+        event = _plan_event(rng, _pick(rng, FOREGROUND, 1, w)[0], min(6.0, usable))
         shift = rng.uniform(0.2, max(0.2, usable - event.offset))
         event.onset, event.offset = shift, shift + event.offset
         events.append(event)
     elif structure == "overlap":
-        first, second = _pick(rng, FOREGROUND, 2)
+        first, second = _pick(rng, FOREGROUND, 2, w)
         long = _plan_event(rng, first, usable)
         if EVENT_TYPES[first].countable or long.offset < 4.0:
             # the longer-lasting sound carries the scene; re-plan it as a continuous one
-            first = _pick(rng, tuple(k for k in FOREGROUND if not EVENT_TYPES[k].countable), 1)[0]
+            continuous = tuple(k for k in FOREGROUND if not EVENT_TYPES[k].countable)
+            first = _pick(rng, continuous, 1, w)[0]
             if first == second:
-                second = _pick(rng, tuple(k for k in FOREGROUND if k != first), 1)[0]
+                second = _pick(rng, tuple(k for k in FOREGROUND if k != first), 1, w)[0]
             long = _plan_event(rng, first, usable)
             long.offset = max(long.offset, min(usable, 4.0))
         start = rng.uniform(0.1, max(0.1, usable - long.offset))
@@ -754,7 +775,7 @@ def plan_scene(
         events += sorted([long, short], key=lambda e: e.onset)
     else:
         k = 3 if structure == "sequence3" else 2
-        keys = _pick(rng, FOREGROUND, k)
+        keys = _pick(rng, FOREGROUND, k, w)
         gaps = rng.uniform(0.3, 0.9, size=k - 1)
         budget = (usable - gaps.sum()) / k
         planned = [_plan_event(rng, key, budget) for key in keys]
@@ -766,7 +787,8 @@ def plan_scene(
             t = event.offset + (gaps[i] if i < k - 1 else 0.0)
         events += planned
     if structure in ("background", "sequence_background"):
-        bg_key = _pick(rng, tuple(k for k in BACKGROUND if k not in {e.type for e in events}), 1)[0]
+        present = {e.type for e in events}
+        bg_key = _pick(rng, tuple(k for k in BACKGROUND if k not in present), 1, w)[0]
         bg = _plan_event(rng, bg_key, seconds, level="normal")
         bg.onset, bg.offset, bg.level, bg.distant = 0.0, seconds, "background", False
         events.append(bg)
@@ -1071,15 +1093,17 @@ def generate_scene(
     sample_rate: int = SAMPLE_RATE,
     seconds: float = SCENE_SECONDS,
     n_captions: int = 5,
+    event_weights: Mapping[str, float] | None = None,
 ) -> Scene:
-    """Scene `index` of the SynthScenes set `seed`: the same inputs give the same scene."""
+    """Scene `index` of the SynthScenes set `seed`: the same inputs give the same scene
+    (`event_weights`: see `plan_scene`)."""
     if index < 0 or seed < 0:
         raise ValueError("seed and index must be >= 0")
     plan_rng = np.random.default_rng([seed, index, 0])
     audio_rng = np.random.default_rng([seed, index, 1])
     caption_rng = np.random.default_rng([seed, index, 2])
     visual_rng = np.random.default_rng([seed, index, 3])
-    structure, events = plan_scene(plan_rng, seconds)
+    structure, events = plan_scene(plan_rng, seconds, event_weights=event_weights)
     waveform = render_scene(audio_rng, events, sample_rate, seconds)
     captions = captions_for(structure, events, caption_rng, n_captions)
     visuals = plan_visuals(visual_rng, events, seconds)
@@ -1094,11 +1118,13 @@ def generate_scenes(
     sample_rate: int = SAMPLE_RATE,
     seconds: float = SCENE_SECONDS,
     n_captions: int = 5,
+    event_weights: Mapping[str, float] | None = None,
 ) -> Iterator[Scene]:
     for index in range(start, start + count):
         yield generate_scene(
-            seed, index, sample_rate=sample_rate, seconds=seconds, n_captions=n_captions
-        )
+            seed, index, sample_rate=sample_rate, seconds=seconds, n_captions=n_captions,
+            event_weights=event_weights,
+        )  # fmt: skip
 
 
 def write_wav(path: Path | str, waveform: np.ndarray, sample_rate: int) -> Path:

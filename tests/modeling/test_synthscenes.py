@@ -85,6 +85,27 @@ def test_events_stay_inside_the_scene_and_sequences_do_not_overlap() -> None:
             assert all(a.offset < b.onset for a, b in itertools.pairwise(fg))
 
 
+def test_event_weights_skew_which_sounds_scenes_hold() -> None:
+    weights = {key: 1.0 for key in S.EVENT_TYPES} | {"speech_man": 50.0, "rain": 50.0}
+    held: Counter[str] = Counter()
+    rng = np.random.default_rng(1)
+    for _ in range(400):
+        _, events = S.plan_scene(rng, event_weights=weights)
+        assert len({e.type for e in events}) == len(events)
+        held.update({e.type for e in events})
+    assert held["speech_man"] > 4 * held["knock"]
+    assert held["rain"] > 2 * held["wind"]  # background sounds follow their weights too
+
+
+def test_event_weights_that_leave_too_few_sounds_are_refused() -> None:
+    one_foreground = {key: float(key in S.BACKGROUND) for key in S.EVENT_TYPES}
+    one_foreground["speech_man"] = 1.0
+    # the structure is drawn first, whatever the weights: find a seed planning two sounds
+    seed = next(i for i in range(50) if S.plan_scene(np.random.default_rng(i))[0] == "sequence")
+    with pytest.raises(ValueError, match="fewer than 2"):
+        S.plan_scene(np.random.default_rng(seed), event_weights=one_foreground)
+
+
 def test_every_label_is_a_real_audioset_class() -> None:
     ontology = {
         entry["id"]: entry
