@@ -547,7 +547,7 @@ def main() -> None:
         args.json.write_text(json.dumps({
             "label": f"SynthScenes simulation ({args.model} {args.preset}, pool {args.pool})",
             "metric": "CIDEr-D",
-            "args": vars(args) | {"json": str(args.json)},
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
             "curves": curves,
             "runs": runs,
             "random_final": random_final,
