@@ -106,15 +106,8 @@ class ACTCaptioner(Captioner):
         return {"audio": self.to_decoder(patches), "mask": mask}
 
     def _decode(self, memory: Memory, tokens: Tensor) -> Tensor:
-        length = tokens.size(1)
-        if length > self.config.max_caption_length:
-            raise ValueError(
-                f"caption of {length} tokens exceeds "
-                f"max_caption_length={self.config.max_caption_length}"
-            )
-        x = self.dropout(self.embedding(tokens) + self.position[:, :length])
-        causal = nn.Transformer.generate_square_subsequent_mask(
-            length, device=tokens.device, dtype=x.dtype
+        x, causal = embed_caption_prefix(
+            tokens, embedding=self.embedding, position=self.position, dropout=self.dropout
         )
         # No key-padding mask on the words: the causal mask already keeps every real position
         # from seeing the <pad> tokens after it, and a padding mask would give fully masked rows.
@@ -135,3 +128,21 @@ class ACTCaptioner(Captioner):
         # so the quadratic cost is small next to the encoder, and the code stays obviously right.
         logits = self._decode(memory, tokens)[:, -1]
         return torch.log_softmax(logits.float(), dim=-1), {}
+
+
+def embed_caption_prefix(
+    tokens: Tensor, *, embedding: nn.Embedding, position: Tensor, dropout: nn.Dropout
+) -> tuple[Tensor, Tensor]:
+    """tokens (B, L) -> word vectors with learned positions (B, L, d), causal mask (L, L).
+
+    The transformer decoders (ACT, V-ACT, the audio-visual models) share this front; ``position``
+    (1, max_caption_length, d) bounds how long a caption may be.
+    """
+    length, limit = tokens.size(1), position.size(1)
+    if length > limit:
+        raise ValueError(f"caption of {length} tokens exceeds max_caption_length={limit}")
+    x = dropout(embedding(tokens) + position[:, :length])
+    causal = nn.Transformer.generate_square_subsequent_mask(
+        length, device=tokens.device, dtype=x.dtype
+    )
+    return x, causal

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from modeling.ml.config_av import AVConfig
 from modeling.ml.mbp import ModalityBalancer
+from modeling.ml.models.act import embed_caption_prefix
 from modeling.ml.models.adaava import cross_attend
 from modeling.ml.models.base import Batch, Captioner, Memory, State, caption_loss, lengths_to_mask
 from modeling.ml.video import FrameCNN
@@ -365,15 +366,8 @@ class AVCaptioner(Captioner):
     # -------------------------------------------------------------- decoder
 
     def _decode(self, memory: Memory, tokens: Tensor) -> Tensor:
-        length = tokens.size(1)
-        if length > self.config.max_caption_length:
-            raise ValueError(
-                f"caption of {length} tokens exceeds "
-                f"max_caption_length={self.config.max_caption_length}"
-            )
-        x = self.dropout(self.embedding(tokens) + self.position[:, :length])
-        causal = nn.Transformer.generate_square_subsequent_mask(
-            length, device=tokens.device, dtype=x.dtype
+        x, causal = embed_caption_prefix(
+            tokens, embedding=self.embedding, position=self.position, dropout=self.dropout
         )
         h = self.decoder(
             x,

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from modeling.ml.config_av import VACTConfig
-from modeling.ml.models.act import PatchEncoder
+from modeling.ml.models.act import PatchEncoder, embed_caption_prefix
 from modeling.ml.models.adaava import AdaAVADecoderLayer
 from modeling.ml.models.base import Batch, Captioner, Memory, State, lengths_to_mask
 from modeling.ml.video import FrameCNN
@@ -148,15 +148,8 @@ class VACTCaptioner(Captioner):
         return memory
 
     def _decode(self, memory: Memory, tokens: Tensor) -> Tensor:
-        length = tokens.size(1)
-        if length > self.config.max_caption_length:
-            raise ValueError(
-                f"caption of {length} tokens exceeds "
-                f"max_caption_length={self.config.max_caption_length}"
-            )
-        x = self.dropout(self.embedding(tokens) + self.position[:, :length])
-        causal = nn.Transformer.generate_square_subsequent_mask(
-            length, device=tokens.device, dtype=x.dtype
+        x, causal = embed_caption_prefix(
+            tokens, embedding=self.embedding, position=self.position, dropout=self.dropout
         )
         if self.decoder is None:
             for layer in self.layers:
