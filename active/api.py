@@ -1,4 +1,4 @@
-"""Active-learning API (mounted on /api/ by core.api): a batch's strategy, scores and flag
+"""Active-learning API (mounted on /api/ by earmark.api): a batch's strategy, scores and flag
 rate; promotion decisions; retrains; learning curves.
 
 As on the pages: a project you are not in is a 404; researchers and reviewers read;
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from ninja import Router, Schema
 from ninja.errors import HttpError
@@ -19,9 +19,9 @@ from ninja.responses import Status
 from active import services
 from active.models import ClipScore, PromotionDecision, Retrain
 from annotation.models import Batch
+from core.access import TERSE, project_for_api
 from core.models import Project, Role
 from core.schemas import ErrorOut
-from core.services import require_role
 
 router = Router(tags=["active learning"])
 
@@ -83,17 +83,6 @@ class CurveIn(Schema):
     curves: dict[str, list[dict[str, Any]]]
 
 
-def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
-    project = Project.objects.filter(slug=slug).first()
-    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
-        raise HttpError(404, "No such project.")
-    try:
-        require_role(project, request.user, *roles)
-    except PermissionDenied:
-        raise HttpError(403, "Your role in this project does not allow that.") from None
-    return project
-
-
 def _batch(project: Project, batch_id: int) -> Batch:
     batch = Batch.objects.filter(project=project, pk=batch_id).first()
     if batch is None:
@@ -118,14 +107,14 @@ def _batch_out(batch: Batch) -> dict[str, Any]:
 
 @router.get("/projects/{slug}/batches/{batch_id}/active", response=BatchActiveOut)
 def batch_active(request: HttpRequest, slug: str, batch_id: int) -> Any:
-    return _batch_out(_batch(_project(request, slug, *READ), batch_id))
+    return _batch_out(_batch(project_for_api(request, slug, *READ, refusals=TERSE), batch_id))
 
 
 @router.post(
     "/projects/{slug}/batches/{batch_id}/active", response={200: BatchActiveOut, 400: ErrorOut}
 )
 def batch_active_set(request: HttpRequest, slug: str, batch_id: int, body: BatchActiveIn) -> Any:
-    batch = _batch(_project(request, slug, *WRITE), batch_id)
+    batch = _batch(project_for_api(request, slug, *WRITE, refusals=TERSE), batch_id)
     try:
         services.batch_configure(
             batch=batch,
@@ -141,7 +130,7 @@ def batch_active_set(request: HttpRequest, slug: str, batch_id: int, body: Batch
 
 @router.get("/projects/{slug}/active/decisions", response=list[DecisionOut])
 def decisions(request: HttpRequest, slug: str) -> Any:
-    project = _project(request, slug, *READ)
+    project = project_for_api(request, slug, *READ, refusals=TERSE)
     return [
         {
             "id": d.pk,
@@ -160,13 +149,13 @@ def decisions(request: HttpRequest, slug: str) -> Any:
 
 @router.get("/projects/{slug}/active/retrains", response=list[RetrainOut])
 def retrains(request: HttpRequest, slug: str) -> Any:
-    project = _project(request, slug, *READ)
+    project = project_for_api(request, slug, *READ, refusals=TERSE)
     return list(Retrain.objects.filter(project=project)[:200])
 
 
 @router.post("/projects/{slug}/active/retrains", response={202: RetrainOut})
 def retrain_start(request: HttpRequest, slug: str) -> Any:
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE, refusals=TERSE)
     retrain = services.retrain_start(
         project=project,
         trigger=Retrain.Trigger.MANUAL,
@@ -178,12 +167,12 @@ def retrain_start(request: HttpRequest, slug: str) -> Any:
 
 @router.get("/projects/{slug}/active/curve", response=list[dict[str, Any]])
 def curve(request: HttpRequest, slug: str) -> Any:
-    return services.curve_series(project=_project(request, slug, *READ))
+    return services.curve_series(project=project_for_api(request, slug, *READ, refusals=TERSE))
 
 
 @router.post("/projects/{slug}/active/curve", response={201: dict[str, int], 400: ErrorOut})
 def curve_import(request: HttpRequest, slug: str, body: CurveIn) -> Any:
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE, refusals=TERSE)
     try:
         n = services.curve_import(project=project, user=request.user, data=body.dict())
     except ValidationError as exc:

@@ -1,8 +1,26 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from annotation.models import Assignment
 
 
 class ActiveConfig(AppConfig):
     name = "active"
     verbose_name = "Active learning: ranking, flags, pre-suggestions and retraining"
+
+    def ready(self) -> None:
+        from annotation.signals import assignment_submitted
+
+        assignment_submitted.connect(
+            _assignment_submitted, dispatch_uid="active.assignment_submitted"
+        )
+
+
+def _assignment_submitted(sender: type, *, assignment: Assignment, **kwargs: Any) -> None:
+    from active.services import assignment_submitted
+
+    assignment_submitted(assignment=assignment)

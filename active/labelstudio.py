@@ -32,15 +32,16 @@ from typing import Any
 from xml.etree import ElementTree
 
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from active import services
 from active.models import Retrain
+from core.access import TERSE, project_membership
 from core.models import Project, Role
-from core.services import api_token_authenticate, require_role
+from core.services import api_token_authenticate
 from curation.models import Clip
 from modeling.models import Suggestion
 
@@ -85,13 +86,12 @@ def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
         raise Refused(
             401, "Authenticate with an Earmark API token (Bearer, or basic auth password)."
         )
-    project = Project.objects.filter(slug=slug).first()
-    if project is None or (project.role_of(user) is None and not user.is_staff):
-        raise Refused(404, "No such project.")
     try:
-        require_role(project, user, *roles)
+        project, _ = project_membership(user, slug, *roles)
+    except Http404:
+        raise Refused(404, TERSE.not_found) from None
     except PermissionDenied:
-        raise Refused(403, "Your role in this project does not allow that.") from None
+        raise Refused(403, TERSE.forbidden_for(roles)) from None
     request.user = user
     return project
 

@@ -3,7 +3,7 @@ ordered a batch's HITs, suggestions shown to annotators and how much they edited
 which captions were checked for flags, retrain triggers, promotion decisions and the
 learning-curve points.
 
-The scoring itself is pure (active/scoring.py); active/services.py joins it to these rows.
+The scoring itself is pure (active/scoring.py); active/services/ joins it to these rows.
 """
 
 from __future__ import annotations

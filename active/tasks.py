@@ -5,13 +5,13 @@ from celery import shared_task
 
 @shared_task(name="active.tasks.retrain_watch")
 def retrain_watch() -> list[int]:
-    from active.services import retrain_watch as watch
+    from active.services.retraining import retrain_watch as watch
 
     return [retrain.pk for retrain in watch()]
 
 
 @shared_task(name="active.tasks.flags_sweep")
 def flags_sweep() -> list[int]:
-    from active.services import flags_sweep as sweep
+    from active.services.flags import flags_sweep as sweep
 
     return [job.pk for job in sweep()]

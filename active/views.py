@@ -16,9 +16,9 @@ from active.charts import curve_svg
 from active.forms import BatchActiveForm, ProjectActiveForm
 from active.models import PromotionDecision, Retrain
 from annotation.models import Batch
+from core.access import project_for_page
 from core.models import Role
 from core.services import job_enqueue
-from core.views import _project_for
 from modeling.models import TrainingRun
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
@@ -28,7 +28,7 @@ WRITE = (Role.RESEARCHER,)
 @login_required
 def loop(request: HttpRequest, slug: str) -> HttpResponse:
     roles = WRITE if request.method == "POST" else READ
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     config = services.project_config(project=project)
     form = ProjectActiveForm(
         request.POST or None,
@@ -66,7 +66,7 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def retrain(request: HttpRequest, slug: str) -> HttpResponse:
-    project, _ = _project_for(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     started = services.retrain_start(
         project=project,
         trigger=Retrain.Trigger.MANUAL,
@@ -81,7 +81,7 @@ def retrain(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def promote_if_better(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     run = get_object_or_404(TrainingRun, project=project, pk=run_id)
     try:
         decision = services.run_promote_if_better(run=run)
@@ -95,7 +95,7 @@ def promote_if_better(request: HttpRequest, slug: str, run_id: int) -> HttpRespo
 @login_required
 @require_POST
 def batch_configure(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     batch = get_object_or_404(Batch, project=project, pk=pk)
     form = BatchActiveForm(request.POST)
     try:
@@ -116,7 +116,7 @@ def batch_configure(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def batch_flag(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *READ)
+    project, _ = project_for_page(request, slug, *READ)
     batch = get_object_or_404(Batch, project=project, pk=pk)
     job = job_enqueue(
         kind="batch_flag",
@@ -132,7 +132,7 @@ def batch_flag(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def curve(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *READ)
+    project, role = project_for_page(request, slug, *READ)
     series = services.curve_series(project=project)
     return render(
         request,

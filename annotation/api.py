@@ -1,10 +1,10 @@
-"""Annotation API (mounted on /api/ by core.api): batches, the worker's assignments and
-captions, and review.
+"""Annotation API (mounted on /api/ by earmark.api): batches, and the worker's assignments
+and captions. Review lives in crowd.api.
 
 Who sees what, as on the pages:
-- /api/projects/{slug}/batches…, …/review, …/assignments/{id}: a project you are not in is
-  a 404; researchers and reviewers read and review; only researchers create, publish, pause
-  and close batches; annotators get 403.
+- /api/projects/{slug}/batches…: a project you are not in is a 404; researchers and
+  reviewers read; only researchers create, publish, pause and close batches; annotators
+  get 403.
 - /api/work/…: the worker's own assignments. An assignment exists only for the worker
   holding it: anyone else (another worker, the project's researcher, an outsider) gets 404,
   and a worker's answers carry nothing of other workers (no captions, pay or names).
@@ -16,9 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import EmptyPage, Paginator
 from django.db import connection
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -28,12 +27,11 @@ from ninja.responses import Status
 
 from annotation import rules, services
 from annotation.models import Assignment, Batch, Caption, HitClip
+from core.access import project_for_api
 from core.media import media_response
-from core.models import Membership, Project, Role
-from core.schemas import ErrorOut
-from core.services import require_role
+from core.models import Membership, Role
+from core.schemas import ErrorOut, FieldErrorsOut, error_text, page_or_404, refusal
 from crowd import services as crowd_services
-from crowd.models import RejectReason
 from crowd.queries import blocks_of
 from curation.models import Clip, Label, Split, Subset, WordLabel
 
@@ -41,17 +39,10 @@ router = Router(tags=["annotation"])
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
-MAX_PER_PAGE = 500
 MAX_MINE = 200  # the worker's own list, newest first
 
 
 # Schemas --------------------------------------------------------------------------------
-
-
-class FieldErrorsOut(Schema):
-    detail: str
-    # field -> messages; captions are "caption-<clip id>", fixes "fix-<caption id>"
-    errors: dict[str, list[str]]
 
 
 class ProgressOut(Schema):
@@ -175,71 +166,6 @@ class SubmitIn(Schema):
     captions: dict[int, str] = Field(description="clip id -> caption, one per clip of the HIT")
 
 
-class FlagOut(Schema):
-    reason: str
-    created_at: datetime
-
-
-class ReviewCaptionOut(Schema):
-    id: int
-    clip_id: int
-    audio_url: str | None
-    text: str  # as the worker typed it
-    fixed_text: str  # a reviewer's correction, "" when none
-    heard: bool  # the worker heard the clip to the end on the HIT page
-    video_hint_opened_at: datetime | None
-    hints: list[str]
-    flags: list[FlagOut]
-
-
-class WorkerOut(Schema):
-    id: int
-    username: str
-
-
-class ReviewOut(Schema):
-    decision: str
-    reason: str
-    feedback: str
-    reviewer: str | None
-    automatic: bool
-    created_at: datetime
-
-
-class ReviewAssignmentOut(Schema):
-    id: int
-    state: str
-    batch_id: int
-    batch: str
-    worker: WorkerOut
-    accepted_at: datetime
-    submitted_at: datetime | None
-    auto_approve_at: datetime | None
-    captions: list[ReviewCaptionOut]
-    review: ReviewOut | None
-
-
-class ReviewPageOut(Schema):
-    count: int
-    page: int
-    pages: int
-    items: list[ReviewAssignmentOut]
-
-
-class ApproveIn(Schema):
-    feedback: str = ""
-
-
-class RejectIn(Schema):
-    reason: str = Field(description=f"one of {', '.join(RejectReason.values)}")
-    feedback: str = Field("", description="empty: the reason's standard feedback")
-
-
-class FixIn(Schema):
-    fixes: dict[int, str] = Field(description="caption id -> corrected text (both kept)")
-    feedback: str = ""
-
-
 class CaptionOut(Schema):
     id: int
     clip_id: int
@@ -261,20 +187,8 @@ class CaptionPageOut(Schema):
 # Access ---------------------------------------------------------------------------------
 
 
-def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
-    project = Project.objects.filter(slug=slug).first()
-    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
-        raise HttpError(404, f"No project {slug!r} (or you are not in it).")
-    try:
-        require_role(project, request.user, *roles)
-    except PermissionDenied:
-        who = "researchers" if roles == WRITE else "researchers and reviewers"
-        raise HttpError(403, f"Only the project's {who} may do this.") from None
-    return project
-
-
 def _batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> Batch:
-    project = _project(request, slug, *roles)
+    project = project_for_api(request, slug, *roles)
     batch = (
         Batch.objects.select_related("project", "subset")
         .annotate(n_hits=Count("hits"))
@@ -284,18 +198,6 @@ def _batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> Batch
     if batch is None:
         raise HttpError(404, f"No batch #{batch_id} in project {slug!r}.")
     return batch
-
-
-def _project_assignment(request: HttpRequest, slug: str, pk: int) -> Assignment:
-    project = _project(request, slug, *READ)
-    assignment = (
-        _review_rows(Assignment.objects.filter(hit__batch__project=project, pk=pk))
-        .select_related("review__reviewer")
-        .first()
-    )
-    if assignment is None:
-        raise HttpError(404, f"No assignment #{pk} in project {slug!r}.")
-    return assignment
 
 
 def _mine(request: HttpRequest, pk: int) -> Assignment:
@@ -308,28 +210,8 @@ def _mine(request: HttpRequest, pk: int) -> Assignment:
     return assignment
 
 
-def _messages(exc: ValidationError) -> str:
-    return " ".join(exc.messages)
-
-
-def _refused(exc: ValidationError) -> Status:
-    """400 with the field errors when the input was wrong; 409 when the object's state
-    refuses the change (already submitted, out of time, already reviewed)."""
-    if hasattr(exc, "error_dict"):
-        return Status(400, {"detail": _messages(exc), "errors": exc.message_dict})
-    return Status(409, {"detail": _messages(exc)})
-
-
 def _seconds(delta: timedelta) -> int:
     return int(delta.total_seconds())
-
-
-def _page(rows: QuerySet[Any], page: int, per_page: int) -> tuple[Paginator, Any]:
-    paginator = Paginator(rows, max(1, min(per_page, MAX_PER_PAGE)))
-    try:
-        return paginator, paginator.page(page)
-    except EmptyPage:
-        raise HttpError(404, f"No page {page}; there are {paginator.num_pages}.") from None
 
 
 # Batches (researchers; reviewers read) -------------------------------------------------
@@ -355,7 +237,7 @@ def _batch_out(batch: Batch) -> dict[str, Any]:
     "/projects/{slug}/batches", response={200: list[BatchOut], 403: ErrorOut, 404: ErrorOut}
 )
 def batch_list(request: HttpRequest, slug: str) -> Any:
-    project = _project(request, slug, *READ)
+    project = project_for_api(request, slug, *READ)
     batches = project.batches.select_related("subset").annotate(n_hits=Count("hits"))
     return [_batch_out(b) for b in batches]
 
@@ -367,7 +249,7 @@ def batch_list(request: HttpRequest, slug: str) -> Any:
 def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
     """Creates a batch of HITs from a subset's split and publishes it (unless `publish` is
     false): one HIT per `clips_per_hit` fetched clips."""
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE)
     subset = Subset.objects.filter(project=project, slug=payload.subset).first()
     if subset is None:
         message = f"No subset {payload.subset!r} in project {slug!r}."
@@ -391,7 +273,7 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
     except ValidationError as exc:
         if not hasattr(exc, "error_dict"):
             exc = ValidationError({"__all__": exc.messages})
-        return _refused(exc)
+        return refusal(exc)
     return Status(201, _batch_out(_batch(request, slug, batch.pk, *WRITE)))
 
 
@@ -408,7 +290,7 @@ def _batch_move(request: HttpRequest, slug: str, batch_id: int, state: str) -> A
     try:
         services.batch_move(batch=batch, state=state, user=request.user)
     except ValidationError as exc:
-        return Status(409, {"detail": _messages(exc)})
+        return Status(409, {"detail": error_text(exc)})
     return _batch_out(_batch(request, slug, batch_id, *WRITE))
 
 
@@ -455,7 +337,7 @@ def batch_captions(
     )
     if state:
         captions = captions.filter(assignment__state=state)
-    paginator, current = _page(captions.order_by("created_at", "id"), page, per_page)
+    paginator, current = page_or_404(captions.order_by("created_at", "id"), page, per_page)
     items = [
         {
             **{f: getattr(c, f) for f in ("id", "clip_id", "assignment_id", "text", "fixed_text")},
@@ -469,11 +351,6 @@ def batch_captions(
 
 
 # Work (the worker's own assignments) ----------------------------------------------------
-
-
-def _word(label: Label) -> str:
-    """The word hint a label shows as: its word label ("dog"), or itself without one."""
-    return label.word_label.name if label.word_label else label.name
 
 
 def _hints_by_clip(clip_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
@@ -497,6 +374,7 @@ def _hints_by_clip(clip_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         rows = cursor.fetchall()
     words: dict[int, dict[str, list[dict[str, str]]]] = {}
     for clip_id, name, description, word in rows:
+        # the rule of Label.word, on raw rows
         words.setdefault(clip_id, {}).setdefault(word or name, []).append(
             {"name": name, "description": description}
         )
@@ -652,7 +530,7 @@ def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> 
     except PermissionDenied:
         raise HttpError(404, f"No assignment #{assignment_id} of yours.") from None
     except ValidationError as exc:
-        return _refused(exc)
+        return refusal(exc)
     return _brief_out(assignment)
 
 
@@ -666,144 +544,5 @@ def work_return(request: HttpRequest, assignment_id: int) -> Any:
     try:
         assignment = services.assignment_return(assignment=assignment, worker=request.user)
     except ValidationError as exc:
-        return Status(409, {"detail": _messages(exc)})
+        return Status(409, {"detail": error_text(exc)})
     return _brief_out(assignment)
-
-
-# Review (researchers and reviewers) -----------------------------------------------------
-
-
-def _review_rows(rows: QuerySet[Assignment]) -> QuerySet[Assignment]:
-    captions = Caption.objects.select_related("clip").prefetch_related(
-        Prefetch("clip__labels", queryset=Label.objects.select_related("word_label")),
-        "flags",
-    )
-    return rows.select_related("hit__batch__project", "worker").prefetch_related(
-        Prefetch("captions", queryset=captions.order_by("id")), "video_hints", "listens"
-    )
-
-
-def _review_out(assignment: Assignment) -> dict[str, Any]:
-    batch = assignment.hit.batch
-    slug = batch.project.slug
-    opened = {v.clip_id: v.opened_at for v in assignment.video_hints.all()}
-    heard = {listen.clip_id for listen in assignment.listens.all()}
-    review = getattr(assignment, "review", None) if assignment.reviewed_at else None
-    return {
-        **{f: getattr(assignment, f) for f in ("id", "state", "accepted_at", "submitted_at")},
-        "batch_id": batch.pk,
-        "batch": batch.name,
-        "worker": {"id": assignment.worker_id, "username": assignment.worker.get_username()},
-        "auto_approve_at": (
-            assignment.submitted_at + batch.auto_approve_delay
-            if assignment.state == Assignment.State.SUBMITTED and assignment.submitted_at
-            else None
-        ),
-        "captions": [
-            {
-                **{f: getattr(c, f) for f in ("id", "clip_id", "text", "fixed_text")},
-                "audio_url": reverse("clip_audio", args=[slug, c.clip_id])
-                if c.clip.audio
-                else None,
-                "heard": c.clip_id in heard,
-                "video_hint_opened_at": opened.get(c.clip_id),
-                "hints": sorted({_word(label) for label in c.clip.labels.all()}),
-                "flags": [{"reason": f.reason, "created_at": f.created_at} for f in c.flags.all()],
-            }
-            for c in assignment.captions.all()
-        ],
-        "review": None
-        if review is None
-        else {
-            **{f: getattr(review, f) for f in ("decision", "reason", "feedback", "automatic")},
-            "reviewer": review.reviewer.get_username() if review.reviewer else None,
-            "created_at": review.created_at,
-        },
-    }
-
-
-@router.get(
-    "/projects/{slug}/review",
-    response={200: ReviewPageOut, 403: ErrorOut, 404: ErrorOut},
-)
-def review_queue(
-    request: HttpRequest,
-    slug: str,
-    batch: int | None = None,
-    worker: int | None = None,
-    page: int = 1,
-    per_page: int = 20,
-) -> Any:
-    """Submitted assignments waiting for review: flagged first, then oldest first."""
-    project = _project(request, slug, *READ)
-    queue = crowd_services.review_queue(project=project)
-    if batch is not None:
-        queue = queue.filter(hit__batch_id=batch)
-    if worker is not None:
-        queue = queue.filter(worker_id=worker)
-    paginator, current = _page(_review_rows(queue), page, per_page)
-    items = [_review_out(a) for a in current]
-    return {"count": paginator.count, "page": page, "pages": paginator.num_pages, "items": items}
-
-
-@router.get(
-    "/projects/{slug}/assignments/{assignment_id}",
-    response={200: ReviewAssignmentOut, 403: ErrorOut, 404: ErrorOut},
-)
-def review_assignment(request: HttpRequest, slug: str, assignment_id: int) -> Any:
-    return _review_out(_project_assignment(request, slug, assignment_id))
-
-
-REVIEW_RESPONSES = {
-    200: ReviewAssignmentOut,
-    400: FieldErrorsOut,
-    403: ErrorOut,
-    404: ErrorOut,
-    409: ErrorOut,
-}
-
-
-@router.post("/projects/{slug}/assignments/{assignment_id}/approve", response=REVIEW_RESPONSES)
-def review_approve(request: HttpRequest, slug: str, assignment_id: int, payload: ApproveIn) -> Any:
-    """Approves submitted work; the worker's reward is booked with the approval."""
-    assignment = _project_assignment(request, slug, assignment_id)
-    try:
-        crowd_services.review_approve(
-            assignment=assignment, reviewer=request.user, feedback=payload.feedback.strip()
-        )
-    except ValidationError as exc:
-        return _refused(exc)
-    return _review_out(_project_assignment(request, slug, assignment_id))
-
-
-@router.post("/projects/{slug}/assignments/{assignment_id}/reject", response=REVIEW_RESPONSES)
-def review_reject(request: HttpRequest, slug: str, assignment_id: int, payload: RejectIn) -> Any:
-    """Rejects submitted work with a canned reason; the HIT's slot re-opens for another
-    worker, and the worker reads `feedback` (or the reason's standard text)."""
-    assignment = _project_assignment(request, slug, assignment_id)
-    try:
-        crowd_services.review_reject(
-            assignment=assignment,
-            reviewer=request.user,
-            reason=payload.reason,
-            feedback=payload.feedback,
-        )
-    except ValidationError as exc:
-        return _refused(exc)
-    return _review_out(_project_assignment(request, slug, assignment_id))
-
-
-@router.post("/projects/{slug}/assignments/{assignment_id}/fix", response=REVIEW_RESPONSES)
-def review_fix(request: HttpRequest, slug: str, assignment_id: int, payload: FixIn) -> Any:
-    """Corrects captions' text (the worker's version is kept beside it), then approves."""
-    assignment = _project_assignment(request, slug, assignment_id)
-    try:
-        crowd_services.review_approve(
-            assignment=assignment,
-            reviewer=request.user,
-            feedback=payload.feedback.strip(),
-            fixes=payload.fixes,
-        )
-    except ValidationError as exc:
-        return _refused(exc)
-    return _review_out(_project_assignment(request, slug, assignment_id))

@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from curation.models import Split
+from curation.models import Clip, Split
 
 
 class Batch(models.Model):
@@ -121,7 +121,9 @@ class Hit(models.Model):
     # Assignments holding a slot (accepted, submitted, approved). Changed only with F()
     # under the row lock, so the check constraint below is the last word on over-filling.
     taken = models.PositiveSmallIntegerField(default=0)
-    clips = models.ManyToManyField("curation.Clip", through="HitClip", related_name="hits")
+    clips: models.ManyToManyField[Clip, HitClip] = models.ManyToManyField(
+        "curation.Clip", through="HitClip", related_name="hits"
+    )
     # MTurk mode: the HIT created for it there ("" while not on MTurk)
     mturk_hit_id = models.CharField(max_length=64, blank=True)
 

@@ -22,12 +22,12 @@ unless configured otherwise; credentials are boto3's usual (AWS_ACCESS_KEY_ID, â
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
+from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import signing
@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Batch, Hit
 from core.models import Membership, Project, Role
+from core.progress import ProgressFn, no_progress
 from core.services import membership_add, require_role
 from crowd.models import BatchRequirements
 
@@ -54,12 +55,7 @@ NUMBER_APPROVED = "00000000000000000040"
 TOKEN_SALT = "annotation.mturk"
 USERNAME_PREFIX = "mturk-"
 
-ProgressFn = Callable[..., None]
 logger = logging.getLogger(__name__)
-
-
-def _no_progress(done: int, total: int | None = None, message: str = "") -> None:
-    pass
 
 
 def mturk_client() -> Any:
@@ -131,7 +127,7 @@ def _check_publishable(batch: Batch) -> None:
 
 
 def batch_mturk_publish(
-    *, batch: Batch, by: Any, client: Any = None, progress: ProgressFn = _no_progress
+    *, batch: Batch, by: Any, client: Any = None, progress: ProgressFn = no_progress
 ) -> dict[str, Any]:
     """Creates the batch's HIT type and one MTurk HIT per local HIT not yet there. Safe to
     run again after a failure: HITs already created keep their ids, and each creation
@@ -348,7 +344,13 @@ def _decided_there(client: Any, assignment: Assignment) -> bool:
     ours is logged: MTurk's stands."""
     try:
         status = client.get_assignment(AssignmentId=assignment.mturk_assignment_id)
-    except Exception:
+    except (ClientError, BotoCoreError) as exc:  # refused or unreachable: asked again next run
+        logger.warning(
+            "MTurk did not say how assignment #%s (%s) stands: %s",
+            assignment.pk,
+            assignment.mturk_assignment_id,
+            _error(exc),
+        )
         return False
     decided = status.get("Assignment", {}).get("AssignmentStatus")
     if decided not in ("Approved", "Rejected"):

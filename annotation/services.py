@@ -36,6 +36,7 @@ from annotation.models import (
     HitClip,
     VideoHintView,
 )
+from annotation.signals import assignment_submitted
 from core.models import Membership, Role
 from core.services import require_role
 from crowd.models import LedgerEntry
@@ -413,10 +414,9 @@ def assignment_submit(
                 Caption(assignment=assignment, clip_id=clip_id, text=text, created_at=now)
                 for clip_id, text in texts.items()
             )
-            # edit distances to the suggestions shown (edit mode), flag checks on commit
-            from active.services import assignment_submitted
-
-            assignment_submitted(assignment=assignment)
+            # active records edit distances to the suggestions shown (edit mode) and queues
+            # flag checks on commit
+            assignment_submitted.send(sender=Assignment, assignment=assignment)
     if late:
         raise ValidationError("The time allotted for this HIT ran out; it went back to the pool.")
     return assignment

@@ -15,9 +15,9 @@ from active.services import presuggested_texts
 from annotation import rules, services
 from annotation.forms import BatchForm, BatchStateForm, ClipReportForm
 from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, VideoHintView
+from core.access import project_for_page
 from core.media import media_response
 from core.models import Membership, Role
-from core.views import _project_for
 from crowd.services import blocked_everywhere
 from curation.models import Clip, Label
 
@@ -153,8 +153,7 @@ def _hints(clip: Clip) -> list[dict[str, Any]]:
     for itself."""
     by_word: dict[str, list[Label]] = {}
     for label in clip.labels.all():
-        word = label.word_label.name if label.word_label else label.name
-        by_word.setdefault(word, []).append(label)
+        by_word.setdefault(label.word, []).append(label)
     return [{"word": word, "labels": labels} for word, labels in sorted(by_word.items())]
 
 
@@ -303,7 +302,7 @@ def _form_errors(form: ClipReportForm) -> str:
 def batch_list(request: HttpRequest, slug: str) -> HttpResponse:
     # reviewers may look; only researchers publish
     roles = [Role.RESEARCHER] if request.method == "POST" else [Role.RESEARCHER, Role.REVIEWER]
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     form = BatchForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         try:
@@ -320,7 +319,7 @@ def batch_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def batch_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, role = _project_for(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    project, role = project_for_page(request, slug, Role.RESEARCHER, Role.REVIEWER)
     batch = get_object_or_404(Batch.objects.select_related("subset"), project=project, pk=pk)
     hinted = VideoHintView.objects.filter(assignment=OuterRef("assignment"), clip=OuterRef("clip"))
     captions = (
@@ -346,7 +345,7 @@ def batch_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def batch_state(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, Role.RESEARCHER)
+    project, _ = project_for_page(request, slug, Role.RESEARCHER)
     batch = get_object_or_404(Batch, project=project, pk=pk)
     form = BatchStateForm(request.POST)
     try:

@@ -71,15 +71,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+import synthscenes
 from active import scoring
 from corpus.evaluation import evaluate
-from modeling.ml import synthscenes
 from modeling.ml.checkpoint import load_checkpoint
-from modeling.ml.config import TRAIN_PRESETS, RunConfig, VocabConfig, model_preset
+from modeling.ml.config import RunConfig, VocabConfig
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.decoding import beam_search, greedy
 from modeling.ml.features import extract, feature_preset
-from modeling.ml.trainer import pick_device, to_device, train
+from modeling.ml.presets import TRAIN_PRESETS, model_preset
+from modeling.ml.runtime import pick_device, to_device
+from modeling.ml.trainer import train
 from modeling.ml.vocab import BOS_ID, EOS_ID, Vocabulary, tokenize
 
 SEED = 2026
@@ -185,7 +187,7 @@ def flag_report(
             values["consensus"][bad].append(cider.score(text, others))
             if suggestion and entropy is not None and entropy <= thresholds.model_max_entropy:
                 values["model"][bad].append(cider.score(text, [suggestion]))
-            evidence = dict(text=text, others=others, suggestion=suggestion,
+            evidence: dict[str, Any] = dict(text=text, others=others, suggestion=suggestion,
                             suggestion_entropy=entropy, hints=hints, cider=cider)  # fmt: skip
             for f in scoring.caption_findings(**evidence, thresholds=alone):
                 found[f.kind].add((c, k))
@@ -524,12 +526,12 @@ def main() -> None:
         for strategy in strategies:
             reach = reach_at(curves[strategy], target)
             needed[strategy] = reach
-            share = f"{100 * reach / final_captions:.0f}%" if reach else "not reached"
+            reached = f"{100 * reach / final_captions:.0f}%" if reach else "not reached"
             per_seed = []
             for k, run_seed in enumerate(seeds):
                 own = reach_at(runs[strategy][k], runs["random"][k][-1]["value"])
                 per_seed.append(f"seed {run_seed}: {own or '-'}")
-            print(f"  {strategy:12} {reach or '-'} captions ({share}); against each seed's own "
+            print(f"  {strategy:12} {reach or '-'} captions ({reached}); against each seed's own "
                   f"random final: {', '.join(per_seed)}")  # fmt: skip
         random_final = {"captions": final_captions, "value": target}
 
@@ -537,7 +539,7 @@ def main() -> None:
     if held and flag_model is not None and not args.skip_flags:
         model, vocab = flag_model
         hyps = decode(model, vocab, feats["held"], 3)
-        suggestions = [
+        suggestions: list[tuple[str | None, float | None]] = [
             (vocab.decode(h[0].tokens), h[0].entropy) if h else (None, None) for h in hyps
         ]
         flags = flag_report(held, suggestions, swap=args.swap, seed=args.data_seed + 1)

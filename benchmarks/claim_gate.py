@@ -14,6 +14,7 @@ import argparse
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from _django import setup
@@ -34,7 +35,7 @@ def main() -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from annotation.models import Assignment, Hit
+    from annotation.models import Assignment, Batch, Hit
     from annotation.services import assignment_submit, batch_publish, hit_claim
     from core.models import Role
     from core.services import membership_add, project_create
@@ -66,7 +67,7 @@ def main() -> None:
         )
         return subset
 
-    def publish(subset: Subset, per_clip: int):  # type: ignore[no-untyped-def]
+    def publish(subset: Subset, per_clip: int) -> Batch:
         return batch_publish(
             subset=subset,
             split=Split.VAL,
@@ -125,7 +126,13 @@ def main() -> None:
         queries: list[int] = []
         counted = [0]
 
-        def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        def count(
+            execute: Callable[..., object],
+            sql: str,
+            params: object,
+            many: bool,
+            context: dict[str, object],
+        ) -> object:
             counted[0] += 1
             return execute(sql, params, many, context)
 

@@ -15,6 +15,7 @@ peak (Python allocations during the step, not timed) is the figure to compare ac
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import threading
@@ -93,7 +94,7 @@ def main() -> None:
         ("jsonl", ["val", "test"]),
     ]:
         snapshot = snapshot_create(project=project, fmt=fmt, text="raw", splits=splits)
-        built, elapsed, cpu, grew = measured(lambda s=snapshot: snapshot_build(snapshot=s))
+        built, elapsed, cpu, grew = measured(functools.partial(snapshot_build, snapshot=snapshot))
         captions = built.total_captions
         print(
             f"export {fmt:9} {'+'.join(splits):8}: {captions:,} captions in {elapsed:.2f} s = "

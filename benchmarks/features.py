@@ -109,7 +109,7 @@ def main() -> None:
 
     import torch
 
-    from modeling.ml import synthscenes
+    import synthscenes
 
     global PROCESSES
     PROCESSES = args.processes

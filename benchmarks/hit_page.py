@@ -162,15 +162,15 @@ def main() -> None:
         ClipReport(assignment=assignment, worker=abe, clip=clip, problem="audio_broken")
         for clip in rng.sample(clips, 50)
     )
-    times: dict[str, list[float]] = {"no reports": [], "50 reports": []}
+    claim_times: dict[str, list[float]] = {"no reports": [], "50 reports": []}
     for _ in range(args.renders):
         for label, worker in (("no reports", ann), ("50 reports", abe)):
             started = time.perf_counter()
             claimed = hit_claim(worker=worker, batch=batch)
-            times[label].append((time.perf_counter() - started) * 1000)
+            claim_times[label].append((time.perf_counter() - started) * 1000)
             assert claimed is not None
             assignment_return(assignment=claimed, worker=worker)
-    for label, values in times.items():
+    for label, values in claim_times.items():
         print(f"hit_claim, worker with {label}: {ms(values)} ms")
 
     # 4. the rules in Chromium, as the page runs them on each keystroke

@@ -70,6 +70,7 @@ def main() -> None:
                 time.sleep(0.01)
             latencies.append(time.perf_counter() - sent)
             job.refresh_from_db()
+            assert job.started_at is not None
             queue_waits.append((job.started_at - job.created_at).total_seconds())
     finally:
         worker.terminate()

@@ -250,7 +250,9 @@ class Meter:
 
         self.server = server
         with psycopg.connect(dsn, autocommit=True) as conn:
-            (backend,) = conn.execute("SELECT pg_backend_pid()").fetchone()
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        (backend,) = row
         fields = _stat(backend)
         if fields is None:
             raise SystemExit("PostgreSQL must run on this machine to meter its CPU.")

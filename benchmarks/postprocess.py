@@ -18,6 +18,7 @@ import argparse
 import csv
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,6 +76,7 @@ def _db_run(texts: list[str]) -> None:
     from annotation.models import Caption
     from core.models import Project
     from curation.models import Clip, Split, Subset, SubsetClip
+    from postprocessing.languagetool import Correction, LanguageToolUnavailable
     from postprocessing.services import captions_postprocess
 
     user_project = Project.objects.create(name="bench", slug="bench-postprocess")
@@ -98,9 +100,7 @@ def _db_run(texts: list[str]) -> None:
     class Off:
         failure = "benchmark: off"
 
-        def correct_many(self, batch: list[str]) -> list[object]:
-            from postprocessing.languagetool import LanguageToolUnavailable
-
+        def correct_many(self, batch: Sequence[str]) -> list[Correction]:
             raise LanguageToolUnavailable(self.failure)
 
     start = time.perf_counter()

@@ -38,22 +38,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+import synthscenes
 from corpus.evaluation import evaluate
-from modeling.ml import retrieval, synthscenes
+from modeling.ml import retrieval
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.cider import CiderD
-from modeling.ml.config import TRAIN_PRESETS, RunConfig, VocabConfig, model_preset
+from modeling.ml.config import RunConfig, VocabConfig
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.decoding import beam_search
 from modeling.ml.features import extract, feature_preset
 from modeling.ml.keywords import KeywordVocabulary
+from modeling.ml.presets import TRAIN_PRESETS, model_preset
 from modeling.ml.registry import uses_video
-from modeling.ml.trainer import pick_device, to_device, train
+from modeling.ml.runtime import pick_device, to_device
+from modeling.ml.trainer import train
 from modeling.ml.video import pixel_features
 from modeling.ml.vocab import BOS_ID, EOS_ID, Vocabulary, tokenize
 
 SEED = 2026
-# the paper recipes (modeling.ml.config.TRAIN_PRESETS) with epochs from the command line
+# the paper recipes (modeling.ml.presets.TRAIN_PRESETS) with epochs from the command line
 RECIPES = {"nn": "audiocaps", "lstm": "audiocaps", "tempatt": "audiocaps",
            "topdown": "audiocaps", "act": "act", "bilstm": "bilstm",
            "vact": "act", "vact_video": "act", "vact_concat": "act", "video_only": "act",

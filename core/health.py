@@ -1,4 +1,5 @@
-"""Availability checks behind /healthz. Core checks decide the status code."""
+"""Availability checks behind /healthz. Core checks decide the status code; apps register
+checks of their own services in CHECKS."""
 
 from __future__ import annotations
 
@@ -76,22 +77,15 @@ def check_java() -> Check:
     return _version_line([settings.JAVA_BINARY, "-version"])
 
 
-def check_languagetool() -> Check:
-    # the same resolution post-processing uses (URL, offline install, download cache)
-    from postprocessing.languagetool import describe
-    from postprocessing.services import grammar_config
-
-    return Check(*describe(grammar_config()))
-
-
 CHECKS: dict[str, Callable[[], Check]] = {
     "database": check_database,
     "broker": check_broker,
     "workers": check_workers,
     "ffmpeg": check_ffmpeg,
     "java": check_java,
-    "languagetool": check_languagetool,
 }
+"""The checks /healthz runs, in order. Apps above core add their own in AppConfig.ready()
+(post-processing adds "languagetool"), so core never imports them."""
 
 
 def run_checks() -> tuple[bool, dict[str, dict[str, object]]]:

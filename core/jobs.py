@@ -25,16 +25,18 @@ class JobKind:
 
 JOB_KINDS: dict[str, JobKind] = {
     "ontology_import": JobKind(
-        "Import AudioSet ontology", "curation.services.ontology_import_job", "default"
+        "Import AudioSet ontology", "curation.services.ontology.ontology_import_job", "default"
     ),
     "segments_import": JobKind(
-        "Import AudioSet segments", "curation.services.segments_import_job", "default"
+        "Import AudioSet segments", "curation.services.segments.segments_import_job", "default"
     ),
-    "subset_build": JobKind("Build subset", "curation.services.subset_build_job", "default"),
+    "subset_build": JobKind(
+        "Build subset", "curation.services.subsets.subset_build_job", "default"
+    ),
     "clips_import_local": JobKind(
-        "Import local audio", "curation.services.clips_import_local_job", "media"
+        "Import local audio", "curation.services.local_import.clips_import_local_job", "media"
     ),
-    "clips_fetch": JobKind("Fetch clips", "curation.services.clips_fetch_job", "media"),
+    "clips_fetch": JobKind("Fetch clips", "curation.services.fetching.clips_fetch_job", "media"),
     "synthscenes_make": JobKind(
         "Make SynthScenes", "modeling.services_synth.synthscenes_make_job", "media"
     ),
@@ -45,12 +47,18 @@ JOB_KINDS: dict[str, JobKind] = {
         "Rebuild vocabulary", "postprocessing.services.vocabulary_rebuild_job", "text"
     ),
     "clips_import_archive": JobKind(
-        "Import an audio archive", "curation.services.clips_import_archive_job", "media"
+        "Import an audio archive",
+        "curation.services.local_import.clips_import_archive_job",
+        "media",
     ),
-    "captions_import": JobKind("Import captions", "corpus.services.captions_import_job", "default"),
-    "snapshot_build": JobKind("Export snapshot", "corpus.services.snapshot_build_job", "default"),
+    "captions_import": JobKind(
+        "Import captions", "corpus.services.imports.captions_import_job", "default"
+    ),
+    "snapshot_build": JobKind(
+        "Export snapshot", "corpus.services.snapshots.snapshot_build_job", "default"
+    ),
     "corpus_statistics": JobKind(
-        "Corpus statistics", "corpus.services.statistics_compute_job", "text"
+        "Corpus statistics", "corpus.services.statistics.statistics_compute_job", "text"
     ),
     "captions_evaluate": JobKind(
         "Evaluate captions", "corpus.evaluation_services.evaluation_job", "text"
@@ -62,18 +70,22 @@ JOB_KINDS: dict[str, JobKind] = {
     "clips_caption": JobKind(
         "Suggest captions for clips", "modeling.services.clips_caption_job", "gpu"
     ),
-    "batch_rank": JobKind("Rank a batch's HITs", "active.services.batch_rank_job", "default"),
+    "batch_rank": JobKind(
+        "Rank a batch's HITs", "active.services.ranking.batch_rank_job", "default"
+    ),
     "captions_flag": JobKind(
-        "Check captions for disagreement", "active.services.assignment_flag_job", "text"
+        "Check captions for disagreement", "active.services.flags.assignment_flag_job", "text"
     ),
     "batch_flag": JobKind(
-        "Check a batch's captions for disagreement", "active.services.batch_flag_job", "text"
+        "Check a batch's captions for disagreement", "active.services.flags.batch_flag_job", "text"
     ),
     "active_retrain": JobKind(
-        "Retrain and promote if better", "active.services.retrain_execute_job", "gpu"
+        "Retrain and promote if better", "active.services.retraining.retrain_execute_job", "gpu"
     ),
     "active_suggest": JobKind(
-        "Suggest captions for the project and re-rank", "active.services.project_suggest_job", "gpu"
+        "Suggest captions for the project and re-rank",
+        "active.services.suggestions.project_suggest_job",
+        "gpu",
     ),
     "mturk_publish": JobKind(
         "Publish a batch on MTurk", "annotation.mturk.batch_mturk_publish_job", "default"

@@ -211,15 +211,15 @@ class Progress:
         A handler inside one long transaction (a segment file import) would hide its
         progress until commit, so on PostgreSQL the write goes through the separate
         PROGRESS_DB connection. That connection cannot see a job row that is itself
-        uncommitted (tests wrapping everything in a transaction), and test cases forbid
-        other aliases; then the write falls back to the handler's own connection.
+        uncommitted, or may fail; then the write falls back to the handler's own connection.
+        (Test settings define no PROGRESS_DB: test cases may query only "default".)
         """
         if connection.in_atomic_block and settings.PROGRESS_DB in connections:
             try:
                 rows = Job.objects.using(settings.PROGRESS_DB).filter(pk=self.job.pk)
                 if rows.update(**fields):
                     return rows.filter(cancel_requested=True).exists()
-            except (DatabaseError, AssertionError):  # AssertionError: test case forbids alias
+            except DatabaseError:
                 pass
         rows = Job.objects.filter(pk=self.job.pk)
         rows.update(**fields)

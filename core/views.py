@@ -5,23 +5,16 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from core import services
+from core.access import project_for_page
 from core.forms import ApiTokenForm, InviteForm, ProjectForm, SignupForm
 from core.health import run_checks
-from core.models import ApiToken, Invite, Job, Membership, Project, Role
-
-
-def _project_for(request: HttpRequest, slug: str, *roles: str) -> tuple[Project, Role]:
-    """404 for projects the user is not in (no existence leak), 403 for a missing role."""
-    project = get_object_or_404(Project, slug=slug)
-    if project.role_of(request.user) is None and not request.user.is_staff:
-        raise Http404("No such project.")
-    return project, services.require_role(project, request.user, *roles)
+from core.models import ApiToken, Invite, Job, Membership, Role
 
 
 def _job_for(request: HttpRequest, pk: int) -> Job:
@@ -53,7 +46,7 @@ def project_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug)
+    project, role = project_for_page(request, slug)
     context: dict[str, object] = {"project": project, "role": role}
     if role in (Role.RESEARCHER, Role.REVIEWER):
         context["memberships"] = project.membership_set.select_related("user").order_by(
@@ -69,7 +62,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def invite_new(request: HttpRequest, slug: str) -> HttpResponse:
-    project, _ = _project_for(request, slug, Role.RESEARCHER)
+    project, _ = project_for_page(request, slug, Role.RESEARCHER)
     form = InviteForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Invite not created: {form.errors.as_text()}")
@@ -82,7 +75,7 @@ def invite_new(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def invite_revoke(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, Role.RESEARCHER)
+    project, _ = project_for_page(request, slug, Role.RESEARCHER)
     invite = get_object_or_404(Invite, project=project, pk=pk)
     services.invite_revoke(invite=invite)
     messages.success(request, "Invite link revoked.")

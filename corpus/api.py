@@ -1,4 +1,4 @@
-"""Corpus API (mounted on /api/ by core.api): export snapshots — list, create, status,
+"""Corpus API (mounted on /api/ by earmark.api): export snapshots — list, create, status,
 download — and corpus statistics.
 
 Snapshots are the researchers' (as on the pages); statistics are readable by researchers
@@ -11,17 +11,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from ninja import Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
+from core.access import project_for_api
 from core.media import media_response
-from core.models import Project, Role
+from core.models import Role
 from core.schemas import ErrorOut, JobOut
-from core.services import job_enqueue, require_role
+from core.services import job_enqueue
 from corpus import services
 from corpus.models import CorpusStatistics, Snapshot
 from curation.models import Split
@@ -80,20 +81,8 @@ class StatisticsOut(Schema):
     label_chart_url: str
 
 
-def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
-    project = Project.objects.filter(slug=slug).first()
-    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
-        raise HttpError(404, f"No project {slug!r} (or you are not in it).")
-    try:
-        require_role(project, request.user, *roles)
-    except PermissionDenied:
-        who = "researchers" if roles == WRITE else "researchers and reviewers"
-        raise HttpError(403, f"Only the project's {who} may do this.") from None
-    return project
-
-
 def _snapshot(request: HttpRequest, slug: str, version: int) -> Snapshot:
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE)
     found = Snapshot.objects.select_related("project", "job").filter(
         project=project, version=version
     )
@@ -131,7 +120,7 @@ def _snapshot_out(snapshot: Snapshot, *, manifest: bool = False) -> dict[str, An
     response={200: list[SnapshotOut], 403: ErrorOut, 404: ErrorOut},
 )
 def snapshot_list(request: HttpRequest, slug: str) -> Any:
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE)
     return [_snapshot_out(s) for s in project.snapshots.select_related("project", "job")]
 
 
@@ -142,7 +131,7 @@ def snapshot_list(request: HttpRequest, slug: str) -> Any:
 def snapshot_create(request: HttpRequest, slug: str, payload: SnapshotIn) -> Any:
     """Numbers a new snapshot and builds it in the background; follow `job` or poll the
     snapshot until its state is ready, then download it."""
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE)
     try:
         snapshot = services.snapshot_start(
             project=project,
@@ -211,7 +200,7 @@ def _statistics_out(record: CorpusStatistics) -> dict[str, Any]:
 def statistics_get(request: HttpRequest, slug: str, snapshot: int | None = None) -> Any:
     """The latest statistics of the project's corpus, or of one snapshot (researchers)."""
     if snapshot is None:
-        project = _project(request, slug, *READ)
+        project = project_for_api(request, slug, *READ)
         found = CorpusStatistics.objects.filter(project=project, snapshot=None)
     else:
         found = CorpusStatistics.objects.filter(snapshot=_snapshot(request, slug, snapshot))
@@ -228,7 +217,7 @@ def statistics_get(request: HttpRequest, slug: str, snapshot: int | None = None)
 def statistics_compute(request: HttpRequest, slug: str, payload: StatisticsIn) -> Any:
     """Computes statistics (with parts of speech when a spaCy pipeline is available) as a
     job; its result names the statistics id."""
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE)
     params: dict[str, int] = {"project_id": project.pk}
     if payload.snapshot is not None:
         params["snapshot_id"] = _snapshot(request, slug, payload.snapshot).pk

@@ -1,4 +1,4 @@
-"""Evaluation API (mounted on /api/ by core.api): queue scoring of predicted captions, or the
+"""Evaluation API (mounted on /api/ by earmark.api): queue scoring of predicted captions, or the
 human upper bound, against inline references or a project split; read the scores from the
 job (/api/jobs/{id}, "result").
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from ninja import Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
-from core.models import Project, Role
+from core.access import Refusals, project_for_api
+from core.models import Role
 from core.schemas import ErrorOut, JobOut
-from core.services import job_enqueue, require_role
+from core.services import job_enqueue
 from corpus.evaluation import ALL_FAMILIES, EvaluationError, check_inputs, families
 from corpus.evaluation_files import EvaluationFileError, Row, check_row, predictions_from_rows
 
@@ -26,6 +26,7 @@ router = Router(tags=["evaluation"])
 
 MAX_CAPTIONS = 200_000  # AudioCaps train has 49,838; a request this big is a mistake
 SplitName = Literal["train", "val", "test"]
+EVALUATORS = Refusals(forbidden="Only the project's researchers may evaluate captions.")
 
 
 class CaptionIn(Schema):
@@ -46,17 +47,6 @@ class HumanBoundIn(Schema):
     references: list[CaptionIn] | None = None
     split: SplitName | None = None
     metrics: list[str] = list(ALL_FAMILIES)
-
-
-def _project(request: HttpRequest, slug: str) -> Project:
-    project = Project.objects.filter(slug=slug).first()
-    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
-        raise HttpError(404, f"No project {slug!r} (or you are not in it).")
-    try:
-        require_role(project, request.user, Role.RESEARCHER)
-    except PermissionDenied:
-        raise HttpError(403, "Only the project's researchers may evaluate captions.") from None
-    return project
 
 
 def _rows(items: list[CaptionIn], field: str) -> list[Row]:
@@ -94,7 +84,7 @@ def _metrics(names: list[str]) -> list[str]:
 )
 def evaluation_create(request: HttpRequest, slug: str, payload: EvaluationIn) -> Any:
     """Queues a "captions_evaluate" job; its result holds the scores."""
-    project = _project(request, slug)
+    project = project_for_api(request, slug, Role.RESEARCHER, refusals=EVALUATORS)
     rows = _rows(payload.predictions, "predictions")
     try:
         predictions = predictions_from_rows(rows, name="predictions")
@@ -130,7 +120,7 @@ def evaluation_create(request: HttpRequest, slug: str, payload: EvaluationIn) ->
 )
 def human_bound_create(request: HttpRequest, slug: str, payload: HumanBoundIn) -> Any:
     """Queues a "captions_human_bound" job; its result holds the mean scores and each round's."""
-    project = _project(request, slug)
+    project = project_for_api(request, slug, Role.RESEARCHER, refusals=EVALUATORS)
     references = _references(payload.references, payload.split)
     if references is not None and all(len(refs) < 2 for refs in references.values()):
         raise HttpError(400, "references: no clip has two or more captions; a bound needs them.")

@@ -4,18 +4,16 @@ in corpus.evaluation (no Django); these are the job handlers and the database re
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from core.models import Job, Project
+from core.progress import ProgressFn
 from corpus import evaluation, queries
 from corpus.evaluation_files import clip_key
 from curation.models import Clip, Split
-
-ProgressFn = Callable[..., None]
 
 
 def evaluation_toolkit() -> evaluation.Toolkit:
@@ -30,7 +28,7 @@ def split_references(*, project: Project, split: str) -> dict[str, list[str]]:
     clips "<youtube_id>_<start>", local clips their original file name."""
     if split not in Split.values:
         raise ValidationError(f"Unknown split {split!r}; choose from {', '.join(Split.values)}.")
-    fields = ("pk", "clip__source", "clip__youtube_id", "clip__start_seconds")
+    fields: tuple[str, ...] = ("pk", "clip__source", "clip__youtube_id", "clip__start_seconds")
     fields += ("clip__original_name", "clip_id", "text", "fixed_text")
     rows = queries.approved_captions(project, split).values_list(*fields)
     out: dict[str, list[str]] = {}

@@ -8,7 +8,8 @@ in the order they were created — for an imported file, the file's own order.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import (
@@ -29,6 +30,10 @@ from django.db.models.functions import Coalesce, NullIf
 from annotation.models import Assignment, Caption
 from core.models import Project
 from curation.models import Clip, Subset, SubsetClip
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler
 
 
 def import_subsets(project: Project) -> QuerySet[Subset]:
@@ -72,7 +77,9 @@ class _Joined(Aggregate):
     template = "%(function)s(%(expressions)s)"
     output_field = CharField()
 
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, Sequence[Any]]:
         return self.as_sql(
             compiler,
             connection,
@@ -87,7 +94,8 @@ def clip_label_mids() -> Subquery:
     second lookup per chunk of captions."""
     links = Clip.labels.through.objects.filter(clip_id=OuterRef("clip_id"))
     joined = links.order_by().values("clip_id").annotate(mids=_Joined("label__mid"))
-    return Subquery(joined.values("mids")[:1])
+    # django-stubs forgets an annotation made after values(), so it rejects "mids"
+    return Subquery(joined.values("mids")[:1])  # type: ignore[misc]
 
 
 def processed_available() -> bool:

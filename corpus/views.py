@@ -1,5 +1,5 @@
 """Corpus pages: export snapshots (researchers) and corpus statistics (researchers and
-reviewers). Objects load through the project (core.views._project_for: 404 for
+reviewers). Objects load through the project (core.access.project_for_page: 404 for
 non-members, 403 for a missing role), so a version or id of another project is a 404."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from core.access import project_for_page
 from core.media import media_response
 from core.models import Role
 from core.services import job_enqueue
-from core.views import _project_for
 from corpus import services
 from corpus.forms import SnapshotForm
 from corpus.models import CorpusStatistics, Snapshot
@@ -24,14 +24,14 @@ WRITE = (Role.RESEARCHER,)
 
 
 def _snapshot_for(request: HttpRequest, slug: str, version: int) -> Snapshot:
-    project, _ = _project_for(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     return get_object_or_404(
         Snapshot.objects.select_related("project", "job"), project=project, version=version
     )
 
 
 def _snapshot_list_page(request: HttpRequest, slug: str, form: SnapshotForm) -> HttpResponse:
-    project, role = _project_for(request, slug, *WRITE)
+    project, role = project_for_page(request, slug, *WRITE)
     snapshots = project.snapshots.select_related("job", "created_by")
     context = {"project": project, "role": role, "snapshots": snapshots, "form": form}
     return render(request, "corpus/snapshot_list.html", context)
@@ -46,7 +46,7 @@ def snapshot_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def snapshot_new(request: HttpRequest, slug: str) -> HttpResponse:
-    project, _ = _project_for(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     form = SnapshotForm(request.POST)
     if form.is_valid():
         try:
@@ -110,7 +110,7 @@ def snapshot_file(request: HttpRequest, slug: str, version: int, name: str) -> H
 @login_required
 @require_GET
 def statistics(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *READ)
+    project, role = project_for_page(request, slug, *READ)
     latest = CorpusStatistics.objects.filter(project=project, snapshot=None).first()
     context = {"project": project, "role": role, "statistics": latest}
     return render(request, "corpus/statistics.html", context)
@@ -119,7 +119,7 @@ def statistics(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def statistics_compute(request: HttpRequest, slug: str) -> HttpResponse:
-    project, _ = _project_for(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     params: dict[str, int] = {"project_id": project.pk}
     version = request.POST.get("snapshot", "")
     if version:
@@ -141,7 +141,7 @@ def statistics_compute(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def statistics_chart(request: HttpRequest, slug: str, pk: int, kind: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *READ)
+    project, role = project_for_page(request, slug, *READ)
     record = get_object_or_404(
         CorpusStatistics.objects.select_related("snapshot"), project=project, pk=pk
     )

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
+from core.models import Project
 from crowd.models import Qualification, RejectReason
 from crowd.services import MAX_BONUS_CENTS
 
@@ -76,6 +77,7 @@ class RequirementsForm(forms.Form):
     )
     min_approved = forms.IntegerField(min_value=0, initial=0, label="Minimum approved assignments")
 
-    def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["qualifications"].queryset = Qualification.objects.filter(project=project)
+        qualifications = cast(forms.ModelMultipleChoiceField, self.fields["qualifications"])
+        qualifications.queryset = Qualification.objects.filter(project=project)

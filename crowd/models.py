@@ -14,6 +14,8 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from curation.models import Clip
+
 
 class RejectReason(models.TextChoices):
     """The canned reasons of AudioCaps-style review, each with the feedback a worker reads."""
@@ -119,7 +121,7 @@ class Qualification(models.Model):
     instructions = models.TextField(blank=True)
     min_words = models.PositiveSmallIntegerField(default=3)
     max_words = models.PositiveSmallIntegerField(default=40)
-    clips = models.ManyToManyField(
+    clips: models.ManyToManyField[Clip, QualificationClip] = models.ManyToManyField(
         "curation.Clip", through="QualificationClip", related_name="qualifications"
     )
     created_by = models.ForeignKey(

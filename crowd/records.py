@@ -1,14 +1,15 @@
-"""Rows written inside annotation's own transactions: the review of an assignment and,
-for an approval, the worker's reward. annotation.services calls these, so they import
-nothing from it."""
+"""Rows other apps write into crowd's tables inside their own transactions: the review of
+an assignment and, for an approval, the worker's reward (annotation.services), and a
+caption's flag (active's disagreement checks). They import only models, so the apps below
+crowd.services can call them without importing it back."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from annotation.models import Assignment
-from crowd.models import LedgerEntry, Review
+from annotation.models import Assignment, Caption
+from crowd.models import Flag, LedgerEntry, Review
 
 
 def review_record(
@@ -45,3 +46,12 @@ def review_record(
             created_at=now,
         )
     return review
+
+
+def flag_create(*, caption: Caption, reason: str, evidence: dict[str, Any] | None = None) -> Flag:
+    """Puts a caption's assignment at the front of the review queue (the hook the
+    active-learning loop fills)."""
+    flag = Flag(caption=caption, reason=reason.strip(), evidence=evidence or {})
+    flag.full_clean()
+    flag.save()
+    return flag

@@ -36,7 +36,6 @@ from crowd.models import (
     REASON_FEEDBACK,
     BatchRequirements,
     Block,
-    Flag,
     LedgerEntry,
     Qualification,
     QualificationAnswer,
@@ -186,15 +185,6 @@ def assignments_auto_approve(*, now: datetime | None = None) -> int:
         approved += len(due)
         if len(due) < AUTO_APPROVE_CHUNK:
             return approved
-
-
-def flag_create(*, caption: Caption, reason: str, evidence: dict[str, Any] | None = None) -> Flag:
-    """Puts a caption's assignment at the front of the review queue (the hook the
-    active-learning loop fills)."""
-    flag = Flag(caption=caption, reason=reason.strip(), evidence=evidence or {})
-    flag.full_clean()
-    flag.save()
-    return flag
 
 
 # Workers -------------------------------------------------------------------------------

@@ -14,9 +14,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Assignment, Batch, Caption
+from core.access import project_for_page
 from core.media import media_response
 from core.models import Project, Role
-from core.views import _project_for
 from crowd import services
 from crowd.forms import (
     BlockForm,
@@ -73,7 +73,7 @@ def _worker_for(project: Project, user_id: int) -> Any:
 @login_required
 @require_GET
 def review_queue(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *REVIEWERS)
+    project, role = project_for_page(request, slug, *REVIEWERS)
     queue = services.review_queue(project=project)
     batches = project.batches.order_by("-created_at")
     workers = services.project_workers(project=project).order_by("username")
@@ -134,15 +134,14 @@ def _hints(labels: Any) -> list[dict[str, str]]:
     """Word hints as the worker saw them: the word label, with the ontology description."""
     hints: dict[str, str] = {}
     for label in labels:
-        word = label.word_label.name if label.word_label else label.name
-        hints.setdefault(word, label.description)
+        hints.setdefault(label.word, label.description)
     return [{"word": w, "description": d} for w, d in sorted(hints.items())]
 
 
 @login_required
 @require_POST
 def review_approve(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     assignment = _project_assignment(project, pk)
     form = FeedbackForm(request.POST)
     feedback = form.cleaned_data["feedback"] if form.is_valid() else ""
@@ -158,7 +157,7 @@ def review_approve(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def review_reject(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     assignment = _project_assignment(project, pk)
     form = RejectForm(request.POST)
     if not form.is_valid():
@@ -179,7 +178,7 @@ def review_reject(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @require_POST
 def review_fix(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """Fixes the text of the assignment's captions (both versions kept), then approves."""
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     assignment = _project_assignment(project, pk)
     prefix = "fix-"
     fixes = {
@@ -206,7 +205,7 @@ def review_fix(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def worker_list(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *REVIEWERS)
+    project, role = project_for_page(request, slug, *REVIEWERS)
     rows = services.worker_summaries(project=project)
     return render(
         request, "crowd/worker_list.html", {"project": project, "role": role, "rows": rows}
@@ -216,7 +215,7 @@ def worker_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def worker_detail(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
-    project, role = _project_for(request, slug, *REVIEWERS)
+    project, role = project_for_page(request, slug, *REVIEWERS)
     worker = _worker_for(project, user_id)
     history = (
         Assignment.objects.filter(hit__batch__project=project, worker=worker)
@@ -250,7 +249,7 @@ def worker_detail(request: HttpRequest, slug: str, user_id: int) -> HttpResponse
 @login_required
 @require_POST
 def worker_approve_all(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     worker = _worker_for(project, user_id)
     try:
         n = services.worker_approve_all(project=project, worker=worker, reviewer=request.user)
@@ -264,7 +263,7 @@ def worker_approve_all(request: HttpRequest, slug: str, user_id: int) -> HttpRes
 @login_required
 @require_POST
 def worker_block(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     worker = _worker_for(project, user_id)
     form = BlockForm(request.POST)
     try:
@@ -283,7 +282,7 @@ def worker_block(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def worker_unblock(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     worker = _worker_for(project, user_id)
     form = UnblockForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
@@ -299,7 +298,7 @@ def worker_unblock(request: HttpRequest, slug: str, user_id: int) -> HttpRespons
 @login_required
 @require_POST
 def worker_bonus(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     worker = _worker_for(project, user_id)
     form = BonusForm(request.POST)
     try:
@@ -325,7 +324,7 @@ def worker_bonus(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def ledger(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, Role.RESEARCHER)
+    project, role = project_for_page(request, slug, Role.RESEARCHER)
     entries = LedgerEntry.objects.filter(project=project).select_related(
         "worker", "batch", "paid_by"
     )
@@ -341,7 +340,7 @@ def ledger(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def ledger_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
-    project, _ = _project_for(request, slug, Role.RESEARCHER)
+    project, _ = project_for_page(request, slug, Role.RESEARCHER)
     response = StreamingHttpResponse(
         services.ledger_csv(project=project, user=request.user), content_type="text/csv"
     )
@@ -355,7 +354,7 @@ def ledger_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
 @login_required
 def qualification_list(request: HttpRequest, slug: str) -> HttpResponse:
     roles = [Role.RESEARCHER] if request.method == "POST" else list(REVIEWERS)
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     form = QualificationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -380,7 +379,7 @@ def qualification_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def qualification_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     roles = [Role.RESEARCHER] if request.method == "POST" else list(REVIEWERS)
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     qualification = get_object_or_404(Qualification, project=project, pk=pk)
     if request.method == "POST":
         golds = {
@@ -415,7 +414,7 @@ def _attempt_for(project: Project, pk: int) -> QualificationAttempt:
 @login_required
 @require_GET
 def attempt_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, role = _project_for(request, slug, *REVIEWERS)
+    project, role = project_for_page(request, slug, *REVIEWERS)
     attempt = _attempt_for(project, pk)
     answers = {a.clip_id: a.text for a in attempt.answers.all()}
     items = [
@@ -435,7 +434,7 @@ def attempt_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def attempt_grade(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *REVIEWERS)
+    project, _ = project_for_page(request, slug, *REVIEWERS)
     attempt = _attempt_for(project, pk)
     form = GradeForm(request.POST)
     try:
@@ -457,7 +456,7 @@ def attempt_grade(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     roles = [Role.RESEARCHER] if request.method == "POST" else list(REVIEWERS)
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     batch = get_object_or_404(Batch, project=project, pk=pk)
     current = BatchRequirements.objects.filter(batch=batch).first()
     initial: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""Curation API (mounted on /api/ by core.api): recipes, previews and builds, subsets and their
+"""Curation API (mounted on /api/ by earmark.api): recipes, previews and builds, subsets and their
 clips, fetching, and the ontology with its curation flags.
 
 Access is the pages': a project you are not in is a 404, curation data needs the researcher
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.core.paginator import EmptyPage, Paginator
 from django.http import HttpRequest
 from django.urls import reverse
@@ -18,10 +18,11 @@ from ninja import Body, Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
+from core.access import project_for_api
 from core.jobs import JOB_KINDS
 from core.models import Membership, Project, Role
 from core.schemas import ErrorOut, JobOut
-from core.services import job_enqueue, require_role
+from core.services import job_enqueue
 from curation import queries, services
 from curation.models import Clip, Label, Recipe, Split, Subset
 from curation.recipes import RecipeError, RecipeSpec
@@ -139,20 +140,8 @@ class LabelOut(Schema):
 # Access ----------------------------------------------------------------------------------
 
 
-def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
-    project = Project.objects.filter(slug=slug).first()
-    if project is None or (project.role_of(request.user) is None and not request.user.is_staff):
-        raise HttpError(404, f"No project {slug!r} (or you are not in it).")
-    try:
-        require_role(project, request.user, *roles)
-    except PermissionDenied:
-        who = "researchers" if roles == WRITE else "researchers and reviewers"
-        raise HttpError(403, f"Only the project's {who} may do this.") from None
-    return project
-
-
 def _recipe(request: HttpRequest, slug: str, recipe_slug: str, *roles: str) -> Recipe:
-    project = _project(request, slug, *roles)
+    project = project_for_api(request, slug, *roles)
     recipe = Recipe.objects.filter(project=project, slug=recipe_slug).first()
     if recipe is None:
         raise HttpError(404, f"No recipe {recipe_slug!r} in project {slug!r}.")
@@ -160,7 +149,7 @@ def _recipe(request: HttpRequest, slug: str, recipe_slug: str, *roles: str) -> R
 
 
 def _subset(request: HttpRequest, slug: str, subset_slug: str, *roles: str) -> Subset:
-    project = _project(request, slug, *roles)
+    project = project_for_api(request, slug, *roles)
     subset = Subset.objects.select_related("recipe").filter(project=project, slug=subset_slug)
     found = subset.first()
     if found is None:
@@ -204,7 +193,7 @@ def _subset_out(subset: Subset, counts: dict[int, tuple[int, int]]) -> dict[str,
     "/projects/{slug}/recipes", response={200: list[RecipeOut], 403: ErrorOut, 404: ErrorOut}
 )
 def recipe_list(request: HttpRequest, slug: str) -> Any:
-    project = _project(request, slug, *READ)
+    project = project_for_api(request, slug, *READ)
     return [_recipe_out(r) for r in project.recipes.all()]
 
 
@@ -215,7 +204,7 @@ def recipe_list(request: HttpRequest, slug: str) -> Any:
 )
 def recipe_preview(request: HttpRequest, slug: str, spec: Body[dict[str, Any]]) -> Any:
     """What a build of this spec would select now; nothing is stored."""
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE)
     try:
         return services.subset_preview(project=project, spec=spec)
     except ValidationError as exc:
@@ -236,7 +225,7 @@ def recipe_get(request: HttpRequest, slug: str, recipe_slug: str) -> Any:
 )
 def recipe_put(request: HttpRequest, slug: str, recipe_slug: str, payload: RecipeIn) -> Any:
     """Creates the recipe at this address (201) or replaces its name and spec (200)."""
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE)
     existing = Recipe.objects.filter(project=project, slug=recipe_slug).first()
     try:
         spec = RecipeSpec.from_dict(payload.spec)  # first, so errors start with the field
@@ -280,7 +269,7 @@ def recipe_build(
     "/projects/{slug}/subsets", response={200: list[SubsetOut], 403: ErrorOut, 404: ErrorOut}
 )
 def subset_list(request: HttpRequest, slug: str) -> Any:
-    project = _project(request, slug, *READ)
+    project = project_for_api(request, slug, *READ)
     subsets = list(project.subsets.select_related("recipe").defer("report", "spec"))
     counts = queries.subset_clip_counts(subsets)
     return [_subset_out(s, counts) for s in subsets]

@@ -12,7 +12,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import IO, TypeVar
 
 AUDIO_SUFFIXES = frozenset(
     {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".webm", ".mp4"}
@@ -108,19 +108,24 @@ def unpack(
     return result
 
 
+Member = TypeVar("Member", zipfile.ZipInfo, tarfile.TarInfo)
+
+
 def _plan(
-    entries: list[Any],
-    name_of: Callable[[Any], str],
-    size_of: Callable[[Any], int],
-    is_file: Callable[[Any], bool],
+    entries: list[Member],
+    name_of: Callable[[Member], str],
+    size_of: Callable[[Member], int],
+    is_file: Callable[[Member], bool],
     result: Unpacked,
     max_members: int,
     max_bytes: int,
-) -> list[tuple[Any, PurePosixPath]]:
+) -> list[tuple[Member, PurePosixPath]]:
     """The members to write as (entry, relative path), after checking all of them."""
     if len(entries) > max_members:
         raise ArchiveError(f"the archive holds {len(entries):,} members; at most {max_members:,}")
-    keep, total, seen = [], 0, set()
+    keep: list[tuple[Member, PurePosixPath]] = []
+    total = 0
+    seen: set[str] = set()
     for entry in entries:
         path = _safe_member_path(name_of(entry))
         if path is None:
@@ -190,7 +195,7 @@ def _unpack_tar(
             result.audio.append(target)
 
 
-def _copy_at_most(src: BinaryIO, dst: BinaryIO, declared: int, path: PurePosixPath) -> None:
+def _copy_at_most(src: IO[bytes], dst: IO[bytes], declared: int, path: PurePosixPath) -> None:
     """Copies a member, refusing one that holds more than its header declared: the size
     checks above trust the headers, so a lying header must not fill the disk."""
     written = 0

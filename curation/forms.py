@@ -74,8 +74,8 @@ def _spec_field(name: str, kind: str) -> forms.Field:
     script how to read it back into the spec. Range rules stay in RecipeSpec.validate, so
     the page and the API give the same messages."""
     if name in CHOICES:
-        widget = forms.CheckboxSelectMultiple(attrs={"data-spec": "choices"})
-        return forms.MultipleChoiceField(choices=CHOICES[name], required=False, widget=widget)
+        boxes = forms.CheckboxSelectMultiple(attrs={"data-spec": "choices"})
+        return forms.MultipleChoiceField(choices=CHOICES[name], required=False, widget=boxes)
     if name in SELECTS:
         # the preview script reads a select's value like a number input's
         select = forms.Select(attrs={"data-spec": "int"})
@@ -135,7 +135,8 @@ class RecipeForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         """Checks the whole spec with RecipeSpec's own rules and puts each message on the
         field it names (messages start "field: …")."""
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if self.errors:
             return cleaned
         data = {f.name: cleaned.get(f.name) for f in fields(RecipeSpec)}

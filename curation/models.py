@@ -66,6 +66,12 @@ class Label(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def word(self) -> str:
+        """The word hint annotators see for this label: its word label ("dog"), or the label's
+        own name when it has none. Select `word_label` with the labels to save a query each."""
+        return self.word_label.name if self.word_label else self.name
+
 
 class Clip(models.Model):
     """A 10 s (or shorter) piece of audio, from YouTube via AudioSet or a local file."""

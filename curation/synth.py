@@ -1,81 +1,66 @@
 """Synthetic everyday sounds for the offline demo and for tests: no downloads needed.
 
-Each generator returns float32 mono samples in [-1, 1] at `sample_rate`.
+The sounds come from SynthScenes' sound synthesizer (``synthscenes.sounds``); this module
+picks one per demo clip, sets its level and writes the demo's WAVs and video hints. Each
+generator returns float32 mono samples in [-1, 1] at `sample_rate`.
 """
 
 from __future__ import annotations
 
+import math
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 from django.conf import settings
+
+from synthscenes import io as scene_io
+from synthscenes import sounds
 
 Generator = Callable[[np.random.Generator, int, float], np.ndarray]
 
+# every demo sound is scaled to this RMS (a SynthScenes event's reference loudness), then
+# down to DEMO_PEAK where its peaks would go higher: sparse sounds (barks, raindrops) stay
+# audible without clipping
+DEMO_RMS = 0.1
+DEMO_PEAK = 0.95
 
-def _envelope(n: int, attack: int, release: int) -> np.ndarray:
-    env = np.ones(n, dtype=np.float32)
-    env[:attack] = np.linspace(0, 1, attack)
-    env[n - release :] = np.linspace(1, 0, release)
-    return env
+
+def _demo_level(sound: np.ndarray) -> np.ndarray:
+    rms = float(np.sqrt(np.mean(sound**2)))
+    if rms > 0:
+        sound = sound * (DEMO_RMS / rms)
+        sound = sound * min(1.0, DEMO_PEAK / float(np.abs(sound).max()))
+    return sound.astype(np.float32)
 
 
 def dog_barks(rng: np.random.Generator, sr: int, seconds: float) -> np.ndarray:
-    out = np.zeros(int(sr * seconds), dtype=np.float32)
-    for start in np.sort(rng.uniform(0.3, seconds - 0.6, size=5)):
-        n = int(sr * rng.uniform(0.12, 0.22))
-        t = np.arange(n) / sr
-        pitch = rng.uniform(350, 550) * (1 - 0.4 * t / t[-1])
-        phase = 2 * np.pi * np.cumsum(pitch) / sr
-        bark = sum(np.sin(k * phase) / k for k in range(1, 6)) + 0.4 * rng.standard_normal(n)
-        i = int(start * sr)
-        out[i : i + n] += 0.35 * bark * _envelope(n, n // 10, n // 2)
-    return out
+    return _demo_level(sounds.bark(rng, sr, seconds, 5))
 
 
 def siren(rng: np.random.Generator, sr: int, seconds: float) -> np.ndarray:
-    t = np.arange(int(sr * seconds)) / sr
-    freq = 900 + 350 * np.sin(2 * np.pi * t / rng.uniform(2.5, 4.0))
-    swell = np.clip(t / seconds * 1.5, 0.2, 1.0)  # approaching
-    return (0.4 * swell * np.sin(2 * np.pi * np.cumsum(freq) / sr)).astype(np.float32)
+    """A siren growing louder as it approaches."""
+    t = np.arange(round(seconds * sr)) / sr
+    approaching = np.clip(t / seconds * 1.5, 0.2, 1.0)
+    return _demo_level(sounds.siren(rng, sr, seconds, 1) * approaching)
 
 
 def rain(rng: np.random.Generator, sr: int, seconds: float) -> np.ndarray:
-    n = int(sr * seconds)
-    noise = rng.standard_normal(n).astype(np.float32)
-    hiss = np.convolve(noise, np.ones(8) / 8, mode="same") * 0.15
-    for i in rng.integers(0, n - 400, size=int(25 * seconds)):
-        hiss[i : i + 400] += 0.25 * rng.standard_normal(400) * np.exp(-np.arange(400) / 60)
-    return hiss.astype(np.float32)
+    return _demo_level(sounds.rain(rng, sr, seconds, 1))
 
 
 def engine_idling(rng: np.random.Generator, sr: int, seconds: float) -> np.ndarray:
-    t = np.arange(int(sr * seconds)) / sr
-    base = rng.uniform(28, 36)
-    rumble = sum(np.sin(2 * np.pi * k * base * t + rng.uniform(0, 6)) / k for k in range(1, 9))
-    firing = 0.6 + 0.4 * np.sin(2 * np.pi * base / 2 * t)
-    noise = 0.1 * rng.standard_normal(t.size)
-    return (0.18 * (rumble * firing + noise)).astype(np.float32)
+    return _demo_level(sounds.engine(rng, sr, seconds, 1))
 
 
 def bird_chirps(rng: np.random.Generator, sr: int, seconds: float) -> np.ndarray:
-    out = np.zeros(int(sr * seconds), dtype=np.float32)
-    for start in rng.uniform(0, seconds - 0.2, size=18):
-        n = int(sr * rng.uniform(0.05, 0.12))
-        f = np.linspace(rng.uniform(2500, 3500), rng.uniform(4000, 5500), n)
-        i = int(start * sr)
-        out[i : i + n] += 0.3 * np.sin(2 * np.pi * np.cumsum(f) / sr) * _envelope(n, n // 5, n // 3)
-    return out
+    return _demo_level(sounds.chirps(rng, sr, seconds, 1))
 
 
 def telephone_ringing(rng: np.random.Generator, sr: int, seconds: float) -> np.ndarray:
-    t = np.arange(int(sr * seconds)) / sr
-    tone = np.sin(2 * np.pi * 440 * t) + np.sin(2 * np.pi * 480 * t)
-    cadence = ((t % 4.0) < 2.0).astype(np.float32)  # 2 s on, 2 s off
-    return (0.25 * tone * cadence).astype(np.float32)
+    """A ring every 4 s or so, as a telephone's cadence."""
+    return _demo_level(sounds.telephone(rng, sr, seconds, max(1, math.ceil(seconds / 4.0))))
 
 
 # file name -> (generator, AudioSet label ids, ffmpeg colour for its video hint)
@@ -90,8 +75,9 @@ DEMO_SOUNDS: dict[str, tuple[Generator, list[str], str]] = {
 
 
 def write_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
+    """16-bit PCM; louder samples are scaled to peak at 0.9 rather than clipped."""
     peak = float(np.abs(samples).max()) or 1.0
-    sf.write(str(path), samples / max(peak, 1.0) * 0.9, sample_rate, subtype="PCM_16")
+    scene_io.write_wav(path, samples / max(peak, 1.0) * 0.9, sample_rate)
 
 
 def write_video_hint(path: Path, colour: str, seconds: float) -> None:

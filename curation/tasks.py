@@ -13,17 +13,18 @@ def fetch_clip(
     sample_rate: int = 32_000,
     video_features_height: int | None = None,
 ) -> str:
-    """Fetches one clip for a "clips_fetch" job (see curation.services.clips_fetch_job).
+    """Fetches one clip for a "clips_fetch" job (see curation.services.fetching.clips_fetch_job).
 
     Returns the clip's status. A task whose job already finished, or is being cancelled,
     does nothing: the job has settled the clip, or is being stopped on purpose.
     """
     from core.models import Job
-    from curation.services import clip_fetch
+    from curation.services.fetching import clip_fetch
 
-    running = Job.objects.filter(pk=job_id, state=Job.State.RUNNING, cancel_requested=False)
-    if job_id is not None and not running.exists():
-        return "skipped"
+    if job_id is not None:
+        running = Job.objects.filter(pk=job_id, state=Job.State.RUNNING, cancel_requested=False)
+        if not running.exists():
+            return "skipped"
     return clip_fetch(
         clip_id=clip_id,
         attempts=attempts,

@@ -1,6 +1,6 @@
 """Curation pages: ontology, recipes, subsets, clips. Researchers edit; reviewers read.
 
-Every view loads the project through core.views._project_for (404 for non-members, 403 for
+Every view loads the project through core.access.project_for_page (404 for non-members, 403 for
 annotators), then its objects through the project, so a slug from another project is a 404.
 """
 
@@ -22,11 +22,11 @@ from django.utils.text import slugify
 from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_GET, require_POST
 
+from core.access import project_for_page
 from core.jobs import JOB_KINDS
 from core.media import media_response
 from core.models import Project, Role
 from core.services import job_enqueue
-from core.views import _project_for
 from curation import queries, services
 from curation.forms import (
     ArchiveUploadForm,
@@ -51,7 +51,7 @@ def _int(value: str | None) -> int | None:
 def _recipe_for(
     request: HttpRequest, slug: str, recipe_slug: str, *roles: str
 ) -> tuple[Recipe, Role]:
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     recipe = get_object_or_404(
         Recipe.objects.select_related("project"), project=project, slug=recipe_slug
     )
@@ -61,7 +61,7 @@ def _recipe_for(
 def _subset_for(
     request: HttpRequest, slug: str, subset_slug: str, *roles: str
 ) -> tuple[Subset, Role]:
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     subset = get_object_or_404(
         Subset.objects.select_related("project", "recipe"), project=project, slug=subset_slug
     )
@@ -75,7 +75,7 @@ def _subset_for(
 @require_GET
 @gzip_page  # 632 labels with their forms: ~850 KB of HTML, ~60 KB compressed
 def ontology(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *READ)
+    project, role = project_for_page(request, slug, *READ)
     q = request.GET.get("q", "").strip()
     tree = queries.ontology_tree(q=q, focus=_int(request.GET.get("focus")))
     context = {
@@ -92,7 +92,7 @@ def ontology(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def label_curate(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    _project_for(request, slug, *WRITE)
+    project_for_page(request, slug, *WRITE)
     label = get_object_or_404(Label, pk=pk)
     form = LabelCurateForm(request.POST)
     if form.is_valid():
@@ -126,14 +126,14 @@ def _recipe_list_page(
 @login_required
 @require_GET
 def recipe_list(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *READ)
+    project, role = project_for_page(request, slug, *READ)
     return _recipe_list_page(request, project, role)
 
 
 @login_required
 @require_POST
 def recipe_new(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *WRITE)
+    project, role = project_for_page(request, slug, *WRITE)
     form = NewRecipeForm(request.POST)
     if form.is_valid():
         name = form.cleaned_data["name"]
@@ -166,7 +166,7 @@ def _uploaded_recipe(request: HttpRequest) -> tuple[Any, str]:
 @login_required
 @require_POST
 def recipe_import(request: HttpRequest, slug: str) -> HttpResponse:
-    project, _ = _project_for(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     try:
         spec, name = _uploaded_recipe(request)
         replaced = project.recipes.filter(slug=slugify(name)[:80]).exists()
@@ -277,7 +277,7 @@ def recipe_build(request: HttpRequest, slug: str, recipe_slug: str) -> HttpRespo
 @login_required
 @require_GET
 def subset_list(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *READ)
+    project, role = project_for_page(request, slug, *READ)
     subsets = list(project.subsets.select_related("recipe").defer("report", "spec"))
     counts = queries.subset_clip_counts(subsets)
     for subset in subsets:
@@ -363,7 +363,7 @@ def _clip_filters(request: HttpRequest, project: Project) -> dict[str, Any]:
 @login_required
 @require_GET
 def clip_list(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, *READ)
+    project, role = project_for_page(request, slug, *READ)
     filters = _clip_filters(request, project)
     label_key = filters.pop("label_key")
     unknown_label = bool(label_key) and filters["label"] is None
@@ -392,7 +392,7 @@ def clip_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
     """Researchers upload an archive of audio files; a media worker imports it."""
-    project, role = _project_for(request, slug, *WRITE)
+    project, role = project_for_page(request, slug, *WRITE)
     form = ArchiveUploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["archive"]
@@ -427,7 +427,7 @@ def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *READ)
+    project, _ = project_for_page(request, slug, *READ)
     clip = queries.project_clip(project, pk)
     return media_response(request, clip.audio, missing="This clip has no audio yet.")
 
@@ -435,6 +435,6 @@ def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def clip_video(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, *READ)
+    project, _ = project_for_page(request, slug, *READ)
     clip = queries.project_clip(project, pk)
     return media_response(request, clip.video, missing="This clip has no video hint.")

@@ -24,6 +24,10 @@ from earmark.env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# templates/ and static/: at the checkout's root, or inside this package in an installed
+# wheel (setup.py copies them there; site-packages has no project root).
+_PACKAGE_DIR = Path(__file__).resolve().parent
+SITE_FILES_DIR = _PACKAGE_DIR if (_PACKAGE_DIR / "templates").is_dir() else BASE_DIR
 VAR_DIR = Path(env_str("EARMARK_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DEBUG", default=False)
@@ -54,6 +58,7 @@ INSTALLED_APPS = [
     "corpus",
     "modeling",
     "active",
+    "demo",  # seeds every app above, so it comes last
 ]
 
 MIDDLEWARE = [
@@ -73,7 +78,7 @@ WSGI_APPLICATION = "earmark.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [SITE_FILES_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -131,7 +136,7 @@ USE_TZ = True
 
 # Files -------------------------------------------------------------------------------
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [SITE_FILES_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()

@@ -13,3 +13,6 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 from earmark.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Test cases may query only "default", so job progress goes through it (see
+# core.services.Progress._write); production keeps its second connection on PostgreSQL.
+DATABASES.pop(PROGRESS_DB, None)  # noqa: F405

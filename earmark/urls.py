@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from core.api import api
+from earmark.api import api
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -1,4 +1,4 @@
-"""Modeling API (mounted on /api/ by core.api): training runs — list, start, status,
+"""Modeling API (mounted on /api/ by earmark.api): training runs — list, start, status,
 cancel, resume, promote — and the captions a run suggests.
 
 As on the pages: a project you are not in is a 404; researchers and reviewers read;
@@ -10,15 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from ninja import Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
+from core.access import Refusals, project_for_api
 from core.models import Project, Role
 from core.schemas import ErrorOut, JobOut
-from core.services import job_cancel, job_enqueue, require_role
+from core.services import job_cancel, job_enqueue
 from corpus.models import Snapshot
 from curation.models import Clip, Subset
 from modeling import services
@@ -29,6 +30,11 @@ router = Router(tags=["modeling"])
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
 MAX_PER_PAGE = 500
+REFUSALS = Refusals(
+    not_found="No such project.",
+    forbidden="You do not have access to this project.",
+    staff_see_all=False,
+)
 
 
 class RunIn(Schema):
@@ -85,17 +91,6 @@ class SuggestionOut(Schema):
     created_at: datetime
 
 
-def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
-    project = Project.objects.filter(slug=slug).first()
-    if project is None or project.role_of(request.user) is None:
-        raise HttpError(404, "No such project.")
-    try:
-        require_role(project, request.user, *roles)
-    except PermissionDenied as exc:
-        raise HttpError(403, str(exc) or "Your role in this project does not allow that.") from None
-    return project
-
-
 def _run(project: Project, run_id: int) -> TrainingRun:
     run = TrainingRun.objects.select_related("snapshot").filter(project=project, pk=run_id).first()
     if run is None:
@@ -133,7 +128,7 @@ def _messages(exc: ValidationError) -> str:
 
 @router.get("/projects/{slug}/runs", response=list[RunOut])
 def run_list(request: HttpRequest, slug: str, state: str | None = None) -> Any:
-    project = _project(request, slug, *READ)
+    project = project_for_api(request, slug, *READ, refusals=REFUSALS)
     runs = TrainingRun.objects.filter(project=project).select_related("snapshot")
     if state:
         runs = runs.filter(state=state)
@@ -142,7 +137,7 @@ def run_list(request: HttpRequest, slug: str, state: str | None = None) -> Any:
 
 @router.post("/projects/{slug}/runs", response={201: RunOut, 400: ErrorOut})
 def run_create(request: HttpRequest, slug: str, payload: RunIn) -> Any:
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE, refusals=REFUSALS)
     snapshot = Snapshot.objects.filter(project=project, version=payload.snapshot).first()
     if snapshot is None:
         return Status(400, {"detail": f"No snapshot v{payload.snapshot} in this project."})
@@ -162,17 +157,17 @@ def run_create(request: HttpRequest, slug: str, payload: RunIn) -> Any:
 
 @router.get("/projects/{slug}/runs/{run_id}", response=RunOut)
 def run_get(request: HttpRequest, slug: str, run_id: int) -> Any:
-    return _out(_run(_project(request, slug, *READ), run_id))
+    return _out(_run(project_for_api(request, slug, *READ, refusals=REFUSALS), run_id))
 
 
 @router.get("/projects/{slug}/runs/{run_id}/curve", response=list[CurvePointOut])
 def run_curve(request: HttpRequest, slug: str, run_id: int) -> Any:
-    return _run(_project(request, slug, *READ), run_id).learning_curve
+    return _run(project_for_api(request, slug, *READ, refusals=REFUSALS), run_id).learning_curve
 
 
 @router.post("/projects/{slug}/runs/{run_id}/cancel", response={200: RunOut, 409: ErrorOut})
 def run_cancel(request: HttpRequest, slug: str, run_id: int) -> Any:
-    run = _run(_project(request, slug, *WRITE), run_id)
+    run = _run(project_for_api(request, slug, *WRITE, refusals=REFUSALS), run_id)
     if run.job is None:
         return Status(409, {"detail": "This run has no job to cancel."})
     try:
@@ -185,7 +180,7 @@ def run_cancel(request: HttpRequest, slug: str, run_id: int) -> Any:
 
 @router.post("/projects/{slug}/runs/{run_id}/resume", response={200: RunOut, 409: ErrorOut})
 def run_resume(request: HttpRequest, slug: str, run_id: int) -> Any:
-    run = _run(_project(request, slug, *WRITE), run_id)
+    run = _run(project_for_api(request, slug, *WRITE, refusals=REFUSALS), run_id)
     try:
         return Status(200, _out(services.run_resume(run=run, user=request.user)))
     except ValidationError as exc:
@@ -194,7 +189,7 @@ def run_resume(request: HttpRequest, slug: str, run_id: int) -> Any:
 
 @router.post("/projects/{slug}/runs/{run_id}/promote", response={200: RunOut, 409: ErrorOut})
 def run_promote(request: HttpRequest, slug: str, run_id: int) -> Any:
-    run = _run(_project(request, slug, *WRITE), run_id)
+    run = _run(project_for_api(request, slug, *WRITE, refusals=REFUSALS), run_id)
     try:
         return Status(200, _out(services.run_promote(run=run)))
     except ValidationError as exc:
@@ -205,7 +200,7 @@ def run_promote(request: HttpRequest, slug: str, run_id: int) -> Any:
     "/projects/{slug}/runs/{run_id}/suggest", response={201: JobOut, 400: ErrorOut, 409: ErrorOut}
 )
 def run_suggest(request: HttpRequest, slug: str, run_id: int, payload: SuggestIn) -> Any:
-    project = _project(request, slug, *WRITE)
+    project = project_for_api(request, slug, *WRITE, refusals=REFUSALS)
     run = _run(project, run_id)
     if run.state != TrainingRun.State.SUCCEEDED:
         detail = f"Run #{run.pk} is {run.state}; only a finished run suggests."
@@ -248,7 +243,7 @@ def run_suggest(request: HttpRequest, slug: str, run_id: int, payload: SuggestIn
 def suggestion_list(
     request: HttpRequest, slug: str, run_id: int, offset: int = 0, limit: int = 100
 ) -> Any:
-    run = _run(_project(request, slug, *READ), run_id)
+    run = _run(project_for_api(request, slug, *READ, refusals=REFUSALS), run_id)
     rows = Suggestion.objects.filter(run=run).order_by("clip_id")
     offset = max(offset, 0)
     return rows[offset : offset + max(1, min(limit, MAX_PER_PAGE))]

@@ -5,17 +5,19 @@ audio in storage, its split and its AudioSet labels. Here it becomes
 `modeling.ml.data.CaptionItem`s: log-mel features from the feature cache (keyed by the
 clip's content hash and the feature config), token ids from a vocabulary built on the
 training split, and attribute words (TopDown) from the clip's labels or from its nearest
-training clip.
+training clip. `prepare_run_data(run)` reads a TrainingRun's snapshot with its features (and
+video) once for every caller: training, and scoring a run's checkpoint.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,18 +26,23 @@ import torch
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.storage import default_storage
+from django.db.models.fields.files import FieldFile
 
+from core.progress import ProgressFn, no_progress
 from corpus.models import Snapshot
 from curation.models import Clip, Label
-from modeling.ml import retrieval
+from modeling.ml import registry, retrieval
+from modeling.ml.config import RunConfig
 from modeling.ml.data import CaptionItem
 from modeling.ml.features import FeatureCache, FeatureConfig
 from modeling.ml.keywords import KeywordVocabulary
 from modeling.ml.video import VideoConfig, VideoFeatureCache
 from modeling.ml.vocab import Vocabulary, tokenize
+from modeling.models import TrainingRun
 
-ProgressFn = Callable[[int, int, str], None]
 log = logging.getLogger(__name__)
+# attribute words kept per clip (TopDown's batch["attributes"])
+MAX_ATTRIBUTES = 16
 
 
 @dataclass
@@ -110,12 +117,22 @@ def local_file(name: str) -> Iterator[Path]:
         yield target
 
 
+def copy_from_storage(stored: FieldFile, target: Path) -> bool:
+    """Copies a stored file (a run's checkpoint) to `target`; False when storage lacks it."""
+    try:
+        with stored.open("rb") as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def feature_cache(config: FeatureConfig) -> FeatureCache:
     return FeatureCache(Path(settings.FEATURE_CACHE_DIR), config)
 
 
 def attach_features(
-    splits: dict[str, SplitData], config: FeatureConfig, *, progress: ProgressFn
+    splits: dict[str, SplitData], config: FeatureConfig, *, progress: ProgressFn = no_progress
 ) -> dict[str, int]:
     """Fills every clip's features from the cache, extracting what is missing. Clips
     without audio (not fetched yet) are dropped from their split and counted."""
@@ -167,7 +184,7 @@ def clip_video(cache: VideoFeatureCache, name: str) -> torch.Tensor:
 
 
 def attach_video(
-    splits: dict[str, SplitData], config: VideoConfig, *, progress: ProgressFn
+    splits: dict[str, SplitData], config: VideoConfig, *, progress: ProgressFn = no_progress
 ) -> dict[str, int]:
     """Fills every clip's video features from its video (see clip_video_names: the
     features video when fetched, else the hint), cached by the video file's hash and the
@@ -261,7 +278,7 @@ def caption_items(
     vocab: Vocabulary,
     *,
     attributes: dict[int, list[str]] | None = None,
-    max_attributes: int = 16,
+    max_attributes: int = MAX_ATTRIBUTES,
 ) -> list[CaptionItem]:
     """One training item per caption (clips with several captions appear several times)."""
     items = []
@@ -289,8 +306,96 @@ def references(data: SplitData) -> dict[str, list[str]]:
     return {str(clip.clip_id): list(clip.texts) for clip in data.clips}
 
 
-def split_counts(splits: dict[str, SplitData]) -> dict[str, dict[str, int]]:
+# A run's data ---------------------------------------------------------------------------
+
+
+def run_configs(run: TrainingRun) -> tuple[RunConfig, FeatureConfig]:
+    """The run's stored RunConfig and FeatureConfig (see modeling.services.run_spec)."""
+    return (
+        registry.run_config_from_dict(run.config["run"]),
+        FeatureConfig.from_dict(run.config["features"]),
+    )
+
+
+def run_video_config(run: TrainingRun) -> VideoConfig | None:
+    """The run's stored VideoConfig; None for a model that reads no video."""
+    data = run.config.get("video")
+    return VideoConfig.from_dict(data) if data is not None else None
+
+
+@dataclass
+class RunData:
+    """A run's snapshot as its model reads it: every split's clips with their features (and
+    video, for a model that reads it), and what was left out on the way."""
+
+    run_config: RunConfig
+    feature_config: FeatureConfig
+    video_config: VideoConfig | None
+    splits: dict[str, SplitData]
+    dropped_clips: dict[str, int]  # clips without audio per split, left out
+    video_counts: dict[str, int]  # see attach_video; empty for a model without video
+
+    @property
+    def train(self) -> SplitData:
+        return self.splits.get("train", SplitData())
+
+    @property
+    def val(self) -> SplitData | None:
+        """The split validation scores: val, else test; None when the snapshot has neither."""
+        return self.splits.get("val") or self.splits.get("test")
+
+    def build_vocabulary(self) -> Vocabulary:
+        vocab = self.run_config.vocab
+        return build_vocabulary(self.train, min_count=vocab.min_count, max_length=vocab.max_length)
+
+    def attribute_phrases(
+        self, *, replacing: Mapping[str, SplitData] | None = None
+    ) -> dict[int, list[str]] | None:
+        """Attribute phrases per clip id of every split (see attribute_words), with the
+        splits of `replacing` in place of the run's own; None when the model reads none."""
+        source = self.run_config.model.attribute_words_from()
+        if source is None:
+            return None
+        splits = {**self.splits, **(replacing or {})}
+        return attribute_words(splits, source=source, names=label_names(splits))
+
+    def with_keyword_targets(self) -> RunConfig:
+        """For a model trained on keyword targets (MAAC): sets each training clip's target
+        and returns the run config fitted to the keywords found (a corpus may have fewer
+        than asked for); the run config as it is for any other model."""
+        model = self.run_config.model
+        size = model.keyword_targets_size()
+        if not size:
+            return self.run_config
+        keywords, _ = keyword_targets(self.train, size=size)
+        return dataclasses.replace(self.run_config, model=model.with_keywords_found(len(keywords)))
+
+
+def prepare_run_data(run: TrainingRun, *, progress: ProgressFn = no_progress) -> RunData:
+    """Reads the run's snapshot and attaches every clip's features, from the feature cache
+    or extracted now, and its video features for a model that reads video. Clips without
+    audio are left out and counted."""
+    run_config, feature_config = run_configs(run)
+    video_config = run_video_config(run)
+    progress(0, 1, "reading the snapshot")
+    splits = snapshot_splits(run.snapshot)
+    dropped = attach_features(splits, feature_config, progress=progress)
+    video_counts = (
+        attach_video(splits, video_config, progress=progress) if video_config is not None else {}
+    )
+    return RunData(
+        run_config=run_config,
+        feature_config=feature_config,
+        video_config=video_config,
+        splits=splits,
+        dropped_clips=dropped,
+        video_counts=video_counts,
+    )
+
+
+def attribute_ids(phrases: dict[int, list[str]] | None, vocab: Vocabulary) -> dict[int, list[int]]:
+    """Attribute phrases per clip id as the model's word ids (at most MAX_ATTRIBUTES)."""
     return {
-        split: {"clips": len(data.clips), "captions": data.captions}
-        for split, data in splits.items()
+        clip_id: vocab.encode_words(words, limit=MAX_ATTRIBUTES)
+        for clip_id, words in (phrases or {}).items()
     }

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from corpus.models import Snapshot
-from modeling.ml.config import MODEL_PRESETS
+from modeling.ml.presets import MODEL_PRESETS
 from modeling.ml.registry import MODELS
 
 

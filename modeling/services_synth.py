@@ -4,24 +4,20 @@ reference captions and a split subset, so captioners can be trained offline."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-ProgressFn = Callable[..., None]
+from core.progress import ProgressFn, no_progress
 
 # scenes generated and imported at a time: bounds the temporary WAVs on disk (~0.6 MB each)
 SYNTH_CHUNK = 100
 MAX_SCENES = 100_000
 EVAL_CAPTIONS = 5  # captions per val/test clip, as AudioCaps and Clotho
-
-
-def _no_progress(*_: Any, **__: Any) -> None:
-    pass
 
 
 def synthscenes_slug(*, seed: int, train: int, val: int, test: int) -> str:
@@ -37,9 +33,10 @@ def synthscenes_make(
     seed: int = 0,
     train_captions: int = 2,
     video: bool = True,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> dict[str, Any]:
-    """Generates `train + val + test` SynthScenes (scene i of set `seed`), imports them as
+    """Prepares `train + val + test` SynthScenes (scene i of set `seed`, written by
+    `synthscenes.prepare_synthscenes` a chunk at a time), imports them as
     clips at the project's sample rate through `clips_import_local` (with their AudioSet
     labels and, with `video`, each scene's short MP4 as the clip's video hint), builds the
     hand-picked subset `synthscenes-<seed>-<train>-<val>-<test>` with those splits, and
@@ -52,7 +49,7 @@ def synthscenes_make(
     from annotation.models import Caption
     from curation.models import Label, Subset, SubsetClip
     from curation.services import clips_import_local, subset_from_clips
-    from modeling.ml import synthscenes
+    from synthscenes import EVENT_TYPES, prepare_synthscenes
 
     counts = {"train": train, "val": val, "test": test}
     bad = [f"{name}={n}" for name, n in counts.items() if n < 0]
@@ -69,7 +66,7 @@ def synthscenes_make(
     existing = Subset.objects.filter(project=project, slug=slug).first()
     if existing is not None:
         return {"subset": slug, "scenes": total, "created": 0, "already_made": True}
-    wanted = {mid for kind in synthscenes.EVENT_TYPES.values() for mid in kind.mids}
+    wanted = {mid for kind in EVENT_TYPES.values() for mid in kind.mids}
     missing = sorted(
         wanted - set(Label.objects.filter(mid__in=wanted).values_list("mid", flat=True))
     )
@@ -86,35 +83,26 @@ def synthscenes_make(
     progress(0, total, "generating scenes")
     with tempfile.TemporaryDirectory(prefix="earmark-synth-") as tmp:
         for start in range(0, total, SYNTH_CHUNK):
-            scenes = list(
-                synthscenes.generate_scenes(
-                    seed,
-                    min(SYNTH_CHUNK, total - start),
-                    start=start,
-                    sample_rate=rate,
-                    n_captions=EVAL_CAPTIONS,
-                )
-            )
-            paths = [synthscenes.write_scene(tmp, scene) for scene in scenes]
-            videos = (
-                {
-                    path.name: synthscenes.write_scene_video(tmp, scene)
-                    for path, scene in zip(paths, scenes, strict=True)
-                }
-                if video
-                else {}
+            chunk = Path(tmp) / f"{start}"
+            scenes = prepare_synthscenes(
+                chunk,
+                seed=seed,
+                start=start,
+                count=min(SYNTH_CHUNK, total - start),
+                sample_rate=rate,
+                n_captions=EVAL_CAPTIONS,
+                video=video,
             )
             result = clips_import_local(
-                paths=paths,
-                labels={path.name: scene.mids for path, scene in zip(paths, scenes, strict=True)},
-                videos=videos,
+                paths=[scene.audio for scene in scenes],
+                labels={scene.audio.name: scene.mids for scene in scenes},
+                videos={s.audio.name: s.video for s in scenes if s.video is not None},
                 sample_rate=rate,
             )
             clip_ids += result["clip_ids"]
             created += result["created"]
             scene_captions += [(scene.name, scene.captions) for scene in scenes]
-            for path in [*paths, *videos.values()]:
-                Path(path).unlink()
+            shutil.rmtree(chunk)
             progress(
                 start + len(scenes), total, f"imported {start + len(scenes)} of {total} scenes"
             )

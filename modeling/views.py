@@ -13,9 +13,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from core.access import project_for_page
 from core.models import Job, Project, Role
 from core.services import job_cancel, job_enqueue
-from core.views import _project_for
 from modeling import services
 from modeling.forms import RunForm, SuggestForm
 from modeling.models import TrainingRun
@@ -27,7 +27,7 @@ SPLITS = ("val", "test")
 
 
 def _run_for(request: HttpRequest, slug: str, pk: int, *roles: str) -> tuple[TrainingRun, Role]:
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     run = get_object_or_404(
         TrainingRun.objects.select_related("project", "snapshot", "job"), project=project, pk=pk
     )
@@ -51,7 +51,7 @@ def leaderboard(project: Project, split: str) -> list[dict[str, Any]]:
 @login_required
 def run_list(request: HttpRequest, slug: str) -> HttpResponse:
     roles = WRITE if request.method == "POST" else READ
-    project, role = _project_for(request, slug, *roles)
+    project, role = project_for_page(request, slug, *roles)
     form = RunForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

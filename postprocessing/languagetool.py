@@ -31,9 +31,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
+
+if TYPE_CHECKING:
+    from language_tool_python import LanguageTool
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +169,9 @@ def _parse_match(raw: Any, where: str) -> tuple[int, int, Match]:
 class LanguageToolClient:
     """Checks many texts against one LanguageTool server's ``/v2/check``, batching them."""
 
-    def __init__(self, config: Config, *, base_url: str = "", session: Any = None) -> None:
+    def __init__(
+        self, config: Config, *, base_url: str = "", session: requests.Session | None = None
+    ) -> None:
         self.config = config
         self.base_url = (base_url or config.url).rstrip("/")
         if not self.base_url:
@@ -270,7 +275,7 @@ class LanguageToolClient:
 # Local servers through language-tool-python ----------------------------------------------
 
 _local_lock = threading.Lock()
-_local_servers: dict[tuple[str, bool, str], Any] = {}  # one LanguageTool per setup per process
+_local_servers: dict[tuple[str, bool, str], LanguageTool] = {}  # one per setup per process
 _local_failures: dict[tuple[str, bool, str], tuple[float, str]] = {}
 
 
@@ -305,7 +310,7 @@ def _local_server_url(config: Config) -> str:
         return str(tool.url).removesuffix("/").removesuffix("/v2")
 
 
-def _start_local(config: Config) -> Any:
+def _start_local(config: Config) -> LanguageTool:
     import language_tool_python
     from language_tool_python.download_lt import LocalLanguageTool
 
@@ -331,11 +336,11 @@ def _start_local(config: Config) -> Any:
     return _local_tool_class()(config.language, language_tool_download_version=version)
 
 
-def _local_tool_class() -> type:
+def _local_tool_class() -> type[LanguageTool]:
     import language_tool_python
     from language_tool_python import server
 
-    class LocalLanguageTool(language_tool_python.LanguageTool):  # type: ignore[misc]
+    class LocalLanguageTool(language_tool_python.LanguageTool):
         """language-tool-python's LanguageTool, careful when its server will not start.
 
         On a server that exits at once (a broken jar, an old Java) language-tool-python

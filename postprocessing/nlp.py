@@ -18,7 +18,10 @@ import os
 import threading
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 DEFAULT_PIPELINE = "en_core_web_sm"
 # the name asked for -> packages that provide it, in order of preference
@@ -35,7 +38,7 @@ class PosPipelineUnavailable(RuntimeError):
 
 
 @lru_cache(maxsize=1)
-def _tokenizer() -> Any:
+def _tokenizer() -> Any:  # spaCy's Tokenizer (a compiled class mypy cannot see)
     import spacy
 
     return spacy.blank("en").tokenizer
@@ -67,7 +70,7 @@ def pipeline_name(name: str | None = None) -> str:
     )
 
 
-def pos_pipeline(name: str | None = None) -> Any:
+def pos_pipeline(name: str | None = None) -> Language:
     """The loaded spaCy Language for POS tags and lemmas (tagger, attribute ruler,
     lemmatizer; the parser and NER are left out, which makes it about 3x faster), loaded
     once per process. Raises PosPipelineUnavailable when it is not installed."""
@@ -75,7 +78,7 @@ def pos_pipeline(name: str | None = None) -> Any:
 
 
 @lru_cache(maxsize=4)
-def _load(package: str) -> Any:
+def _load(package: str) -> Language:
     import spacy
 
     with _lock:

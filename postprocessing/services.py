@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -18,12 +18,19 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Caption
 from core.models import Job, Project, Role
+from core.progress import ProgressFn, no_progress
 from core.services import Progress, require_role
 from curation.models import SubsetClip
 from postprocessing import languagetool
 from postprocessing.languagetool import Correction, LanguageToolUnavailable
 from postprocessing.models import ProcessedCaption, StepStatus, VocabularyEntry
-from postprocessing.pipeline import REVERTED_REASON, pipeline_version, process_many, refinish
+from postprocessing.pipeline import (
+    REVERTED_REASON,
+    Grammar,
+    pipeline_version,
+    process_many,
+    refinish,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +135,8 @@ class _Grammar:
 def captions_postprocess(
     *,
     caption_ids: Sequence[int],
-    progress: Callable[[int, int | None, str], None] | None = None,
-    grammar: Any = None,
+    progress: ProgressFn = no_progress,
+    grammar: Grammar | None = None,
 ) -> dict[str, Any]:
     """Runs the pipeline over these captions (approved or not: the caller chooses) and
     stores a ProcessedCaption for each, CHUNK captions per transaction. A caption a
@@ -186,8 +193,7 @@ def captions_postprocess(
                 ],
             )
         counts["processed"] += len(captions)
-        if progress:
-            progress(start + len(chunk), total, "captions post-processed")
+        progress(start + len(chunk), total, "captions post-processed")
     failure = getattr(grammar, "failure", "")
     return {
         "processed": counts["processed"],
@@ -210,7 +216,7 @@ def captions_postprocess_later(*, caption_ids: Sequence[int]) -> None:
     def send() -> None:
         from postprocessing.tasks import captions_postprocess as task
 
-        task.apply_async(args=[ids], queue="text")
+        task.apply_async(args=(ids,), queue="text")
 
     transaction.on_commit(send, robust=True)
 

@@ -10,9 +10,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotation.models import Caption
+from core.access import project_for_page
 from core.models import Job, Project, Role
 from core.services import job_enqueue
-from core.views import _project_for
 from postprocessing import services
 from postprocessing.languagetool import describe
 from postprocessing.models import ProcessedCaption, StepStatus
@@ -29,7 +29,7 @@ def _caption_for(project: Project, pk: int) -> Caption:
 
 @login_required
 def overview(request: HttpRequest, slug: str) -> HttpResponse:
-    project, role = _project_for(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    project, role = project_for_page(request, slug, Role.RESEARCHER, Role.REVIEWER)
     in_project = services.project_captions(project).values("pk")
     processed = ProcessedCaption.objects.filter(caption__in=in_project)
     corrections = processed.filter(grammar_status=StepStatus.APPLIED) | processed.filter(
@@ -62,7 +62,7 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def run(request: HttpRequest, slug: str) -> HttpResponse:
     """Researchers start post-processing (pending captions) or a vocabulary rebuild."""
-    project, _ = _project_for(request, slug, Role.RESEARCHER)
+    project, _ = project_for_page(request, slug, Role.RESEARCHER)
     if request.POST.get("what") == "vocabulary":
         kind, params = "vocabulary_rebuild", {"project_id": project.pk}
     else:
@@ -74,7 +74,7 @@ def run(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def caption_processing(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, role = _project_for(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    project, role = project_for_page(request, slug, Role.RESEARCHER, Role.REVIEWER)
     caption = _caption_for(project, pk)
     context = {
         "project": project,
@@ -90,7 +90,7 @@ def caption_processing(request: HttpRequest, slug: str, pk: int) -> HttpResponse
 @login_required
 @require_POST
 def grammar_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project, _ = _project_for(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    project, _ = project_for_page(request, slug, Role.RESEARCHER, Role.REVIEWER)
     caption = _caption_for(project, pk)
     processed = getattr(caption, "processed", None)
     if processed is None:

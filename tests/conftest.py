@@ -12,7 +12,9 @@ from urllib.parse import quote
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import connection
+from django.http import HttpResponseBase, StreamingHttpResponse
 from django.test import Client
 
 from core.models import Project, Role
@@ -26,44 +28,44 @@ ONTOLOGY_EXCERPT = (
 )
 
 
-def make_user(username: str, **extra: Any) -> Any:
+def make_user(username: str, **extra: Any) -> User:
     return get_user_model().objects.create_user(username=username, password=PASSWORD, **extra)
 
 
 @pytest.fixture
-def alice(db: None) -> Any:
+def alice(db: None) -> User:
     return make_user("alice")
 
 
 @pytest.fixture
-def rey(db: None) -> Any:
+def rey(db: None) -> User:
     return make_user("rey")
 
 
 @pytest.fixture
-def ann(db: None) -> Any:
+def ann(db: None) -> User:
     return make_user("ann")
 
 
 @pytest.fixture
-def abe(db: None) -> Any:
+def abe(db: None) -> User:
     return make_user("abe")
 
 
 @pytest.fixture
-def olive(db: None) -> Any:
+def olive(db: None) -> User:
     user = make_user("olive")
     project_create(name="Olive's birds", slug="birds", created_by=user)
     return user
 
 
 @pytest.fixture
-def staff(db: None) -> Any:
+def staff(db: None) -> User:
     return make_user("stella", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture
-def project(alice: Any, rey: Any, ann: Any, abe: Any) -> Project:
+def project(alice: User, rey: User, ann: User, abe: User) -> Project:
     project = project_create(name="Everyday sounds", slug="sounds", created_by=alice)
     membership_add(project=project, user=rey, role=Role.REVIEWER)
     membership_add(project=project, user=ann, role=Role.ANNOTATOR)
@@ -71,10 +73,16 @@ def project(alice: Any, rey: Any, ann: Any, abe: Any) -> Project:
     return project
 
 
-def login(user: Any) -> Client:
+def login(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def streamed(response: HttpResponseBase) -> bytes:
+    """The whole body of a streamed response (a file, an export); fails on one not streamed."""
+    assert isinstance(response, StreamingHttpResponse), type(response)
+    return response.getvalue()
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ from typing import Any
 
 from django import template
 
-from active import services
 from active.forms import BatchActiveForm
 from active.models import BatchConfig, ClipScore
+from active.services.flags import batch_flag_rate
+from active.services.suggestions import edit_stats, suggestions_for_review
 
 register = template.Library()
 SHOWN_SCORES = 50
@@ -27,8 +28,8 @@ def active_batch_panel(batch: Any, role: str) -> dict[str, Any]:
         "config": config,
         "scores": list(scores[:SHOWN_SCORES]),
         "score_count": scores.count(),
-        "flag_rate": services.batch_flag_rate(batch=batch),
-        "edits": services.edit_stats(batch=batch),
+        "flag_rate": batch_flag_rate(batch=batch),
+        "edits": edit_stats(batch=batch),
         "form": BatchActiveForm(
             initial={
                 "strategy": config.strategy if config else "random",
@@ -43,7 +44,7 @@ def active_batch_panel(batch: Any, role: str) -> dict[str, Any]:
 def review_suggestions(cards: Iterable[dict[str, Any]], project: Any) -> dict[int, Any]:
     """The promoted run's suggestion for every clip on the review page, in one query."""
     clip_ids = {item["caption"].clip_id for card in cards for item in card["captions"]}
-    return services.suggestions_for_review(clip_ids, project)
+    return suggestions_for_review(clip_ids, project)
 
 
 @register.filter

@@ -13,7 +13,7 @@ pickled code runs on load)::
     step, epoch     optimisation steps done, epochs completed
     best_score      best validation score so far (None before any validation)
     optimizer       optimizer.state_dict() or None
-    trainer_state   what Trainer needs to resume mid-epoch, or None
+    trainer_state   TrainerState.saved() (loop and RNG states, to resume mid-epoch) or None
     code_version    earmark version and git commit that wrote the file
 """
 

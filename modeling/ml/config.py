@@ -1,4 +1,4 @@
-"""Typed configurations for the captioners and the trainer, with named presets.
+"""Typed configurations for the captioners and the trainer (named presets: ``presets``).
 
 Every model config is a flat dataclass; ``asdict(cfg)`` is what a checkpoint stores as
 ``model_args`` and what ``TrainingRun.config`` keeps, and ``config_from_dict`` rebuilds it strictly
@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 C = TypeVar("C")
 
@@ -54,6 +54,23 @@ class CaptionerConfig:
     # {"output": "fc2"} for VGGish); its input bins always follow feature_dim. JSON on the
     # command line: model.encoder_options={"output": "fc2"}.
     encoder_options: dict[str, Any] = field(default_factory=dict)
+
+    # Hooks of the data pipeline (modeling.datasets), which asks the config what the model
+    # reads beyond features and captions; a model that needs more overrides them.
+
+    def attribute_words_from(self) -> Literal["retrieval", "labels"] | None:
+        """Where each clip's attribute words (batch["attributes"]) come from; None: the model
+        reads none."""
+        return None
+
+    def keyword_targets_size(self) -> int:
+        """How many keywords the training captions should yield for per-clip keyword targets
+        (batch["keyword_targets"]); 0: the model trains without them."""
+        return 0
+
+    def with_keywords_found(self, found: int) -> Self:
+        """This config for a corpus whose captions held only ``found`` keywords."""
+        return self
 
 
 @dataclass
@@ -107,6 +124,9 @@ class TopDownConfig(CaptionerConfig):
     # batch["attributes"] accordingly (nn_retrieval.with_retrieved_attributes does the lookup);
     # the model itself only reads the tensor.
     attribute_source: Literal["retrieval", "labels"] = "retrieval"
+
+    def attribute_words_from(self) -> Literal["retrieval", "labels"] | None:
+        return self.attribute_source if self.aligned_attention else None
 
 
 @dataclass
@@ -259,115 +279,6 @@ class RunConfig:
     vocab: VocabConfig = field(default_factory=VocabConfig)
     # Training loop settings.
     train: TrainConfig = field(default_factory=TrainConfig)
-
-
-# --------------------------------------------------------------------------- presets
-
-# Named presets per model: "paper" follows MODELS.md, "small" trains on CPU in minutes,
-# "tiny" is for unit tests (seconds). Use ``model_preset(name, preset)``, which returns a copy.
-MODEL_PRESETS: dict[str, dict[str, CaptionerConfig]] = {
-    "nn": {
-        "paper": NearestNeighbourConfig(),
-        "small": NearestNeighbourConfig(),
-        "tiny": NearestNeighbourConfig(feature_dim=8, max_caption_length=12, max_attributes=4),
-    },
-    "lstm": {
-        "paper": LSTMConfig(),
-        "small": LSTMConfig(embed_dim=128, encoder_dim=128, decoder_dim=256),
-        "tiny": LSTMConfig(feature_dim=8, embed_dim=16, encoder_dim=12, decoder_dim=24),
-    },
-    "tempatt": {
-        "paper": TempAttConfig(),
-        "small": TempAttConfig(embed_dim=128, encoder_dim=128, decoder_dim=256),
-        "tiny": TempAttConfig(feature_dim=8, embed_dim=16, encoder_dim=12, decoder_dim=24),
-    },
-    "topdown": {
-        "paper": TopDownConfig(),
-        "small": TopDownConfig(embed_dim=128, encoder_dim=128, decoder_dim=256),
-        "tiny": TopDownConfig(feature_dim=8, embed_dim=16, encoder_dim=12, decoder_dim=24),
-    },
-    "act": {
-        "paper": ACTConfig(),
-        "small": ACTConfig(
-            encoder_dim=192,
-            encoder_layers=4,
-            encoder_heads=4,
-            decoder_dim=192,
-            decoder_heads=4,
-            decoder_layers=2,
-            dropout=0.1,
-        ),
-        "tiny": ACTConfig(
-            feature_dim=8,
-            patch_frames=2,
-            max_frames=64,
-            encoder_dim=16,
-            encoder_layers=1,
-            encoder_heads=2,
-            decoder_dim=16,
-            decoder_layers=1,
-            decoder_heads=2,
-            ff_mult=2,
-            max_caption_length=16,
-        ),
-    },
-    "bilstm": {
-        "paper": BiLSTMConfig(),
-        "small": BiLSTMConfig(
-            feature_dim=128, encoder_dim=128, embed_dim=128, decoder_dim=256, attention_dim=128
-        ),
-        "tiny": BiLSTMConfig(
-            feature_dim=8, encoder_dim=12, embed_dim=16, decoder_dim=24, attention_dim=12
-        ),
-    },
-}
-
-# Training presets named after the paper whose recipe they follow.
-TRAIN_PRESETS: dict[str, TrainConfig] = {
-    # Kim et al.: Adam (0.9/0.999/1e-8); lr not given in MODELS.md, 1e-3 is the usual LSTM choice.
-    "audiocaps": TrainConfig(lr=1e-3, epochs=30, label_smoothing=0.0),
-    # Liu et al.: Adam 1e-4, linear warm-up over the first 5 of 15 epochs, batch 32, smoothing.
-    "act": TrainConfig(lr=1e-4, epochs=15, warmup_epochs=5.0, batch_size=32, label_smoothing=0.1),
-    # BiLSTM: Adam 1e-4, batch 32, halve lr after 3 validations without gain.
-    "bilstm": TrainConfig(
-        lr=1e-4, epochs=30, plateau_patience=3, plateau_factor=0.5, label_smoothing=0.0
-    ),
-    # Unit tests: a handful of steps on CPU, no early stopping.
-    "tiny": TrainConfig(
-        epochs=2,
-        batch_size=4,
-        lr=3e-3,
-        label_smoothing=0.0,
-        early_stopping_patience=None,
-        amp=False,
-        log_every_steps=1,
-    ),
-}
-
-
-def model_preset(model_name: str, preset: str = "paper") -> CaptionerConfig:
-    """A fresh copy of a named preset; the error lists what exists."""
-    try:
-        presets = MODEL_PRESETS[model_name]
-    except KeyError:
-        known = ", ".join(sorted(MODEL_PRESETS))
-        raise ConfigError(f"no presets for model '{model_name}' (known models: {known})") from None
-    try:
-        return dataclasses.replace(presets[preset])
-    except KeyError:
-        known = ", ".join(sorted(presets))
-        raise ConfigError(
-            f"model '{model_name}' has no preset '{preset}' (known: {known})"
-        ) from None
-
-
-def train_preset(preset: str = "audiocaps") -> TrainConfig:
-    """A fresh copy of a named training preset."""
-    try:
-        return dataclasses.replace(TRAIN_PRESETS[preset])
-    except KeyError:
-        known = ", ".join(sorted(TRAIN_PRESETS))
-        raise ConfigError(f"no training preset '{preset}' (known: {known})") from None
 
 
 def check_train_config(config: TrainConfig) -> None:

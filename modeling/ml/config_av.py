@@ -1,8 +1,7 @@
 """Configs and presets of the audio-visual and keyword captioners (MODELS.md sections 2, 3, 5).
 
-They live beside ``modeling.ml.config`` rather than in it: V-ACT extends ``ACTConfig``, and the
-registry merges ``AV_MODEL_PRESETS`` into ``MODEL_PRESETS`` when it registers the models, so
-``model_preset("vact", "tiny")`` works like any other model's.
+They live beside ``modeling.ml.config`` rather than in it (V-ACT extends ``ACTConfig``); their
+presets are in ``modeling.ml.presets`` with every other model's.
 
 The batch keys these models read on top of ``modeling.ml.models.base``::
 
@@ -14,10 +13,11 @@ The batch keys these models read on top of ``modeling.ml.models.base``::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from modeling.ml.config import ACTConfig, CaptionerConfig, TrainConfig
+from modeling.ml.config import ACTConfig, CaptionerConfig
 
 
 @dataclass
@@ -84,6 +84,12 @@ class MAACConfig(CaptionerConfig):
     # Dropout before the word classifier.
     dropout: float = 0.25
 
+    def keyword_targets_size(self) -> int:
+        return self.num_keywords
+
+    def with_keywords_found(self, found: int) -> MAACConfig:
+        return dataclasses.replace(self, num_keywords=found, top_k=min(self.top_k, found))
+
 
 @dataclass
 class AVConfig(CaptionerConfig):
@@ -131,112 +137,3 @@ class AVConfig(CaptionerConfig):
     mbp_alpha: float = 10.0
     # beta of eq. 5 (moving-average factor of the weights).
     mbp_beta: float = 0.99
-
-
-_TINY_ACT = {
-    "feature_dim": 8,
-    "patch_frames": 2,
-    "max_frames": 64,
-    "encoder_dim": 16,
-    "encoder_layers": 1,
-    "encoder_heads": 2,
-    "decoder_dim": 16,
-    "decoder_layers": 1,
-    "decoder_heads": 2,
-    "ff_mult": 2,
-    "max_caption_length": 16,
-}
-_SMALL_ACT = {
-    "encoder_dim": 192,
-    "encoder_layers": 4,
-    "encoder_heads": 4,
-    "decoder_dim": 192,
-    "decoder_heads": 4,
-    "decoder_layers": 2,
-    "dropout": 0.1,
-}
-
-
-def _vact_presets() -> dict[str, CaptionerConfig]:
-    return {
-        "paper": VACTConfig(),
-        "small": VACTConfig(**_SMALL_ACT),  # type: ignore[arg-type]
-        "tiny": VACTConfig(video_dim=6, max_video_frames=16, **_TINY_ACT),  # type: ignore[arg-type]
-    }
-
-
-AV_MODEL_PRESETS: dict[str, dict[str, CaptionerConfig]] = {
-    "vact": _vact_presets(),
-    "vact_video": _vact_presets(),
-    "vact_concat": _vact_presets(),
-    "video_only": _vact_presets(),
-    "maac": {
-        "paper": MAACConfig(),
-        "small": MAACConfig(
-            num_keywords=100,
-            cnn_channels=(32, 64, 128, 128, 256),
-            level_dim=128,
-            hidden_dim=256,
-            attention_dim=128,
-        ),
-        "tiny": MAACConfig(
-            feature_dim=8,
-            num_keywords=12,
-            top_k=3,
-            cnn_channels=(4, 4, 8, 8, 8),
-            level_dim=8,
-            hidden_dim=16,
-            attention_dim=8,
-        ),
-    },
-    "crossmodal": {
-        "paper": AVConfig(),
-        "small": AVConfig(
-            width=192,
-            audio_layers=4,
-            audio_heads=4,
-            fusion_layers=2,
-            fusion_heads=4,
-            decoder_layers=2,
-            decoder_heads=4,
-            dropout=0.1,
-        ),
-        "tiny": AVConfig(
-            feature_dim=8,
-            max_frames=32,
-            audio_pool=2,
-            width=16,
-            audio_layers=1,
-            audio_heads=2,
-            video_dim=6,
-            max_video_tokens=16,
-            fusion_layers=2,
-            fusion_heads=2,
-            decoder_layers=1,
-            decoder_heads=2,
-            ff_mult=2,
-            max_caption_length=16,
-        ),
-    },
-}
-
-# Training presets of these papers, merged into TRAIN_PRESETS by the registry like the models'.
-AV_TRAIN_PRESETS: dict[str, TrainConfig] = {
-    # MAAC as one run: keyword-encoder pre-training (BCE), the cross-entropy stage (Adam 3e-4,
-    # 30 epochs, batch 32, lr x 0.98 per epoch, smoothing), then self-critical fine-tuning on
-    # CIDEr-D at 5e-5. The paper gives no epoch counts for the first and last stages; 10 each.
-    "maac": TrainConfig(
-        lr=3e-4,
-        epochs=30,
-        batch_size=32,
-        lr_decay_per_epoch=0.98,
-        label_smoothing=0.1,
-        pretrain_epochs=10,
-        scst_epochs=10,
-        scst_lr=5e-5,
-    ),
-    # MAAC self-critical stage (modeling.ml.scst): Adam 5e-5, no smoothing (no targets).
-    "maac_scst": TrainConfig(
-        lr=5e-5, epochs=30, batch_size=32, lr_decay_per_epoch=0.98, label_smoothing=0.0
-    ),
-}

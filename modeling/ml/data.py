@@ -66,6 +66,15 @@ class CaptionDataset(Dataset[CaptionItem]):
         return self.items[index]
 
 
+def clip_items(items: Sequence[CaptionItem]) -> list[CaptionItem]:
+    """One item per clip (its first caption): the pre-training and self-critical stages
+    learn per clip, not per reference caption."""
+    seen: dict[str, CaptionItem] = {}
+    for index, item in enumerate(items):
+        seen.setdefault(item.clip_id or f"#{index}", item)
+    return list(seen.values())
+
+
 def _pad(seqs: Sequence[Tensor], value: float = 0.0) -> Tensor:
     return torch.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True, padding_value=value)
 

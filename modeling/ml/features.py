@@ -13,10 +13,10 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import soundfile as sf
@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 import torchaudio
 from torch import Tensor, nn
+
+from modeling.ml.dataclass_dict import DictRoundTrip
 
 # Bumped whenever `extract` changes its output for the same config, so old cache entries
 # stop matching instead of being served silently.
@@ -34,7 +36,9 @@ LOGS = ("ln", "db")
 
 
 @dataclass(frozen=True)
-class FeatureConfig:
+class FeatureConfig(DictRoundTrip):
+    config_name: ClassVar[str] = "feature config"
+
     kind: str = "logmel"  # logmel | mfcc | fbank (Kaldi-compatible, as AST was trained on)
     sample_rate: int = 32_000  # audio is resampled to this rate first
     n_fft: int = 1024  # FFT size in samples
@@ -87,19 +91,6 @@ class FeatureConfig:
         if self.center:
             return 1 + num_samples // self.hop_length
         return max(0, 1 + (num_samples - self.n_fft) // self.hop_length)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FeatureConfig:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(
-                f"Unknown feature config field(s) {unknown}; known: {', '.join(sorted(known))}."
-            )
-        return cls(**data)
 
     def key(self) -> str:
         """A stable 16-hex-digit hash of every field (and the code version): the cache key."""

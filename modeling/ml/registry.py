@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from modeling.ml.config import (
-    MODEL_PRESETS,
-    TRAIN_PRESETS,
     ACTConfig,
     BiLSTMConfig,
     CaptionerConfig,
@@ -21,15 +19,8 @@ from modeling.ml.config import (
     TrainConfig,
     VocabConfig,
     config_from_dict,
-    model_preset,
 )
-from modeling.ml.config_av import (
-    AV_MODEL_PRESETS,
-    AV_TRAIN_PRESETS,
-    AVConfig,
-    MAACConfig,
-    VACTConfig,
-)
+from modeling.ml.config_av import AVConfig, MAACConfig, VACTConfig
 from modeling.ml.models.act import ACTCaptioner
 from modeling.ml.models.av import AVCaptioner
 from modeling.ml.models.base import Captioner
@@ -46,6 +37,7 @@ from modeling.ml.models.vact import (
     VACTVideoCaptioner,
     VideoOnlyCaptioner,
 )
+from modeling.ml.presets import model_preset
 
 MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
     "nn": (NearestNeighbourCaptioner, NearestNeighbourConfig),
@@ -61,9 +53,6 @@ MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
     "maac": (MAACCaptioner, MAACConfig),
     "crossmodal": (AVCaptioner, AVConfig),
 }
-# The audio-visual and keyword families keep their presets beside their configs.
-MODEL_PRESETS.update(AV_MODEL_PRESETS)
-TRAIN_PRESETS.update(AV_TRAIN_PRESETS)
 
 
 class UnknownModelError(KeyError):

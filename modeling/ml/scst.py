@@ -12,22 +12,25 @@ the greedy baseline needs no learned critic. Tokens count up to and including <e
 
 The reward is the caller's: ``reward_fn(candidates, rows)`` gets word-id lists (without
 <bos>/<eos>) and, for each, the batch row it belongs to, and returns one reward per candidate.
-The Django side closes over the batch's clip ids and references to compute CIDEr-D; nothing
-here knows about metrics or the corpus.
+The trainer maps the rows to clip ids and calls a ``ClipRewardFn``; ``cider_reward`` builds
+the one the app uses (CIDEr-D against each clip's training references) from the references.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from modeling.ml.cider import CiderD
 from modeling.ml.models.base import Batch, Captioner
-from modeling.ml.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from modeling.ml.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabulary, tokenize
 
 RewardFn = Callable[[list[list[int]], list[int]], Sequence[float] | Tensor]
+# reward_fn(captions as word-id lists without <bos>/<eos>, the clip id of each) -> rewards.
+ClipRewardFn = Callable[[list[list[int]], list[str]], Sequence[float]]
 
 
 @dataclass
@@ -153,3 +156,18 @@ def scst_loss(
         advantages=advantages.detach(),
         samples=samples,
     )
+
+
+def cider_reward(references: Mapping[str, Sequence[str]], vocab: Vocabulary) -> ClipRewardFn:
+    """The self-critical reward: CIDEr-D of each sampled caption against its clip's
+    ``references`` (texts by clip id), with document frequencies over all of them
+    (``modeling.ml.cider``: pycocoevalcap's formula on the vocabulary's lower-cased,
+    punctuation-free words)."""
+    scorer = CiderD(
+        {clip_id: [tokenize(t) for t in texts] for clip_id, texts in references.items()}
+    )
+
+    def reward(captions: list[list[int]], clip_ids: list[str]) -> list[float]:
+        return scorer.scores([vocab.decode(words).split() for words in captions], clip_ids)
+
+    return reward

@@ -5,6 +5,10 @@ logits (B, L, V)`` (see ``modeling.ml.models.base``). The Django side supplies a
 (CIDEr-D from the evaluation module), a progress callback writing to the TrainingRun row and a
 cancel callable polling the Job; this module never imports them.
 
+One module (above 600 lines) because it is one loop: stages, data-parallel training, AMP,
+validation, checkpoints and callbacks all act on the same ``TrainerState`` batch by batch. The
+loop's bookkeeping types are in ``train_state``; device and seeding helpers in ``runtime``.
+
 Optional model hooks, used when present:
 
 - ``training_loss(batch, *, label_smoothing) -> (loss, figures)`` replaces the caption
@@ -43,7 +47,6 @@ Events and their payloads (callbacks get ``(trainer, info)``)::
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -60,77 +63,40 @@ from modeling.ml.data import (
     BucketBatchSampler,
     CaptionDataset,
     CaptionItem,
+    clip_items,
     collate,
     collate_with_ids,
 )
 from modeling.ml.models.base import Batch, Captioner, caption_loss
 from modeling.ml.models.encoded import EncodedCaptioner
 from modeling.ml.registry import build_model
-from modeling.ml.scst import scst_loss
+from modeling.ml.runtime import pick_device, seed_everything, to_device
+from modeling.ml.scst import ClipRewardFn, scst_loss
+from modeling.ml.train_state import (
+    CAPTION,
+    PRETRAIN,
+    SCST,
+    Stage,
+    TrainerState,
+    TrainResult,
+    run_stages,
+)
 from modeling.ml.vocab import Vocabulary
 
 Callback = Callable[["Trainer", dict[str, Any]], None]
-# reward_fn(captions as word-id lists without <bos>/<eos>, the clip id of each) -> rewards.
-ClipRewardFn = Callable[[list[list[int]], list[str]], Sequence[float]]
-PRETRAIN, CAPTION, SCST = "pretrain", "caption", "scst"
 EVENTS = ("train_start", "step", "validation", "epoch_end", "checkpoint", "train_end")
 LAST, BEST = "last.pt", "best.pt"
 
 
 @dataclass(frozen=True)
-class Stage:
-    """A run of consecutive epochs trained the same way."""
+class _Feed:
+    """A training set as the loop reads it: length-bucketed batches of this rank's share,
+    in an order fixed by (seed, epoch), and the loader collating them."""
 
-    name: str  # PRETRAIN, CAPTION or SCST
-    first_epoch: int  # global epoch index of its first epoch
-    epochs: int
-
-    @property
-    def end(self) -> int:
-        return self.first_epoch + self.epochs
-
-
-@dataclass
-class TrainResult:
-    """What a run produced."""
-
-    # One row per completed epoch: epoch, stage, step, train_loss, val_loss, score, lr, seconds.
-    history: list[dict[str, Any]]
-    best_checkpoint: Path | None  # None when nothing was ever validated
-    last_checkpoint: Path
-    best_score: float | None
-    stopped: str  # "completed", "early_stopping" or "cancelled"
-    steps: int
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy (when installed) and torch, CPU and CUDA."""
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy as np
-    except ImportError:  # numpy is optional for this package
-        pass
-    else:
-        np.random.seed(seed % 2**32)
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"train.device={name!r} but CUDA is not available on this machine")
-    return device
-
-
-def clip_items(items: Sequence[CaptionItem]) -> list[CaptionItem]:
-    """One item per clip (its first caption): the pre-training and self-critical stages
-    learn per clip, not per reference caption."""
-    seen: dict[str, CaptionItem] = {}
-    for index, item in enumerate(items):
-        seen.setdefault(item.clip_id or f"#{index}", item)
-    return list(seen.values())
+    dataset: CaptionDataset
+    sampler: BucketBatchSampler
+    loader: DataLoader
+    steps_per_epoch: int
 
 
 class _LossModule(torch.nn.Module):
@@ -145,11 +111,6 @@ class _LossModule(torch.nn.Module):
 
     def forward(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[Any, dict]:
         return self._loss(stage, batch, clip_ids)
-
-
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    # non_blocking pairs with pin_memory: the copy overlaps with the previous step's compute.
-    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
 
 
 class Trainer:
@@ -171,20 +132,7 @@ class Trainer:
         run_config: RunConfig | None = None,
         reward_fn: ClipRewardFn | None = None,
     ) -> None:
-        if not train_items:
-            raise ValueError("the training set is empty")
-        if config.pretrain_epochs > 0 and not hasattr(model, "pretrain_loss"):
-            raise ValueError(
-                f"train.pretrain_epochs={config.pretrain_epochs} but model '{model_name}' "
-                "has no pre-training stage"
-            )
-        if config.scst_epochs > 0 and reward_fn is None:
-            raise ValueError(
-                f"train.scst_epochs={config.scst_epochs} needs a reward function (reward_fn)"
-            )
-        check_train_config(config)
-        if config.scst_samples < 1:
-            raise ValueError(f"train.scst_samples must be at least 1, got {config.scst_samples}")
+        _check_settings(model, model_name, config, train_items, reward_fn)
         self.model = model
         self.model_name = model_name
         self.config = config
@@ -200,35 +148,54 @@ class Trainer:
         self.run_config = run_config
         self.reward_fn = reward_fn
         self.world = distributed.setup()
-        self.device = pick_device(config.device)
-        if self.world.distributed and self.device.type == "cuda":
-            self.device = torch.device("cuda", self.world.local_rank)  # one GPU per process
+        self.device = self._pick_device()
         self.ddp: torch.nn.Module | None = None  # built in fit(), once the model is on device
         # Training-time augmentation of batch["features"]; the validation, scoring and
         # decoding paths never call it.
-        self.augment: torch.nn.Module | None = None
-        if config.spec_augment:
-            from modeling.ml.features import SpecAugment  # soundfile/torchaudio only if used
-
-            self.augment = SpecAugment(
-                time_mask=config.spec_time_mask,
-                freq_mask=config.spec_freq_mask,
-                n_time_masks=config.spec_time_masks,
-                n_freq_masks=config.spec_freq_masks,
-                p=config.spec_p,
-            )
+        self.augment = _spec_augment(config)
         self.callbacks: dict[str, list[Callback]] = {event: [] for event in EVENTS}
         self.optimizer = self._make_optimizer() if model.trainable else None
-        use_cuda = self.device.type == "cuda"
-        self.amp_dtype = (
-            (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
-            if config.amp and use_cuda
-            else None
-        )
+        self.amp_dtype = self._amp_dtype()
         # Loss scaling is only needed for float16; bfloat16 has float32's range.
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
-        self.sampler = BucketBatchSampler(
-            self.train_set.lengths,
+        self.caption_feed = self._feed(self.train_set)
+        # The clip-level stages (pre-training, self-critical) see each clip once per epoch.
+        self.clip_feed = (
+            self._feed(CaptionDataset(clip_items(self.train_set.items)))
+            if config.pretrain_epochs or config.scst_epochs
+            else None
+        )
+        self.warmup_steps = round(config.warmup_epochs * self.steps_per_epoch)
+        self.stages = run_stages(config)
+        self.total_epochs = config.pretrain_epochs + config.epochs + config.scst_epochs
+        self.state = TrainerState()
+
+    @property
+    def sampler(self) -> BucketBatchSampler:
+        """The caption stage's batch sampler."""
+        return self.caption_feed.sampler
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Optimisation steps in one caption-training epoch (this rank's)."""
+        return self.caption_feed.steps_per_epoch
+
+    def _pick_device(self) -> torch.device:
+        device = pick_device(self.config.device)
+        if self.world.distributed and device.type == "cuda":
+            return torch.device("cuda", self.world.local_rank)  # one GPU per process
+        return device
+
+    def _amp_dtype(self) -> torch.dtype | None:
+        """Mixed precision on CUDA: bfloat16 where supported, else float16; None off CUDA."""
+        if not (self.config.amp and self.device.type == "cuda"):
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def _feed(self, dataset: CaptionDataset) -> _Feed:
+        config = self.config
+        sampler = BucketBatchSampler(
+            dataset.lengths,
             config.batch_size,
             bucket_batches=config.bucket_batches,
             shuffle=True,
@@ -236,49 +203,17 @@ class Trainer:
             num_replicas=self.world.size,
             rank=self.world.rank,
         )
-        self.loader = self._loader(self.train_set, self.sampler)
-        self.steps_per_epoch = len(self.sampler.batches())
-        self.warmup_steps = round(config.warmup_epochs * self.steps_per_epoch)
-        self.stages = [
-            Stage(name, first, epochs)
-            for name, first, epochs in (
-                (PRETRAIN, 0, config.pretrain_epochs),
-                (CAPTION, config.pretrain_epochs, config.epochs),
-                (SCST, config.pretrain_epochs + config.epochs, config.scst_epochs),
-            )
-            if epochs > 0
-        ]
-        self.total_epochs = config.pretrain_epochs + config.epochs + config.scst_epochs
-        # The clip-level stages (pre-training, self-critical) see each clip once per epoch.
-        self.clip_set = self.clip_sampler = self.clip_loader = None
-        self.clip_steps_per_epoch = 0
-        if config.pretrain_epochs or config.scst_epochs:
-            self.clip_set = CaptionDataset(clip_items(self.train_set.items))
-            self.clip_sampler = BucketBatchSampler(
-                self.clip_set.lengths,
-                config.batch_size,
-                bucket_batches=config.bucket_batches,
-                shuffle=True,
-                seed=config.seed,
-                num_replicas=self.world.size,
-                rank=self.world.rank,
-            )
-            self.clip_loader = self._loader(self.clip_set, self.clip_sampler)
-            self.clip_steps_per_epoch = len(self.clip_sampler.batches())
-        # Loop state; all of it goes into the "last" checkpoint so a resume is exact.
-        self.state: dict[str, Any] = {
-            "step": 0,
-            "epoch": 0,
-            "batch_in_epoch": 0,
-            "epoch_loss_sum": 0.0,
-            "epoch_loss_count": 0,
-            "best_score": None,
-            "bad_validations": 0,
-            "plateau_bad": 0,
-            "plateau_scale": 1.0,
-            "stage_step": 0,  # optimisation steps since the current stage began (warm-up)
-            "history": [],
-        }
+        return _Feed(
+            dataset=dataset,
+            sampler=sampler,
+            loader=self._loader(dataset, sampler),
+            steps_per_epoch=len(sampler.batches()),
+        )
+
+    def _feed_of(self, stage: Stage) -> _Feed:
+        feed = self.caption_feed if stage.name == CAPTION else self.clip_feed
+        assert feed is not None  # built whenever the run has a clip-level stage
+        return feed
 
     def _loader(self, dataset: CaptionDataset, sampler: BucketBatchSampler) -> DataLoader:
         use_cuda = self.device.type == "cuda"
@@ -301,8 +236,7 @@ class Trainer:
         raise ValueError(f"epoch {epoch} is outside the run's {self.total_epochs} epochs")
 
     def _stage_steps(self, stage: Stage) -> int:
-        per_epoch = self.steps_per_epoch if stage.name == CAPTION else self.clip_steps_per_epoch
-        return stage.epochs * per_epoch
+        return stage.epochs * self._feed_of(stage).steps_per_epoch
 
     # ------------------------------------------------------------------ callbacks
 
@@ -330,7 +264,7 @@ class Trainer:
         and plateau cuts (``step`` and ``epoch`` counted from the stage's start)."""
         cfg = self.config
         warm = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
-        return cfg.lr * warm * cfg.lr_decay_per_epoch**epoch * self.state["plateau_scale"]
+        return cfg.lr * warm * cfg.lr_decay_per_epoch**epoch * self.state.plateau_scale
 
     def stage_learning_rate(self, stage: Stage, epoch: int, stage_step: int) -> float:
         """The learning rate of step ``stage_step`` of ``stage`` in global ``epoch``."""
@@ -339,7 +273,7 @@ class Trainer:
         if stage.name == CAPTION:
             return self.learning_rate(stage_step, in_stage)
         base = cfg.scst_lr if stage.name == SCST else (cfg.pretrain_lr or cfg.lr)
-        return base * cfg.lr_decay_per_epoch**in_stage * self.state["plateau_scale"]
+        return base * cfg.lr_decay_per_epoch**in_stage * self.state.plateau_scale
 
     def _autocast(self) -> Any:
         if self.amp_dtype is None:
@@ -383,7 +317,7 @@ class Trainer:
     def _train_step(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[float, dict]:
         assert self.optimizer is not None
         batch = self.augmented(batch)
-        lr = self.stage_learning_rate(stage, self.state["epoch"], self.state["stage_step"])
+        lr = self.stage_learning_rate(stage, self.state.epoch, self.state.stage_step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with self._autocast():
@@ -394,7 +328,7 @@ class Trainer:
             loss = loss.float()
         if not torch.isfinite(loss):
             raise FloatingPointError(
-                f"training loss is {loss.item()} at step {self.state['step']} "
+                f"training loss is {loss.item()} at step {self.state.step} "
                 f"(lr {lr:.3g}); lower train.lr or enable train.grad_clip"
             )
         self.optimizer.zero_grad(set_to_none=True)
@@ -435,22 +369,22 @@ class Trainer:
             else:
                 score = -val_loss if val_loss is not None else None
         val_loss, score = distributed.broadcast(self.world, (val_loss, score))
-        best = self.state["best_score"]
-        improved = score is not None and (best is None or score > best)
+        state = self.state
+        improved = score is not None and (state.best_score is None or score > state.best_score)
         if improved:
-            self.state["best_score"] = score
-            self.state["bad_validations"] = self.state["plateau_bad"] = 0
+            state.best_score = score
+            state.bad_validations = state.plateau_bad = 0
             self._save(BEST)
         elif score is not None:
-            self.state["bad_validations"] += 1
-            self.state["plateau_bad"] += 1
+            state.bad_validations += 1
+            state.plateau_bad += 1
             patience = self.config.plateau_patience
-            if patience is not None and self.state["plateau_bad"] >= patience:
-                self.state["plateau_scale"] *= self.config.plateau_factor
-                self.state["plateau_bad"] = 0
+            if patience is not None and state.plateau_bad >= patience:
+                state.plateau_scale *= self.config.plateau_factor
+                state.plateau_bad = 0
         info = {
-            "epoch": self.state["epoch"],
-            "step": self.state["step"],
+            "epoch": state.epoch,
+            "step": state.step,
             "val_loss": val_loss,
             "score": score,
             "improved": improved,
@@ -461,11 +395,6 @@ class Trainer:
     def _save(self, name: str) -> Path:
         if not self.world.is_main:  # one writer; the others know where it is
             return self.out_dir / name
-        trainer_state = dict(
-            self.state, rng=torch.get_rng_state(), python_rng=list(random.getstate()[1])
-        )
-        if torch.cuda.is_available():
-            trainer_state["cuda_rng"] = torch.cuda.get_rng_state_all()
         path = save_checkpoint(
             self.out_dir / name,
             model_name=self.model_name,
@@ -473,11 +402,11 @@ class Trainer:
             vocab=self.vocab,
             feature_config=self.feature_config,
             run_config=self.run_config,
-            step=self.state["step"],
-            epoch=self.state["epoch"],
-            best_score=self.state["best_score"],
+            step=self.state.step,
+            epoch=self.state.epoch,
+            best_score=self.state.best_score,
             optimizer=self.optimizer,
-            trainer_state=trainer_state,
+            trainer_state=self.state.saved(),
         )
         self._emit("checkpoint", {"kind": name.removesuffix(".pt"), "path": path})
         return path
@@ -491,28 +420,19 @@ class Trainer:
         self.model.load_state_dict(payload["state_dict"], strict=True)
         if self.optimizer is not None and payload.get("optimizer") is not None:
             self.optimizer.load_state_dict(payload["optimizer"])
-        saved = payload.get("trainer_state") or {}
-        for key in self.state:
-            if key in saved:
-                self.state[key] = saved[key]
-        if "rng" in saved:
-            torch.set_rng_state(saved["rng"].cpu())
-        if "python_rng" in saved:
-            random.setstate((3, tuple(saved["python_rng"]), None))
-        if "cuda_rng" in saved and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in saved["cuda_rng"]])
+        self.state = TrainerState.restore(payload.get("trainer_state") or {})
 
     def _finish(self, stopped: str) -> TrainResult:
         last = self._save(LAST)
         distributed.barrier(self.world)  # every rank returns a checkpoint that exists
         best = self.out_dir / BEST
         result = TrainResult(
-            history=list(self.state["history"]),
+            history=list(self.state.history),
             best_checkpoint=best if best.exists() else None,
             last_checkpoint=last,
-            best_score=self.state["best_score"],
+            best_score=self.state.best_score,
             stopped=stopped,
-            steps=self.state["step"],
+            steps=self.state.step,
         )
         self._emit(
             "train_end",
@@ -527,19 +447,7 @@ class Trainer:
         if resume_from is not None:
             self._resume(resume_from)
         if self.world.distributed and self.model.trainable:
-            from torch.nn.parallel import DistributedDataParallel
-
-            # DDP copies rank 0's weights to the others here. Unused parameters are searched
-            # for because stages use different parts of a model (MAAC's keyword encoder alone
-            # in pre-training) and some captioners leave modules out of some batches.
-            self.ddp = DistributedDataParallel(
-                _LossModule(self),
-                device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=True,
-            )
-            # ranks share parameters, not dropout or SpecAugment draws
-            torch.manual_seed(self.config.seed + 1_000_003 * self.world.rank + self.state["step"])
-        cfg = self.config
+            self._wrap_ddp()
         trainable = self.model.trainable
         total_steps = sum(self._stage_steps(stage) for stage in self.stages) if trainable else 0
         self._emit(
@@ -548,7 +456,7 @@ class Trainer:
                 "total_steps": total_steps,
                 "steps_per_epoch": self.steps_per_epoch,
                 "device": str(self.device),
-                "resumed_from_step": self.state["step"],
+                "resumed_from_step": self.state.step,
                 "stages": [dataclasses.asdict(stage) for stage in self.stages],
             },
         )
@@ -556,82 +464,96 @@ class Trainer:
             # 1NN: "training" is filling the bank; validate once so the run has a score.
             self._validate()
             return self._finish("completed")
-
-        while self.state["epoch"] < self.total_epochs:
-            epoch = self.state["epoch"]
+        while self.state.epoch < self.total_epochs:
+            epoch = self.state.epoch
             stage = self.stage_of(epoch)
-            if epoch == stage.first_epoch and self.state["batch_in_epoch"] == 0:
+            if epoch == stage.first_epoch and self.state.batch_in_epoch == 0:
                 self._enter(stage)
             started = time.perf_counter()
-            caption_stage = stage.name == CAPTION
-            sampler = self.sampler if caption_stage else self.clip_sampler
-            loader = self.loader if caption_stage else self.clip_loader
-            assert sampler is not None
-            assert loader is not None
-            sampler.set_epoch(epoch, skip=self.state["batch_in_epoch"])
-            self.model.train()
-            for batch, clip_ids in loader:
-                if self._cancelled():
-                    return self._finish("cancelled")
-                loss, figures = self._train_step(stage, to_device(batch, self.device), clip_ids)
-                self.state["step"] += 1
-                self.state["stage_step"] += 1
-                self.state["batch_in_epoch"] += 1
-                self.state["epoch_loss_sum"] += loss
-                self.state["epoch_loss_count"] += 1
-                step = self.state["step"]
-                if step % cfg.log_every_steps == 0:
-                    self._emit(
-                        "step",
-                        {
-                            "step": step,
-                            "total_steps": total_steps,
-                            "epoch": epoch,
-                            "loss": loss,
-                            "lr": self.stage_learning_rate(
-                                stage, epoch, self.state["stage_step"] - 1
-                            ),
-                            "stage": stage.name,
-                            "figures": figures,
-                        },
-                    )
-                if cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0:
-                    self._save(LAST)
-            if self._cancelled():
+            if not self._train_epoch(stage, total_steps) or self._cancelled():
                 return self._finish("cancelled")
-
-            train_loss = self.state["epoch_loss_sum"] / max(1, self.state["epoch_loss_count"])
-            self.state.update(
-                epoch=epoch + 1, batch_in_epoch=0, epoch_loss_sum=0.0, epoch_loss_count=0
-            )
-            in_stage = epoch + 1 - stage.first_epoch
-            validated = stage.name != PRETRAIN and (
-                in_stage % cfg.validate_every == 0 or epoch + 1 == stage.end
-            )
-            info = self._validate() if validated else {"val_loss": None, "score": None}
-            # the rate of the epoch's last step, after any plateau cut this validation made
-            lr = self.stage_learning_rate(stage, epoch, self.state["stage_step"] - 1)
-            row = {
-                "epoch": epoch + 1,
-                "stage": stage.name,
-                "step": self.state["step"],
-                "train_loss": train_loss,
-                "val_loss": info["val_loss"],
-                "score": info["score"],
-                "lr": lr,
-                "seconds": time.perf_counter() - started,
-            }
-            self.state["history"].append(row)
-            self._emit("epoch_end", row)
-            patience = cfg.early_stopping_patience
-            stop = validated and patience is not None and self.state["bad_validations"] >= patience
-            if stop and stage.name == CAPTION and cfg.scst_epochs > 0:
-                # caption training has converged: go on to the self-critical stage
-                self.state["epoch"], stop = stage.end, False
-            self._save(LAST)
-            if stop:
+            if self._end_epoch(stage, started):
                 return self._finish("early_stopping")
         return self._finish("completed")
+
+    def _wrap_ddp(self) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        # DDP copies rank 0's weights to the others here. Unused parameters are searched
+        # for because stages use different parts of a model (MAAC's keyword encoder alone
+        # in pre-training) and some captioners leave modules out of some batches.
+        self.ddp = DistributedDataParallel(
+            _LossModule(self),
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            find_unused_parameters=True,
+        )
+        # ranks share parameters, not dropout or SpecAugment draws
+        torch.manual_seed(self.config.seed + 1_000_003 * self.world.rank + self.state.step)
+
+    def _train_epoch(self, stage: Stage, total_steps: int) -> bool:
+        """The rest of the current epoch's batches; False when cancelled in the middle."""
+        state, cfg = self.state, self.config
+        epoch = state.epoch
+        feed = self._feed_of(stage)
+        feed.sampler.set_epoch(epoch, skip=state.batch_in_epoch)
+        self.model.train()
+        for batch, clip_ids in feed.loader:
+            if self._cancelled():
+                return False
+            loss, figures = self._train_step(stage, to_device(batch, self.device), clip_ids)
+            state.step += 1
+            state.stage_step += 1
+            state.batch_in_epoch += 1
+            state.epoch_loss_sum += loss
+            state.epoch_loss_count += 1
+            if state.step % cfg.log_every_steps == 0:
+                self._emit(
+                    "step",
+                    {
+                        "step": state.step,
+                        "total_steps": total_steps,
+                        "epoch": epoch,
+                        "loss": loss,
+                        "lr": self.stage_learning_rate(stage, epoch, state.stage_step - 1),
+                        "stage": stage.name,
+                        "figures": figures,
+                    },
+                )
+            if cfg.checkpoint_every_steps and state.step % cfg.checkpoint_every_steps == 0:
+                self._save(LAST)
+        return True
+
+    def _end_epoch(self, stage: Stage, started: float) -> bool:
+        """Validates when due, records the epoch and saves "last"; True to stop early."""
+        state, cfg = self.state, self.config
+        epoch = state.epoch
+        train_loss = state.end_epoch()
+        in_stage = epoch + 1 - stage.first_epoch
+        validated = stage.name != PRETRAIN and (
+            in_stage % cfg.validate_every == 0 or epoch + 1 == stage.end
+        )
+        info = self._validate() if validated else {"val_loss": None, "score": None}
+        # the rate of the epoch's last step, after any plateau cut this validation made
+        lr = self.stage_learning_rate(stage, epoch, state.stage_step - 1)
+        row = {
+            "epoch": epoch + 1,
+            "stage": stage.name,
+            "step": state.step,
+            "train_loss": train_loss,
+            "val_loss": info["val_loss"],
+            "score": info["score"],
+            "lr": lr,
+            "seconds": time.perf_counter() - started,
+        }
+        state.history.append(row)
+        self._emit("epoch_end", row)
+        patience = cfg.early_stopping_patience
+        stop = validated and patience is not None and state.bad_validations >= patience
+        if stop and stage.name == CAPTION and cfg.scst_epochs > 0:
+            # caption training has converged: go on to the self-critical stage
+            state.epoch, stop = stage.end, False
+        self._save(LAST)
+        return stop
 
     def _cancelled(self) -> bool:
         """Rank 0 polls ``cancel``; every rank learns the answer (a collective each batch)."""
@@ -641,12 +563,50 @@ class Trainer:
 
     def _enter(self, stage: Stage) -> None:
         """Start ``stage``: its own warm-up, patience and plateau; SCST from the best weights."""
-        self.state.update(stage_step=0, bad_validations=0, plateau_bad=0, plateau_scale=1.0)
+        self.state.enter_stage()
         distributed.barrier(self.world)  # rank 0's best.pt is complete before anyone reads it
         best = self.out_dir / BEST
         if stage.name == SCST and best.exists():
             payload = read_checkpoint(best, map_location=self.device)
             self.model.load_state_dict(payload["state_dict"], strict=True)
+
+
+def _check_settings(
+    model: Captioner,
+    model_name: str,
+    config: TrainConfig,
+    train_items: Sequence[CaptionItem],
+    reward_fn: ClipRewardFn | None,
+) -> None:
+    """Raise ValueError for a run the trainer cannot carry out, before anything is built."""
+    if not train_items:
+        raise ValueError("the training set is empty")
+    if config.pretrain_epochs > 0 and not hasattr(model, "pretrain_loss"):
+        raise ValueError(
+            f"train.pretrain_epochs={config.pretrain_epochs} but model '{model_name}' "
+            "has no pre-training stage"
+        )
+    if config.scst_epochs > 0 and reward_fn is None:
+        raise ValueError(
+            f"train.scst_epochs={config.scst_epochs} needs a reward function (reward_fn)"
+        )
+    check_train_config(config)
+    if config.scst_samples < 1:
+        raise ValueError(f"train.scst_samples must be at least 1, got {config.scst_samples}")
+
+
+def _spec_augment(config: TrainConfig) -> torch.nn.Module | None:
+    if not config.spec_augment:
+        return None
+    from modeling.ml.features import SpecAugment  # soundfile/torchaudio only if used
+
+    return SpecAugment(
+        time_mask=config.spec_time_mask,
+        freq_mask=config.spec_freq_mask,
+        n_time_masks=config.spec_time_masks,
+        n_freq_masks=config.spec_freq_masks,
+        p=config.spec_p,
+    )
 
 
 def train(

@@ -23,14 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from modeling.ml.dataclass_dict import DictRoundTrip
 from modeling.ml.features import _atomic_write, load_npy, sha256_file
 
 # Bumped whenever frame sampling or encoding changes its output for the same config.
@@ -47,7 +48,9 @@ ENCODERS: dict[str, tuple[int, tuple[float, ...], tuple[float, ...], bool]] = {
 
 
 @dataclass(frozen=True)
-class VideoConfig:
+class VideoConfig(DictRoundTrip):
+    config_name: ClassVar[str] = "video config"
+
     # frames | resnet18 | resnet50 | s3d | swin3d_t (see the module docstring)
     encoder: str = "frames"
     # Local file with the encoder's pretrained torchvision weights ("" = random, tests only).
@@ -87,19 +90,6 @@ class VideoConfig:
         if self.encoder == "frames":
             return 3 * self.size * self.size
         return ENCODERS[self.encoder][0]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VideoConfig:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(
-                f"Unknown video config field(s) {unknown}; known: {', '.join(sorted(known))}."
-            )
-        return cls(**data)
 
     def key(self, weights_sha256: str = "") -> str:
         """16 hex digits naming every field that changes the output (not batch_size or

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from active.models import FlagCheck
-from active.services import batch_flag_rate, captions_flag, flags_sweep
+from active.services.flags import batch_flag_rate, captions_flag, flags_sweep
 from annotation.models import Assignment, Batch, Caption
 from annotation.services import assignment_submit, hit_claim
 from core.models import Job

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from active.models import CaptionEdit, Presuggestion
-from active.services import batch_configure
+from active.services.ranking import batch_configure
 from annotation.models import Batch
 from annotation.services import assignment_submit, hit_claim
 from curation.models import Clip

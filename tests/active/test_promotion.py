@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from active.models import ProjectConfig, PromotionDecision, Retrain
-from active.services import (
-    project_config,
+from active.services.config import project_config
+from active.services.retraining import (
     retrain_due,
     retrain_start,
     retrain_watch,
@@ -81,7 +81,7 @@ def test_runs_on_different_validation_splits_are_rescored(
 ) -> None:
     """The incumbent's stored score is for another split: it is scored again on the
     candidate's (the checkpoint re-scoring itself is exercised by the integration path)."""
-    from active import services
+    from active.services import retraining
 
     other = Snapshot.objects.create(
         project=project, version=2, format="jsonl", splits=["train", "val"], state="ready",
@@ -89,14 +89,14 @@ def test_runs_on_different_validation_splits_are_rescored(
     )  # fmt: skip
     old = _run(project, snapshot, 0.9, promoted_at=timezone.now())
     new = _run(project, other, 0.5)
-    monkeypatch.setattr(services, "_val_fingerprint", lambda snap: f"split-of-v{snap.version}")
+    monkeypatch.setattr(retraining, "_val_fingerprint", lambda snap: f"split-of-v{snap.version}")
     rescored: list[tuple[int, int]] = []
 
     def rescore(run: TrainingRun, snap: Snapshot) -> float:
         rescored.append((run.pk, snap.pk))
         return 0.4
 
-    monkeypatch.setattr(services, "_rescore", rescore)
+    monkeypatch.setattr(retraining, "_rescore", rescore)
     decision = run_promote_if_better(run=new)
     assert rescored == [(old.pk, other.pk)]
     assert decision.promoted

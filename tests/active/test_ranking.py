@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from active.models import BatchConfig, ClipScore
-from active.services import batch_configure, batch_rank
+from active.services.ranking import batch_configure, batch_rank
 from annotation.models import Batch, Hit
 from annotation.services import hit_claim
 from core.models import Job

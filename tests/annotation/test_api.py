@@ -1,8 +1,8 @@
-"""The annotation API: batches for researchers, the worker's own assignments, review.
+"""The annotation API: batches for researchers, the worker's own assignments.
 
 Access is the pages': an assignment exists only for the worker holding it (404 for anyone
-else); project endpoints are 404 outside the project, 403 for annotators; reviewers read
-and review, researchers also create and move batches.
+else); project endpoints are 404 outside the project, 403 for annotators; reviewers read,
+researchers also create and move batches. Review is tests/crowd/test_api.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from annotation.models import Assignment, Batch, Caption, Hit
 from annotation.services import assignment_submit, caption_limits, hit_claim
 from core.models import Project, Role
 from core.services import api_token_create, membership_add
-from crowd.models import REASON_FEEDBACK, LedgerEntry, RejectReason
+from crowd.models import LedgerEntry
 from crowd.services import worker_block
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.conftest import (
@@ -114,8 +114,6 @@ READS: dict[str, URL] = {
     "batches": lambda w: f"{P}/batches",
     "batch": lambda w: f"{P}/batches/{w.batch.pk}",
     "captions": lambda w: f"{P}/batches/{w.batch.pk}/captions",
-    "review queue": lambda w: f"{P}/review",
-    "assignment": lambda w: f"{P}/assignments/{w.submitted.pk}",
 }
 # researchers only
 BATCH_WRITES: dict[str, tuple[URL, Callable[[World], dict[str, Any]]]] = {
@@ -123,18 +121,6 @@ BATCH_WRITES: dict[str, tuple[URL, Callable[[World], dict[str, Any]]]] = {
     "pause": (lambda w: f"{P}/batches/{w.batch.pk}/pause", lambda w: {}),
     "close": (lambda w: f"{P}/batches/{w.batch.pk}/close", lambda w: {}),
     "publish": (lambda w: f"{P}/batches/{w.batch.pk}/publish", lambda w: {}),
-}
-# researchers and reviewers
-REVIEWS: dict[str, tuple[URL, Callable[[World], dict[str, Any]]]] = {
-    "approve": (lambda w: f"{P}/assignments/{w.submitted.pk}/approve", lambda w: {}),
-    "reject": (
-        lambda w: f"{P}/assignments/{w.submitted.pk}/reject",
-        lambda w: {"reason": RejectReason.OFF_TOPIC},
-    ),
-    "fix": (
-        lambda w: f"{P}/assignments/{w.submitted.pk}/fix",
-        lambda w: {"fixes": {str(w.submitted.captions.get().pk): "a dog barks twice nearby"}},
-    ),
 }
 
 
@@ -149,11 +135,6 @@ def _work(client: Client, name: str, w: World) -> Any:
 
 def _batch_write(client: Client, name: str, w: World) -> Any:
     url, body = BATCH_WRITES[name]
-    return _post(client, url(w), body(w))
-
-
-def _review(client: Client, name: str, w: World) -> Any:
-    url, body = REVIEWS[name]
     return _post(client, url(w), body(w))
 
 
@@ -210,28 +191,6 @@ def test_it_refuses_outsiders_batch_changes_with_404(
     assert _state() == before
 
 
-@pytest.mark.parametrize("persona", ["olive", "rex"])
-@pytest.mark.parametrize("name", list(REVIEWS))
-def test_it_refuses_outsiders_reviews_with_404(
-    world: World, request: pytest.FixtureRequest, persona: str, name: str
-) -> None:
-    before = _state()
-    assert _review(login(request.getfixturevalue(persona)), name, world).status_code == 404
-    assert _state() == before
-
-
-@pytest.mark.parametrize("name", list(REVIEWS))
-def test_it_hides_work_of_the_project_from_a_reviewer_under_their_own_project(
-    world: World, rex: Any, name: str
-) -> None:
-    url, body = REVIEWS[name]
-    before = _state()
-    response = _post(login(rex), url(world).replace("/sounds/", "/birds/"), body(world))
-    assert response.status_code == 404
-    assert response.json() == {"detail": f"No assignment #{world.submitted.pk} in project 'birds'."}
-    assert _state() == before
-
-
 @pytest.mark.parametrize("name", list(READS))
 def test_it_forbids_project_reads_to_annotators(world: World, ann: Any, name: str) -> None:
     response = login(ann).get(READS[name](world))
@@ -245,14 +204,6 @@ def test_it_forbids_project_reads_to_annotators(world: World, ann: Any, name: st
 def test_it_forbids_batch_changes_to_annotators(world: World, ann: Any, name: str) -> None:
     before = _state()
     assert _batch_write(login(ann), name, world).status_code == 403
-    assert _state() == before
-
-
-@pytest.mark.parametrize("name", list(REVIEWS))
-def test_it_forbids_reviews_to_annotators(world: World, ann: Any, name: str) -> None:
-    before = _state()
-    response = _review(login(ann), name, world)
-    assert response.status_code == 403
     assert _state() == before
 
 
@@ -598,91 +549,6 @@ def test_a_submitted_hit_cannot_be_returned(world: World, ann: Any) -> None:
     assert response.json() == {"detail": "This assignment is submitted; it cannot become returned."}
 
 
-# Review -----------------------------------------------------------------------------------
-
-
-def test_the_review_queue_lists_submitted_work(world: World, rey: Any) -> None:
-    response = login(rey).get(f"{P}/review")
-    assert response.status_code == 200
-    page = response.json()
-    assert page["count"] == 1
-    [item] = page["items"]
-    assert (item["id"], item["worker"]["username"]) == (world.submitted.pk, "abe")
-    assert [c["text"] for c in item["captions"]] == ["abe hears a dog bark"]
-    assert item["auto_approve_at"] is not None
-    assert item["review"] is None
-
-
-def test_a_reviewer_approves_and_the_reward_is_booked(world: World, rey: Any) -> None:
-    response = _review(login(rey), "approve", world)
-    assert response.status_code == 200
-    body = response.json()
-    assert (body["state"], body["review"]["decision"], body["review"]["reviewer"]) == (
-        "approved",
-        "approved",
-        "rey",
-    )
-    assert LedgerEntry.objects.get().amount_cents == 10
-
-
-def test_a_rejection_names_its_reason_and_reopens_the_slot(world: World, rey: Any) -> None:
-    hit = Hit.objects.get(pk=world.submitted.hit_id)
-    response = _review(login(rey), "reject", world)
-    assert response.status_code == 200
-    assert response.json()["review"]["reason"] == RejectReason.OFF_TOPIC
-    world.submitted.refresh_from_db()
-    assert world.submitted.state == Assignment.State.REJECTED
-    assert world.submitted.feedback == REASON_FEEDBACK[RejectReason.OFF_TOPIC]
-    assert Hit.objects.get(pk=hit.pk).taken == hit.taken - 1
-
-
-def test_it_names_an_unknown_reject_reason(world: World, rey: Any) -> None:
-    before = _state()
-    url = f"{P}/assignments/{world.submitted.pk}/reject"
-    response = _post(login(rey), url, {"reason": "ugly"})
-    assert response.status_code == 400
-    assert list(response.json()["errors"]) == ["reason"]
-    assert _state() == before
-
-
-def test_a_reviewer_fixes_the_text_and_both_versions_are_kept(world: World, rey: Any) -> None:
-    response = _review(login(rey), "fix", world)
-    assert response.status_code == 200
-    [caption] = response.json()["captions"]
-    assert (caption["text"], caption["fixed_text"]) == (
-        "abe hears a dog bark",
-        "a dog barks twice nearby",
-    )
-    assert Assignment.objects.get(pk=world.submitted.pk).state == Assignment.State.APPROVED
-
-
-def test_a_fix_breaking_the_rules_changes_nothing(world: World, rey: Any) -> None:
-    before = _state()
-    caption = world.submitted.captions.get()
-    url = f"{P}/assignments/{world.submitted.pk}/fix"
-    response = _post(login(rey), url, {"fixes": {str(caption.pk): "there is a dog"}})
-    assert response.status_code == 400
-    assert list(response.json()["errors"]) == [f"fix-{caption.pk}"]
-    assert _state() == before
-
-
-def test_reviewing_twice_is_409(world: World, rey: Any) -> None:
-    client = login(rey)
-    _review(client, "approve", world)
-    response = _review(client, "reject", world)
-    assert response.status_code == 409
-    assert response.json() == {"detail": "This assignment is approved; it cannot become rejected."}
-
-
-def test_a_worker_reads_the_reviewers_feedback(world: World, rey: Any, abe: Any) -> None:
-    _review(login(rey), "reject", world)
-    body = login(abe).get(f"/api/work/assignments/{world.submitted.pk}").json()
-    assert (body["state"], body["feedback"]) == (
-        "rejected",
-        REASON_FEEDBACK[RejectReason.OFF_TOPIC],
-    )
-
-
 # Schema -----------------------------------------------------------------------------------
 
 
@@ -696,11 +562,6 @@ def test_the_openapi_schema_documents_the_annotation_api(db: None) -> None:
         "/api/projects/{slug}/batches/{batch_id}/pause",
         "/api/projects/{slug}/batches/{batch_id}/close",
         "/api/projects/{slug}/batches/{batch_id}/captions",
-        "/api/projects/{slug}/review",
-        "/api/projects/{slug}/assignments/{assignment_id}",
-        "/api/projects/{slug}/assignments/{assignment_id}/approve",
-        "/api/projects/{slug}/assignments/{assignment_id}/reject",
-        "/api/projects/{slug}/assignments/{assignment_id}/fix",
         "/api/work/claim",
         "/api/work/summary",
         "/api/work/assignments",

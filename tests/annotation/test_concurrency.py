@@ -16,6 +16,7 @@ threads mostly wait their turn.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -112,7 +113,7 @@ def _run_crowd(project: Project, reviewer: Any, crowd: Crowd) -> Batch:
     for walker in walkers:
         assert hit_claim(worker=walker, batch=batch) is not None
     threads = [
-        _thread(crowd, lambda w=w: _worker_loop(crowd, w, batch, stop=None)) for w in stayers
+        _thread(crowd, functools.partial(_worker_loop, crowd, w, batch, stop=None)) for w in stayers
     ]
     _start_and_join(threads)
     assert not crowd.errors, crowd.errors[0]
@@ -141,7 +142,7 @@ def _run_crowd(project: Project, reviewer: Any, crowd: Crowd) -> Batch:
 
     helpers = [_thread(crowd, sweep), _thread(crowd, review)]
     threads = [
-        _thread(crowd, lambda w=w: _worker_loop(crowd, w, batch, stop=stop)) for w in workers
+        _thread(crowd, functools.partial(_worker_loop, crowd, w, batch, stop=stop)) for w in workers
     ]
     for thread in [*helpers, *threads]:
         thread.start()

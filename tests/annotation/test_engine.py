@@ -70,6 +70,7 @@ def test_it_publishes_one_hit_per_group_of_clips(make_batch: MakeBatch) -> None:
     assert sizes == [1, 3, 3]
     assert set(batch.hits.values_list("max_assignments", "taken")) == {(5, 0)}
     assert batch.state == Batch.State.PUBLISHED
+    assert batch.published_at is not None
     assert batch.expires_at == batch.published_at + timedelta(days=7)
 
 
@@ -160,6 +161,7 @@ def test_it_refuses_two_open_assignments_for_one_worker_in_the_database(
 ) -> None:
     first = _claim(ann)
     other_hit = Hit.objects.exclude(pk=first.hit_id).first()
+    assert other_hit is not None
     with pytest.raises(IntegrityError), transaction.atomic():
         Assignment.objects.create(hit=other_hit, worker=ann, deadline=first.deadline)
 
@@ -200,6 +202,7 @@ def test_it_makes_a_negative_slot_count_impossible_in_the_database(batch: Batch)
 
 def test_it_serves_the_highest_priority_first(batch: Batch, ann: Any) -> None:
     urgent = batch.hits.order_by("id").last()
+    assert urgent is not None
     Hit.objects.filter(pk=urgent.pk).update(priority=2.5)
     assert _claim(ann).hit == urgent
 
@@ -210,6 +213,7 @@ def test_it_serves_older_hits_first_among_equal_priorities(batch: Batch, ann: An
 
 def test_it_skips_full_hits(batch: Batch, ann: Any) -> None:
     first = batch.hits.order_by("id").first()
+    assert first is not None
     Hit.objects.filter(pk=first.pk).update(taken=F("max_assignments"))
     assert _claim(ann).hit != first
 
@@ -231,6 +235,7 @@ def test_it_gives_nothing_from_a_finished_batch(batch: Batch, alice: Any, ann: A
 
 
 def test_it_gives_nothing_once_the_batch_lifetime_ends(batch: Batch, ann: Any) -> None:
+    assert batch.expires_at is not None
     assert hit_claim(worker=ann, now=batch.expires_at + timedelta(seconds=1)) is None
 
 

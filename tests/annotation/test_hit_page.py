@@ -32,7 +32,7 @@ from core.models import Project
 from crowd.models import LedgerEntry
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.conftest import CAPTION, MakeBatch, captions_for
-from tests.conftest import login
+from tests.conftest import login, streamed
 
 
 def _claim(worker: Any) -> Assignment:
@@ -265,7 +265,7 @@ def test_it_serves_the_video_only_after_logging_its_opening(
     client.post(_url("assignment_video_hint", assignment, with_video))
     response = client.get(video_url)
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == b"fake-h264-video"
+    assert streamed(response) == b"fake-h264-video"
 
 
 def test_it_says_when_a_clip_has_no_video_hint(assignment: Assignment, ann: Any) -> None:
@@ -359,7 +359,9 @@ def test_it_refuses_a_bad_report_with_a_message(
 
 
 def test_it_reports_only_clips_of_the_hit(batch: Batch, assignment: Assignment, ann: Any) -> None:
-    other = Hit.objects.exclude(pk=assignment.hit_id).first().hit_clips.get().clip
+    other_hit = Hit.objects.exclude(pk=assignment.hit_id).first()
+    assert other_hit is not None
+    other = other_hit.hit_clips.get().clip
     assert _report(login(ann), assignment, other).status_code == 404
     assert not ClipReport.objects.exists()
 

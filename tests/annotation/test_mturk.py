@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from botocore.exceptions import ClientError
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
@@ -35,6 +36,7 @@ from crowd.services import (
 )
 from tests.annotation.conftest import CAPTION, MakeBatch, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, fake_mturk
+from tests.conftest import streamed
 
 SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
@@ -331,7 +333,7 @@ def test_the_page_plays_its_clips_to_the_token_holder_only(
     url = f"/mturk/hits/{hit.pk}/{hit_clip.clip_id}/audio"
     response = client.get(url, {"t": token})
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == b"RIFF-fake-wave"
+    assert streamed(response) == b"RIFF-fake-wave"
     assert client.get(url).status_code == 404
     assert client.get(url, {"t": token[:-2]}).status_code == 404
 
@@ -381,6 +383,40 @@ def test_a_decision_mturk_already_took_is_not_sent_again(
     assert mturk_reviews_send() == {"sent": 1, "refused": 0}
     assert mturk_reviews_send() == {"sent": 0, "refused": 0}
     assert len(mturk.of("ApproveAssignment")) == 1
+
+
+def test_a_status_mturk_will_not_give_leaves_the_review_for_later(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    assignment = _submitted(_hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    review_approve(assignment=assignment, reviewer=rey)
+    mturk.refuse_after["ApproveAssignment"] = 0
+    mturk.refuse_after["GetAssignment"] = 0
+    assert mturk_reviews_send() == {"sent": 0, "refused": 1}
+    assert f"assignment #{assignment.pk} (ASSIGN0001) stands" in caplog.text
+    assert "GetAssignment refused" in caplog.text
+
+
+class _BrokenClient:
+    """MTurk refuses the decision, and asking how the assignment stands hits a bug."""
+
+    def approve_assignment(self, **_: Any) -> None:
+        error = {"Error": {"Code": "RequestError", "Message": "refused"}}
+        raise ClientError(error, "ApproveAssignment")
+
+    def get_assignment(self, **_: Any) -> None:
+        raise TypeError("a bug, not MTurk's answer")
+
+
+def test_an_unexpected_error_asking_mturk_is_raised_not_counted_as_undecided(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    assignment = _submitted(_hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    review_approve(assignment=assignment, reviewer=rey)
+    with pytest.raises(TypeError, match="a bug"):
+        mturk_reviews_send(client=_BrokenClient())
+    assignment.refresh_from_db()
+    assert assignment.mturk_review_sent_at is None
 
 
 # Returns on MTurk ---------------------------------------------------------------------------

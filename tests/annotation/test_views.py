@@ -35,7 +35,7 @@ from core.models import Project, Role
 from core.services import membership_add
 from curation.models import Subset
 from tests.annotation.conftest import CAPTION, MakeBatch, captions_for, make_clips, make_subset
-from tests.conftest import login, make_user
+from tests.conftest import login, make_user, streamed
 
 
 @dataclass
@@ -220,7 +220,7 @@ def test_it_plays_the_hits_audio_to_its_worker(
     clip.audio.save("clip.wav", ContentFile(b"RIFF-fake-wave"))
     response = login(ann).get(URLS["assignment_clip_audio"](world))
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == b"RIFF-fake-wave"
+    assert streamed(response) == b"RIFF-fake-wave"
     assert response["Cache-Control"] == "private, max-age=3600"
 
 

@@ -138,11 +138,13 @@ def test_it_takes_an_annotator_through_a_hit(
     site = live_server.url
     page.set_default_timeout(TIMEOUT_MS)
     page.set_viewport_size({"width": 1280, "height": 1000})
+    first_hit = street.hits.first()
+    assert first_hit is not None
     test = qualification_create(
         project=street.project,
         created_by=alice,
         name="Street sounds test",
-        clip_ids=str(street.hits.first().hit_clips.get().clip_id),
+        clip_ids=str(first_hit.hit_clips.get().clip_id),
     )
     batch_requirements_set(
         batch=street, by=alice, qualifications=[test], min_approval_percent=0, min_approved=0

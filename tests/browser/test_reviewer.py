@@ -23,7 +23,7 @@ from annotation.models import Assignment, Caption, ClipListen, Hit, VideoHintVie
 from annotation.services import assignment_submit, hit_claim
 from core.models import Project
 from crowd.models import Block, Review
-from crowd.services import flag_create
+from crowd.records import flag_create
 from curation.models import Clip, Label, WordLabel
 from tests.annotation.conftest import captions_for, make_clips, make_subset, publish
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
@@ -101,10 +101,12 @@ def submitted(project: Project, ann: Any, settings: Any, tmp_path: Path) -> list
         ClipListen.objects.create(
             assignment=assignment, clip=assignment.hit.clips.get(), heard_at=assignment.accepted_at
         )
+    submitted_at = done[1].submitted_at
+    assert submitted_at is not None
     VideoHintView.objects.create(
         assignment=done[1],
         clip=done[1].hit.clips.get(),
-        opened_at=done[1].submitted_at - timedelta(minutes=4),
+        opened_at=submitted_at - timedelta(minutes=4),
     )
     flag_create(
         caption=done[2].captions.get(),

@@ -71,7 +71,7 @@ def failed_job(project: Project, alice: Any, tmp_path: Path) -> Job:
 def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Job ids enqueued by the live server, kept off the real broker."""
     sent: list[int] = []
-    task = run_job._get_current_object()
+    task = run_job._get_current_object()  # type: ignore[attr-defined]  # a Proxy; stubs say Task
     monkeypatch.setattr(task, "apply_async", lambda args, **_: sent.append(args[0]))
     return sent
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -233,6 +234,17 @@ def test_it_stops_a_running_job_at_its_next_progress_report(
     assert job.error == "Cancelled on request."
     assert job.finished_at is not None
     assert job.progress_message == "still going"
+
+
+def test_it_writes_progress_made_inside_a_transaction(make_job: Callable[..., Job]) -> None:
+    """Test cases may query only "default", so the test settings define no PROGRESS_DB and
+    progress inside a transaction goes through the job's own connection."""
+    assert settings.PROGRESS_DB not in settings.DATABASES
+    job = make_job("test_ok")
+    with transaction.atomic():
+        Progress(job, interval=0)(3, 10, "three")
+        job.refresh_from_db()
+    assert (job.progress_done, job.progress_total, job.progress_message) == (3, 10, "three")
 
 
 def test_it_refuses_to_cancel_a_finished_job(failed_job: Job) -> None:

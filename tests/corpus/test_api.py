@@ -13,8 +13,9 @@ from django.test import Client
 
 from core.models import Job, Project
 from core.services import api_token_create, job_run
-from corpus import services
 from corpus.models import CorpusImport, Snapshot
+from corpus.services import statistics as statistics_services
+from tests.conftest import streamed
 from tests.corpus.conftest import AUDIOCAPS, CLOTHO
 
 JSON = "application/json"
@@ -23,7 +24,9 @@ BASE = "/api/projects/sounds"
 
 @pytest.fixture(autouse=True)
 def no_pos(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_pos_pipeline", lambda: (None, "needs a spaCy pipeline (test)"))
+    monkeypatch.setattr(
+        statistics_services, "_pos_pipeline", lambda: (None, "needs a spaCy pipeline (test)")
+    )
 
 
 def api(user: Any) -> Client:
@@ -72,9 +75,9 @@ def test_the_archive_and_single_files_download(ready: Snapshot, alice: Any) -> N
     archive = client.get(f"{BASE}/snapshots/1/download")
     single = client.get(f"{BASE}/snapshots/1/download", {"file": "train.csv"})
 
-    zipped = zipfile.ZipFile(io.BytesIO(b"".join(archive.streaming_content)))
+    zipped = zipfile.ZipFile(io.BytesIO(streamed(archive)))
     assert zipped.read("train.csv") == AUDIOCAPS.read_bytes()
-    assert b"".join(single.streaming_content) == AUDIOCAPS.read_bytes()
+    assert streamed(single) == AUDIOCAPS.read_bytes()
     assert single["Content-Disposition"] == 'attachment; filename="train.csv"'
 
 

@@ -171,7 +171,9 @@ def test_it_takes_spider_as_the_mean_of_cider_d_and_spice(
     gts = {"a": ["a dog barks", "dogs bark"], "b": ["rain falls", "heavy rain"]}
     res = {"a": ["a dog barks"], "b": ["a car passes"]}
     out = evaluation.score_tokenized(gts, res, metrics=["cider", "spice"], kit=kit)
-    assert out.scores["SPIDEr"] == (out.scores["CIDEr-D"] + 0.25) / 2
+    cider = out.scores["CIDEr-D"]
+    assert cider is not None
+    assert out.scores["SPIDEr"] == (cider + 0.25) / 2
     assert out.per_clip["a"]["SPIDEr"] == (out.per_clip["a"]["CIDEr-D"] + 0.5) / 2
 
 

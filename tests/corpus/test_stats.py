@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -18,9 +19,10 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from core.models import Project
-from corpus import services, stats
+from corpus import stats
 from corpus.models import CorpusImport, CorpusStatistics
 from corpus.services import snapshot_build, snapshot_create, statistics_chart, statistics_compute
+from corpus.services import statistics as statistics_services
 from curation.models import Clip, Label
 from tests.corpus.conftest import crowd_caption
 
@@ -71,7 +73,9 @@ def corpus(imported: CorpusImport, project: Project, ann: Any) -> Project:
 
 @pytest.fixture
 def no_pos(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_pos_pipeline", lambda: (None, "needs a spaCy pipeline (test)"))
+    monkeypatch.setattr(
+        statistics_services, "_pos_pipeline", lambda: (None, "needs a spaCy pipeline (test)")
+    )
 
 
 def test_words_are_lower_cased_runs_of_letters_and_digits() -> None:
@@ -169,13 +173,13 @@ def test_it_tags_the_corpus_texts_with_the_pipeline(
     seen: list[str] = []
     nlp = tagging_pipeline()
 
-    def pipe(texts: Any, batch_size: int = 0) -> Any:
+    def pipe(texts: Iterable[str], batch_size: int = 0) -> Iterator[Doc]:
         texts = list(texts)
         seen.extend(texts)
         return Language.pipe(nlp, texts)
 
     monkeypatch.setattr(nlp, "pipe", pipe)
-    monkeypatch.setattr(services, "_pos_pipeline", lambda: (nlp, ""))
+    monkeypatch.setattr(statistics_services, "_pos_pipeline", lambda: (nlp, ""))
 
     data = statistics_compute(project=corpus).data
 
@@ -193,10 +197,13 @@ def test_snapshot_statistics_read_the_exported_texts(
     )
     seen: list[str] = []
     nlp = tagging_pipeline()
-    monkeypatch.setattr(
-        nlp, "pipe", lambda texts, batch_size=0: Language.pipe(nlp, seen.extend(texts) or seen)
-    )
-    monkeypatch.setattr(services, "_pos_pipeline", lambda: (nlp, ""))
+
+    def pipe(texts: Iterable[str], batch_size: int = 0) -> Iterator[Doc]:
+        seen.extend(texts)
+        return Language.pipe(nlp, seen)
+
+    monkeypatch.setattr(nlp, "pipe", pipe)
+    monkeypatch.setattr(statistics_services, "_pos_pipeline", lambda: (nlp, ""))
 
     record = statistics_compute(project=corpus, snapshot=snapshot)
 
@@ -230,8 +237,9 @@ def test_the_command_prints_the_table(corpus: Project, no_pos: None) -> None:
 
 
 def test_the_pipeline_comes_from_post_processing() -> None:
-    nlp, reason = services._pos_pipeline()
+    nlp, reason = statistics_services._pos_pipeline()
 
+    assert nlp is not None
     assert reason == ""
     assert [t.pos_ for t in nlp("A dog barks loudly.")][:4] == ["DET", "NOUN", "VERB", "ADV"]
 
@@ -244,7 +252,7 @@ def test_a_missing_pipeline_is_named_in_the_reason(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(nlp, "pos_pipeline", missing)
 
-    assert services._pos_pipeline() == (
+    assert statistics_services._pos_pipeline() == (
         None,
         "needs a spaCy pipeline: spaCy pipeline 'en_core_web_sm' is not installed",
     )

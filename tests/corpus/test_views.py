@@ -16,11 +16,11 @@ from django.urls import URLPattern, reverse
 
 from core.models import Job, Project
 from core.services import job_run
-from corpus import services
 from corpus import urls as corpus_urls
 from corpus.models import CorpusImport, CorpusStatistics, Snapshot
 from corpus.services import captions_import, snapshot_build, snapshot_create, statistics_compute
-from tests.conftest import login
+from corpus.services import statistics as statistics_services
+from tests.conftest import login, streamed
 from tests.corpus.conftest import AUDIOCAPS, CLOTHO
 
 
@@ -34,7 +34,9 @@ class World:
 
 @pytest.fixture(autouse=True)
 def no_pos(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_pos_pipeline", lambda: (None, "needs a spaCy pipeline (test)"))
+    monkeypatch.setattr(
+        statistics_services, "_pos_pipeline", lambda: (None, "needs a spaCy pipeline (test)")
+    )
 
 
 @pytest.fixture
@@ -156,9 +158,11 @@ def test_a_researcher_starts_a_snapshot_built_by_a_job(imported: CorpusImport, a
         ["train", "test"],
         alice,
     )
-    assert snapshot.job.kind == "snapshot_build"
-    assert snapshot.job.state == Job.State.QUEUED
-    job_run(job_id=snapshot.job.pk)
+    job = snapshot.job
+    assert job is not None
+    assert job.kind == "snapshot_build"
+    assert job.state == Job.State.QUEUED
+    job_run(job_id=job.pk)
     snapshot.refresh_from_db()
     assert snapshot.state == Snapshot.State.READY
     assert snapshot.counts["train"] == {"clips": 4, "captions": 5}
@@ -205,7 +209,7 @@ def test_the_detail_page_lists_files_with_checksums(world: World, alice: Any) ->
 def test_the_archive_downloads_as_a_zip(world: World, alice: Any) -> None:
     response = login(alice).get(reverse("snapshot_download", args=["sounds", 1]))
 
-    data = b"".join(response.streaming_content)
+    data = streamed(response)
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="sounds-v1-audiocaps-raw.zip"'
     assert zipfile.ZipFile(io.BytesIO(data)).read("train.csv") == AUDIOCAPS.read_bytes()
@@ -215,7 +219,7 @@ def test_one_file_downloads_on_its_own(world: World, alice: Any) -> None:
     response = login(alice).get(reverse("snapshot_file", args=["sounds", 1, "train.csv"]))
 
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == AUDIOCAPS.read_bytes()
+    assert streamed(response) == AUDIOCAPS.read_bytes()
 
 
 def test_an_unknown_file_is_404(world: World, alice: Any) -> None:

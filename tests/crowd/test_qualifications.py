@@ -175,7 +175,9 @@ def test_it_lets_only_reviewers_of_the_project_grade(
 
 
 def test_it_stores_gold_captions(qualification: Qualification, alice: Any) -> None:
-    clip_id = qualification.items.first().clip_id
+    first = qualification.items.first()
+    assert first is not None
+    clip_id = first.clip_id
     assert (
         qualification_set_gold(
             qualification=qualification, by=alice, golds={clip_id: "  a siren wails  "}

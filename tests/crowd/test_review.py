@@ -15,8 +15,8 @@ from annotation.services import hit_claim
 from core.models import Project, Role
 from core.services import membership_add
 from crowd.models import REASON_FEEDBACK, LedgerEntry, RejectReason, Review
+from crowd.records import flag_create
 from crowd.services import (
-    flag_create,
     review_approve,
     review_queue,
     review_reject,

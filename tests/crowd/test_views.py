@@ -37,7 +37,7 @@ from crowd.services import (
     worker_block,
 )
 from tests.annotation.conftest import make_clips, make_subset
-from tests.conftest import login
+from tests.conftest import login, streamed
 from tests.crowd.conftest import MakeBatch, Submit
 
 
@@ -91,7 +91,9 @@ def _p(name: str, *extra: Callable[[World], Any]) -> URL:
 
 
 def _qclip(w: World) -> int:
-    return w.qualification.items.first().clip_id
+    first = w.qualification.items.first()
+    assert first is not None
+    return first.clip_id
 
 
 URLS: dict[str, URL] = {
@@ -466,10 +468,12 @@ def test_it_shows_each_submitted_caption_escaped_with_its_hints(world: World, re
 def test_it_shows_whether_the_video_hint_was_used(world: World, rey: Any) -> None:
     queue = URLS["review_queue"](world)
     assert b"video hint not used" in login(rey).get(queue).content
+    submitted_at = world.assignment.submitted_at
+    assert submitted_at is not None
     VideoHintView.objects.create(
         assignment=world.assignment,
         clip_id=world.caption.clip_id,
-        opened_at=world.assignment.submitted_at - timedelta(minutes=2),
+        opened_at=submitted_at - timedelta(minutes=2),
     )
     assert "video hint opened 2\xa0minutes before submitting" in (
         login(rey).get(queue).content.decode()
@@ -597,4 +601,4 @@ def test_it_downloads_the_ledger_as_csv(world: World, alice: Any) -> None:
     response = login(alice).get(URLS["ledger_csv"](world))
     assert response["Content-Type"] == "text/csv"
     assert response["Content-Disposition"] == 'attachment; filename="sounds-ledger.csv"'
-    assert b"".join(response.streaming_content).startswith(b"date,kind,worker")
+    assert streamed(response).startswith(b"date,kind,worker")

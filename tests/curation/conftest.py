@@ -19,10 +19,10 @@ import pytest
 from django.core.files.base import ContentFile
 
 from core.models import Project
-from curation import services
 from curation.models import Clip, Label, Recipe, Subset, SubsetClip
 from curation.recipes import RecipeSpec
 from curation.services import ontology_import, recipe_save, segments_import, subset_build
+from curation.services import subsets as subset_services
 from tests.conftest import FIXTURES
 
 # A one-pixel PNG: these tests serve the chart, not judge it (test_recipes draws real ones).
@@ -75,7 +75,7 @@ def curation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Curation:
     settings.MEDIA_ROOT = tmp_path / "media"
-    monkeypatch.setattr(services, "_subset_chart", lambda *_, **__: PNG)
+    monkeypatch.setattr(subset_services, "_subset_chart", lambda *_, **__: PNG)
     recipe = recipe_save(
         project=project,
         name="Balanced",

@@ -57,8 +57,7 @@ class MediaServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self.server_port}"
 
     @property
     def url_template(self) -> str:

@@ -6,6 +6,7 @@ import io
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -21,7 +22,10 @@ def _zip(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def _tar(path: Path, members: dict[str, bytes], mode: str = "w:gz") -> Path:
+TarMode = Literal["w:gz", "w:bz2", "w:xz"]
+
+
+def _tar(path: Path, members: dict[str, bytes], mode: TarMode = "w:gz") -> Path:
     with tarfile.open(path, mode) as tarred:
         for name, data in members.items():
             info = tarfile.TarInfo(name)
@@ -43,7 +47,12 @@ def test_it_unpacks_the_audio_of_a_zip_keeping_folders(tmp_path: Path) -> None:
 
 
 def test_it_unpacks_compressed_tars(tmp_path: Path) -> None:
-    for mode, suffix in [("w:gz", ".tar.gz"), ("w:bz2", ".tar.bz2"), ("w:xz", ".tar.xz")]:
+    compressions: list[tuple[TarMode, str]] = [
+        ("w:gz", ".tar.gz"),
+        ("w:bz2", ".tar.bz2"),
+        ("w:xz", ".tar.xz"),
+    ]
+    for mode, suffix in compressions:
         archive = _tar(tmp_path / f"a{suffix}", {"a.wav": WAV}, mode)
         result = unpack(archive, name=f"a{suffix}", into=tmp_path / suffix)
         assert [p.name for p in result.audio] == ["a.wav"]

@@ -296,8 +296,10 @@ def test_it_follows_the_recipe_as_it_is_now(
     server: MediaServer, media_root: Path, project: Project
 ) -> None:
     subset = _recipe_subset(project, [_clip(TONE)], None)
-    subset.recipe.spec = {"video_features_height": 240}  # turned on after the build
-    subset.recipe.save(update_fields=["spec"])
+    recipe = subset.recipe
+    assert recipe is not None
+    recipe.spec = {"video_features_height": 240}  # turned on after the build
+    recipe.save(update_fields=["spec"])
 
     clips_fetch(subset=subset)
 
@@ -483,6 +485,7 @@ def test_the_subset_page_offers_a_retry_for_clips_out_of_attempts(
     settings.FETCH_MAX_ATTEMPTS = 1
     subset = _subset(project, [_clip(CUT), _clip(TONE)])
     clips_fetch(subset=subset)
+    assert project.created_by is not None
     client = login(project.created_by)
     url = reverse("subset_detail", args=[project.slug, subset.slug])
 

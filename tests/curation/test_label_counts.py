@@ -128,18 +128,18 @@ def test_it_rolls_back_counts_refreshed_in_a_failed_transaction(
     ontology: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the refresh itself succeeds, then the import's transaction fails after it
-    from curation import services
+    from curation.services import segments as segment_services
 
     segments_import(path=SPREADSHEET, segment_list="unbalanced")
     before = cached()
-    real = services.label_counts_refresh
+    real = segment_services.label_counts_refresh
 
     def refresh_then_fail(**kwargs: Any) -> int:
         real(**kwargs)
         assert (SPEECH, "balanced") in cached()  # the new counts existed inside it
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(services, "label_counts_refresh", refresh_then_fail)
+    monkeypatch.setattr(segment_services, "label_counts_refresh", refresh_then_fail)
 
     with pytest.raises(RuntimeError, match="disk full"):
         segments_import(path=BALANCED, segment_list="balanced")

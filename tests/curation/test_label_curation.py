@@ -45,7 +45,9 @@ def test_it_maps_labels_to_word_labels_and_super_categories(ontology: None) -> N
     result = word_labels_import(path=DEMO_WORDS)
 
     assert result == {"words": 7, "labels": 10}
-    assert Label.objects.get(name="Chirp, tweet").word_label.name == "bird"
+    chirp = Label.objects.get(name="Chirp, tweet")
+    assert chirp.word_label is not None
+    assert chirp.word_label.name == "bird"
     assert WordLabel.objects.get(name="siren").super_category == "alarm"
 
 

@@ -1,4 +1,5 @@
-"""curation.services.clips_import_local and the import_local_audio command, on real ffmpeg."""
+"""clips_import_local (curation.services.local_import) and the import_local_audio command,
+on real ffmpeg."""
 
 from __future__ import annotations
 

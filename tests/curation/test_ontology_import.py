@@ -1,4 +1,5 @@
-"""curation.services.ontology_import: AudioSet's ontology.json into Label rows and a tree."""
+"""ontology_import (curation.services.ontology): AudioSet's ontology.json into Label rows
+and a tree."""
 
 from __future__ import annotations
 

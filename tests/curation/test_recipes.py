@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from core.models import Job, Project
-from curation.models import Label, Subset, SuperCategory, WordLabel
+from curation.models import Label, Recipe, Subset, SuperCategory, WordLabel
 from curation.recipes import (
     PRESETS,
     Candidates,
@@ -230,7 +230,7 @@ def imported(db: None) -> None:
     Label.objects.filter(name="Speech").update(word_label=speech)
 
 
-def small_recipe(project: Project, **overrides: object) -> object:
+def small_recipe(project: Project, **overrides: object) -> Recipe:
     fields = {
         "segment_lists": ["balanced"],
         "excluded_subtrees": ["Music"],

@@ -11,10 +11,10 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from core.models import Job
-from curation import services
 from curation.models import Clip, Label
 from curation.segments import read_segments
 from curation.services import ontology_import, segments_import
+from curation.services import segments as segment_services
 from tests.conftest import FIXTURES
 
 BALANCED = FIXTURES / "segments" / "balanced_head.csv"
@@ -113,7 +113,7 @@ def test_it_links_a_clip_added_by_another_import_meanwhile(
 ) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("only the PostgreSQL import looks for existing clips before adding new ones")
-    insert_staged_clips = services._insert_staged_clips
+    insert_staged_clips = segment_services._insert_staged_clips
 
     def another_import_first(*args: Any, **kwargs: Any) -> int:
         # the clip appears after the import looked for existing clips, before it adds its own
@@ -122,7 +122,7 @@ def test_it_links_a_clip_added_by_another_import_meanwhile(
         )
         return insert_staged_clips(*args, **kwargs)
 
-    monkeypatch.setattr(services, "_insert_staged_clips", another_import_first)
+    monkeypatch.setattr(segment_services, "_insert_staged_clips", another_import_first)
     path = write_csv(tmp_path, 'abcdefghijk, 30, 40, "/m/09x0r"', 'bbcdefghijk, 30, 40, "/m/09x0r"')
 
     result = segments_import(path=path, segment_list="eval")

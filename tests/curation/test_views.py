@@ -23,7 +23,7 @@ from curation import views
 from curation.models import Clip, Label, Recipe, Subset, SubsetClip
 from curation.recipes import PRESETS, RecipeSpec, spec_from_text, spec_to_text
 from curation.services import RECIPE_FILE_MAX_BYTES
-from tests.conftest import login
+from tests.conftest import login, streamed
 from tests.curation.conftest import Curation
 
 URL = Callable[[Curation], str]
@@ -553,7 +553,7 @@ def test_it_shows_a_subsets_report_and_fetch_state(curation: Curation, alice: An
 def test_it_serves_the_chart_to_members(curation: Curation, rey: Any) -> None:
     response = login(rey).get(PAGES["subset_chart"](curation))
     assert response["Content-Type"] == "image/png"
-    assert b"".join(response.streaming_content).startswith(b"\x89PNG")
+    assert streamed(response).startswith(b"\x89PNG")
     assert "private" in response["Cache-Control"]
 
 
@@ -667,7 +667,7 @@ def test_it_streams_a_clips_audio_to_members(curation: Curation, alice: Any, rey
         response = login(user).get(PAGES["clip_audio"](curation))
         assert response.status_code == 200
         assert response["Content-Type"] in ("audio/x-wav", "audio/wav")
-        assert b"".join(response.streaming_content) == expected
+        assert streamed(response) == expected
 
 
 def test_it_404s_audio_of_a_clip_in_none_of_the_projects_subsets(

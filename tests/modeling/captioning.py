@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from modeling.ml.config import model_preset
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.models.base import Batch, Captioner
+from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
 from modeling.ml.vocab import Vocabulary
 

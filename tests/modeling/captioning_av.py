@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from modeling.ml.config import model_preset
 from modeling.ml.data import collate
 from modeling.ml.models.base import Batch, Captioner
+from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
 from modeling.ml.vocab import Vocabulary
 from tests.modeling.captioning import items

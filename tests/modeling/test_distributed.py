@@ -30,9 +30,11 @@ def _script() -> str:
         import torch
 
         from modeling.ml import distributed
-        from modeling.ml.config import RunConfig, model_preset, train_preset
+        from modeling.ml.config import RunConfig
+        from modeling.ml.presets import model_preset, train_preset
         from modeling.ml.registry import build_model
-        from modeling.ml.trainer import Trainer, seed_everything
+        from modeling.ml.runtime import seed_everything
+        from modeling.ml.trainer import Trainer
         from tests.modeling.captioning import items, vocabulary
 
         out = Path(sys.argv[1])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modeling.ml.config import model_preset, train_preset
 from modeling.ml.decoding import beam_search
 from modeling.ml.encoders import PannsConfig, ResNet38
 from modeling.ml.keywords import top_keywords
 from modeling.ml.models.base import caption_loss, masked_mean
 from modeling.ml.models.maac import GLUAttention
+from modeling.ml.presets import model_preset, train_preset
 from modeling.ml.registry import build_model
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
 from tests.modeling.captioning_av import (

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,10 +15,9 @@ from modeling.ml.config import (
     TrainConfig,
     apply_overrides,
     config_from_dict,
-    model_preset,
-    train_preset,
 )
-from modeling.ml.registry import run_config, run_config_from_dict
+from modeling.ml.presets import MODEL_PRESETS, model_preset, train_preset
+from modeling.ml.registry import MODELS, run_config, run_config_from_dict
 
 
 def test_overrides_set_nested_fields_with_their_types():
@@ -96,6 +98,24 @@ def test_presets_are_fresh_copies():
     config = model_preset("lstm", "tiny")
     config.embed_dim = 999
     assert model_preset("lstm", "tiny").embed_dim != 999
+
+
+def test_every_model_has_its_presets():
+    assert set(MODEL_PRESETS) == set(MODELS)
+    assert all(set(presets) == {"paper", "small", "tiny"} for presets in MODEL_PRESETS.values())
+
+
+def test_presets_need_no_other_import_first():
+    # a fresh interpreter: the registry once added the audio-visual presets when imported
+    code = (
+        "import sys\n"
+        "from modeling.ml.presets import model_preset, train_preset\n"
+        "model_preset('maac'), model_preset('vact', 'tiny'), train_preset('maac')\n"
+        "assert 'modeling.ml.registry' not in sys.modules\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_unknown_preset_lists_the_known_ones():

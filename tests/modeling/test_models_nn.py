@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modeling.ml.config import model_preset
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.decoding import greedy
 from modeling.ml.models.nn_retrieval import with_retrieved_attributes
+from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture
     items,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from modeling.ml.config import ConfigError, LSTMConfig, TempAttConfig, model_preset
+from modeling.ml.config import ConfigError, LSTMConfig, TempAttConfig
+from modeling.ml.presets import model_preset
 from modeling.ml.registry import MODELS, UnknownModelError, build_model, lookup
 
 ML_DIR = Path(__file__).resolve().parents[2] / "modeling" / "ml"

@@ -11,17 +11,11 @@ import pytest
 import torch
 
 from modeling.ml.checkpoint import load_checkpoint
-from modeling.ml.config import (
-    ConfigError,
-    RunConfig,
-    apply_overrides,
-    check_train_config,
-    model_preset,
-    train_preset,
-)
+from modeling.ml.config import ConfigError, RunConfig, apply_overrides, check_train_config
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.encoders import FrozenEncoder, pretrained_architecture
 from modeling.ml.models.encoded import EncodedCaptioner
+from modeling.ml.presets import model_preset, train_preset
 from modeling.ml.registry import build_model, run_config_from_dict
 from modeling.ml.trainer import Trainer, train
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture

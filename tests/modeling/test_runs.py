@@ -16,9 +16,9 @@ from django.core.management import CommandError, call_command
 from core.models import Job, Project
 from corpus.models import Snapshot
 from corpus.services import snapshot_build, snapshot_create
-from curation.models import Subset
+from curation.models import Clip, Subset
 from curation.services import ontology_import
-from modeling import datasets, services
+from modeling import datasets, scoring, services
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.vocab import tokenize
 from modeling.models import Suggestion, TrainingRun
@@ -59,17 +59,23 @@ def snapshot(project: Project, scenes: Subset, alice: Any) -> Snapshot:
     return snapshot_build(snapshot=created)
 
 
-def _train(project: Project, snapshot: Snapshot, model: str = "tempatt", **kw: Any) -> TrainingRun:
-    run = services.run_start(
+def _start(
+    project: Project, snapshot: Snapshot, model: str = "tempatt", overrides: list[str] = TINY
+) -> TrainingRun:
+    return services.run_start(
         project=project,
         model_name=model,
         snapshot=snapshot,
         created_by=None,
         preset="tiny",
-        overrides=kw.pop("overrides", TINY),
+        overrides=overrides,
         enqueue=False,
     )
-    return services.run_execute(run=run, **kw)
+
+
+def _train(project: Project, snapshot: Snapshot, model: str = "tempatt", **kw: Any) -> TrainingRun:
+    run = _start(project, snapshot, model, kw.pop("overrides", TINY))
+    return services.run_execute(run=run, **kw).run
 
 
 def test_a_run_trains_on_its_snapshot_and_keeps_curve_metrics_and_checkpoint(
@@ -169,14 +175,14 @@ def test_a_cancelled_run_keeps_its_checkpoint_and_resumes(
     job = Job.objects.create(kind="training_run", label="t", params={"run_id": run.pk})
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
 
-    cancelled = services.run_execute(run=run, job=job)
+    cancelled = services.run_execute(run=run, job=job).run
 
     assert cancelled.state == TrainingRun.State.CANCELLED
     assert cancelled.checkpoint
     assert cancelled.steps < 3 * 5
     resumed = services.run_resume(run=cancelled, user=None)
     assert resumed.state == TrainingRun.State.QUEUED
-    finished = services.run_execute(run=resumed, resume=True)
+    finished = services.run_execute(run=resumed, resume=True).run
     assert finished.state == TrainingRun.State.SUCCEEDED, finished.error
     assert [row["epoch"] for row in finished.history] == [1, 2, 3]  # three in all, not more
 
@@ -220,6 +226,29 @@ def test_a_finished_run_suggests_captions_with_scores(
     services.clips_caption(run=run, subset=scenes, beam_size=1)  # again: replaced, not added
     assert Suggestion.objects.filter(run=run).count() == 12
     assert set(Suggestion.objects.values_list("beam_size", flat=True)) == {1}
+
+
+def test_a_runs_checkpoint_is_scored_again_on_a_snapshots_validation_split(
+    project: Project, snapshot: Snapshot
+) -> None:
+    # topdown: the attribute words of the scored clips come from the run's training split
+    run = _train(project, snapshot, "topdown")
+
+    scored = scoring.run_score_snapshot(run=run, snapshot=snapshot)
+
+    assert scored.scores["CIDEr-D"] == pytest.approx(run.metrics["val"]["CIDEr-D"])
+
+
+def test_a_run_execute_reports_what_its_data_left_out(project: Project, snapshot: Snapshot) -> None:
+    run = _start(project, snapshot, "lstm")
+    # a clip whose audio is not fetched (yet) has no content hash
+    Clip.objects.filter(pk=Clip.objects.order_by("pk").values("pk")[:1]).update(content_sha256="")
+
+    outcome = services.run_execute(run=run)
+
+    assert outcome.run.state == TrainingRun.State.SUCCEEDED
+    assert sum(outcome.dropped_clips.values()) == 1
+    assert outcome.video_counts == {}
 
 
 def test_promoting_a_run_demotes_the_previous_one(project: Project, snapshot: Snapshot) -> None:

@@ -80,10 +80,11 @@ def _assert_finished_with_metrics(run: TrainingRun) -> None:
 def test_a_vact_run_trains_on_audio_and_the_clips_videos(
     project: Project, snapshot: Snapshot, model: str
 ) -> None:
-    run = services.run_execute(run=_start(project, snapshot, model, TINY))
+    outcome = services.run_execute(run=_start(project, snapshot, model, TINY))
+    run = outcome.run
 
     _assert_finished_with_metrics(run)
-    assert run.video_counts == {
+    assert outcome.video_counts == {
         "with_video": 12,
         "without_video": 0,
         "unreadable_video": 0,
@@ -100,7 +101,7 @@ def test_an_av_captioner_run_trains_with_mbp_and_logs_the_weights(
 ) -> None:
     run = services.run_execute(
         run=_start(project, snapshot, "crossmodal", [*TINY, "model.mbp=true"])
-    )
+    ).run
 
     _assert_finished_with_metrics(run)
     steps = [row for row in run.learning_curve if "loss" in row]
@@ -111,10 +112,11 @@ def test_an_av_captioner_run_trains_with_mbp_and_logs_the_weights(
 
 def test_clips_without_video_train_on_their_audio(project: Project, snapshot: Snapshot) -> None:
     Clip.objects.filter(pk__in=Clip.objects.order_by("pk").values("pk")[:3]).update(video="")
-    run = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    outcome = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    run = outcome.run
 
     _assert_finished_with_metrics(run)
-    assert run.video_counts["without_video"] == 3
+    assert outcome.video_counts["without_video"] == 3
 
 
 def test_a_run_reads_the_features_video_in_place_of_the_hint(
@@ -127,12 +129,13 @@ def test_a_run_reads_the_features_video_in_place_of_the_hint(
         clip.video_features.save(f"sharp-{clip.pk}.mp4", ContentFile(hint.read_bytes()))
         hint.write_bytes(b"not a video")
 
-    run = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    outcome = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    run = outcome.run
 
     _assert_finished_with_metrics(run)
-    assert run.video_counts["unreadable_video"] == 0
-    assert run.video_counts["features_video"] == 3
-    assert run.video_counts["with_video"] == 12
+    assert outcome.video_counts["unreadable_video"] == 0
+    assert outcome.video_counts["features_video"] == 3
+    assert outcome.video_counts["with_video"] == 12
 
 
 def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
@@ -140,16 +143,17 @@ def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
 ) -> None:
     clip = Clip.objects.order_by("pk").first()
     Path(clip.video.path).write_bytes(b"not a video")
-    run = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    outcome = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    run = outcome.run
 
     _assert_finished_with_metrics(run)
-    assert run.video_counts["unreadable_video"] == 1
+    assert outcome.video_counts["unreadable_video"] == 1
 
 
 def test_a_vact_run_suggests_captions_reading_the_video(
     project: Project, snapshot: Snapshot, scenes: Subset
 ) -> None:
-    run = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    run = services.run_execute(run=_start(project, snapshot, "vact", TINY)).run
     result = services.clips_caption(run=run, subset=scenes, beam_size=2)
 
     assert result["suggestions"] == 12
@@ -168,7 +172,7 @@ def test_a_maac_run_pretrains_keywords_then_fine_tunes_on_cider(
         "features.n_mels=8",
         "features.hop_length=3200",
     ]
-    run = services.run_execute(run=_start(project, snapshot, "maac", overrides))
+    run = services.run_execute(run=_start(project, snapshot, "maac", overrides)).run
 
     _assert_finished_with_metrics(run)
     assert [row["stage"] for row in run.history] == ["pretrain", "pretrain", "caption", "scst"]

@@ -6,11 +6,11 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+import synthscenes
 from annotation.models import Caption
 from core.models import Job, Project
 from curation.models import Clip, Subset, SubsetClip
 from curation.services import ontology_import
-from modeling.ml import synthscenes
 from modeling.ml.video import VideoConfig, read_frames
 from modeling.services_synth import synthscenes_make
 from tests.conftest import FIXTURES

@@ -7,10 +7,12 @@ import dataclasses
 import pytest
 import torch
 
-from modeling.ml.checkpoint import load_checkpoint
-from modeling.ml.config import RunConfig, model_preset, train_preset
+from modeling.ml.checkpoint import load_checkpoint, read_checkpoint
+from modeling.ml.config import RunConfig
 from modeling.ml.data import collate
 from modeling.ml.decoding import greedy
+from modeling.ml.presets import model_preset, train_preset
+from modeling.ml.train_state import TrainerState
 from modeling.ml.trainer import Trainer, train
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture
     items,
@@ -44,6 +46,35 @@ def test_train_returns_history_and_a_loadable_best_checkpoint(tmp_path):
     assert best.best_score == result.best_score
     assert best.run_config["train"]["lr"] == 1e-2
     assert load_checkpoint(result.last_checkpoint).step == result.steps
+
+
+def test_the_last_checkpoint_keeps_the_loop_state_under_its_old_keys(tmp_path):
+    # checkpoints written before the state became a dataclass must still resume
+    result = _train(tmp_path, _run(epochs=1))
+    saved = read_checkpoint(result.last_checkpoint)["trainer_state"]
+    assert list(saved) == [
+        "step",
+        "epoch",
+        "batch_in_epoch",
+        "epoch_loss_sum",
+        "epoch_loss_count",
+        "best_score",
+        "bad_validations",
+        "plateau_bad",
+        "plateau_scale",
+        "stage_step",
+        "history",
+        "rng",
+        "python_rng",
+        *(["cuda_rng"] if torch.cuda.is_available() else []),
+    ]
+    assert TrainerState.restore(saved) == TrainerState(
+        step=result.steps,
+        epoch=1,
+        best_score=result.best_score,
+        stage_step=result.steps,
+        history=result.history,
+    )
 
 
 def test_the_same_seed_gives_the_same_run(tmp_path):

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from modeling.ml.checkpoint import load_checkpoint
-from modeling.ml.config import RunConfig, model_preset, train_preset
+from modeling.ml.config import RunConfig
 from modeling.ml.data import CaptionItem
+from modeling.ml.presets import model_preset, train_preset
 from modeling.ml.registry import build_model
 from modeling.ml.trainer import train
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture

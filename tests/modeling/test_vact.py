@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modeling.ml.config import model_preset
 from modeling.ml.decoding import beam_search, greedy
 from modeling.ml.models.adaava import AdaAVADecoderLayer
 from modeling.ml.models.base import caption_loss
+from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
 from modeling.ml.vocab import EOS_ID
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)

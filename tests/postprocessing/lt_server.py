@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,7 +55,7 @@ def _match(text: str, start: int, end: int, rule: str, category: str, repl: list
     }
 
 
-def find_matches(text: str, disabled: set[str] = frozenset()) -> list[dict]:  # type: ignore[assignment]
+def find_matches(text: str, disabled: Collection[str] = frozenset()) -> list[dict]:
     matches: list[tuple[int, dict]] = []
     if "EN_A_VS_AN" not in disabled:
         for m in _A_BEFORE_VOWEL.finditer(text):
@@ -72,8 +72,8 @@ def find_matches(text: str, disabled: set[str] = frozenset()) -> list[dict]:  # 
     if "MORFOLOGIK_RULE_EN_US" not in disabled:
         for m in _WORD.finditer(text):
             if m.group(0).lower() in MISSPELLINGS:
-                repl = MISSPELLINGS[m.group(0).lower()]
-                item = _match(text, m.start(), m.end(), "MORFOLOGIK_RULE_EN_US", "TYPOS", repl)
+                spellings = MISSPELLINGS[m.group(0).lower()]
+                item = _match(text, m.start(), m.end(), "MORFOLOGIK_RULE_EN_US", "TYPOS", spellings)
                 matches.append((m.start(), item))
     return [item for _, item in sorted(matches, key=lambda pair: pair[0])]
 

@@ -50,9 +50,11 @@ def test_without_languagetool_it_records_the_skip(approved: MakeCaption) -> None
     processed = ProcessedCaption.objects.get(caption=caption)
     assert processed.grammar_status == "skipped"
     assert processed.final_text == "A owl hoots"
-    assert "LANGUAGETOOL_URL and LTP_JAR_DIR_PATH" in processed.grammar_step["reason"]
+    grammar = processed.grammar_step
+    assert grammar is not None
+    assert "LANGUAGETOOL_URL and LTP_JAR_DIR_PATH" in grammar["reason"]
     assert result["grammar_skipped"] == 1
-    assert result["grammar_skip_reason"] == processed.grammar_step["reason"]
+    assert result["grammar_skip_reason"] == grammar["reason"]
 
 
 def test_it_processes_the_reviewers_fix(approved: MakeCaption) -> None:
@@ -117,6 +119,7 @@ def test_approving_an_assignment_post_processes_its_captions(
     approved: MakeCaption, rey: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     caption = approved("A dog barks 3 times.", state=Assignment.State.SUBMITTED)
+    assert caption.assignment is not None
     with django_capture_on_commit_callbacks(execute=True):
         assignment_review(assignment=caption.assignment, reviewer=rey, approve=True)
     assert ProcessedCaption.objects.get(caption=caption).final_text == "A dog barks three times"
@@ -127,6 +130,7 @@ def test_rejecting_an_assignment_does_not(
     approved: MakeCaption, rey: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     caption = approved("A dog barks.", state=Assignment.State.SUBMITTED)
+    assert caption.assignment is not None
     with django_capture_on_commit_callbacks(execute=True):
         assignment_review(assignment=caption.assignment, reviewer=rey, approve=False)
     assert not ProcessedCaption.objects.filter(caption=caption).exists()
@@ -136,11 +140,13 @@ def test_a_broker_failure_does_not_undo_the_approval(
     approved: MakeCaption, rey: Any, django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
     caption = approved("A dog barks.", state=Assignment.State.SUBMITTED)
+    assignment = caption.assignment
+    assert assignment is not None
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        assignment_review(assignment=caption.assignment, reviewer=rey, approve=True)
+        assignment_review(assignment=assignment, reviewer=rey, approve=True)
     assert len(callbacks) >= 1  # the send waits for the commit; it is robust (logged)
-    caption.assignment.refresh_from_db()
-    assert caption.assignment.state == Assignment.State.APPROVED
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.APPROVED
 
 
 def test_the_command_processes_pending_captions_and_builds_the_vocabulary(
@@ -164,7 +170,9 @@ def test_the_command_takes_a_batch_and_reprocesses_all(approved: MakeCaption) ->
     call_command("postprocess_captions")
     assert ProcessedCaption.objects.count() == 3
     call_command("postprocess_captions", "--all")
-    assert Job.objects.filter(kind="captions_postprocess").first().result["processed"] == 3
+    last = Job.objects.filter(kind="captions_postprocess").first()
+    assert last is not None
+    assert last.result["processed"] == 3
 
 
 @pytest.mark.parametrize(
@@ -197,9 +205,12 @@ def test_a_reviewer_reverts_the_grammar_correction(
     assert corrected.tokens == ["A", "owl", "hoots", "at", "a", "eagle"]
     assert (corrected.grammar_reverted, corrected.grammar_reverted_by) == (True, rey)
     grammar = corrected.grammar_step
+    assert grammar is not None
     assert grammar["status"] == "skipped"
     assert grammar["reverted"]["correction"] == "An owl hoots at an eagle"
-    assert corrected.step("tokenise")["before"] == "A owl hoots at a eagle"
+    tokenise = corrected.step("tokenise")
+    assert tokenise is not None
+    assert tokenise["before"] == "A owl hoots at a eagle"
 
 
 def test_reprocessing_keeps_a_reverted_caption_uncorrected(
@@ -209,7 +220,9 @@ def test_reprocessing_keeps_a_reverted_caption_uncorrected(
     services.captions_postprocess(caption_ids=[corrected.caption_id])
     corrected.refresh_from_db()
     assert corrected.final_text == "A owl hoots at a eagle"
-    assert corrected.grammar_step["reason"] == "reverted by a reviewer"
+    grammar = corrected.grammar_step
+    assert grammar is not None
+    assert grammar["reason"] == "reverted by a reviewer"
 
 
 def test_reverting_twice_is_refused(

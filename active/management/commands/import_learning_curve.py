@@ -7,7 +7,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from active.services import curve_import
+from active.services.curve import curve_import
 from core.models import Project
 
 

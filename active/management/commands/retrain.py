@@ -38,6 +38,6 @@ class Command(JobCommand):
 
 
 def _approved(project: Project) -> int:
-    from active.services import approved_caption_count
+    from active.services.retraining import approved_caption_count
 
     return approved_caption_count(project)

@@ -28,6 +28,7 @@ class Command(JobCommand):
         except Project.DoesNotExist:
             raise CommandError(f"No project with slug {project!r}.") from None
         path = Path(recipe)
+        found: Recipe | None
         if path.suffix.lower() in (".toml", ".json"):
             found = recipe_import(project=target, path=path)
         else:

@@ -48,7 +48,7 @@ class Command(BaseCommand):
             reporting = {"progress": _progress(the_job)} if the_job and world.is_main else {}
             finished = services.run_execute(
                 run=found, job=the_job, resume=resume, work_dir=work_dir, **reporting
-            )
+            ).run
         finally:
             distributed.teardown()
         if world.is_main:

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from core.demo import DEMO_PASSWORD, DEMO_USERS, demo_seed
+from demo.services import DEMO_PASSWORD, DEMO_USERS, demo_seed
 
 
 class Command(BaseCommand):

@@ -1,16 +1,15 @@
-"""SynthScenes videos: shapes that appear while their sound plays, off-screen sounds and silent
-distractors by design, determinism, and the MP4 files."""
+"""synthscenes.video: shapes that appear while their sound plays, off-screen sounds and silent
+distractors by design, and determinism."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from modeling.ml import synthscenes as S
-from modeling.ml.video import VideoConfig, read_frames
+import synthscenes as S
+from synthscenes.video import shape_mask
 
 CELL = S.VIDEO_SIZE // 3
 
@@ -41,7 +40,7 @@ def _types_seen(frames: np.ndarray) -> set[str]:
                 if not painted.any():
                     continue
                 for scale in {s * d for s in S.SCALES.values() for d in (1.0, 0.6)}:
-                    if np.array_equal(painted, S._shape_mask(shape, CELL, scale * CELL / 2)):
+                    if np.array_equal(painted, shape_mask(shape, CELL, scale * CELL / 2)):
                         seen.add(key)
     return seen
 
@@ -122,28 +121,6 @@ def test_video_tells_apart_sounds_that_differ_only_in_pitch(scenes: list[S.Scene
         other = "beep_low" if visual.type == "beep_high" else "beep_high"
         assert visual.type in seen
         assert (other in seen) == any(v.type == other and v.on_screen for v in scene.visuals)
-
-
-def test_the_video_does_not_change_the_audio_or_captions() -> None:
-    scene = S.generate_scene(5, 2)
-    rng = np.random.default_rng([5, 2, 0])
-    structure, events = S.plan_scene(rng)
-    assert (structure, events) == (scene.structure, scene.events)
-    assert np.array_equal(
-        scene.waveform,
-        S.render_scene(np.random.default_rng([5, 2, 1]), events, S.SAMPLE_RATE, 10.0),
-    )
-
-
-def test_the_mp4_reads_back_as_the_rendered_frames(tmp_path: Path) -> None:
-    scene = S.generate_scene(7, 3)
-    path = S.write_scene_video(tmp_path, scene)
-    assert path.name == "synth-7-3.mp4"
-    assert path.stat().st_size < 20_000
-    frames = read_frames(path, VideoConfig(fps=S.VIDEO_FPS, size=S.VIDEO_SIZE, max_frames=100))
-    rendered = S.render_video(scene)
-    assert frames.shape == rendered.shape
-    assert np.abs(frames.astype(int) - rendered.astype(int)).mean() < 3
 
 
 def test_metadata_lists_the_visuals() -> None:

@@ -1,4 +1,4 @@
-"""core.demo.demo_seed: the offline demo, built from synthetic audio and the ontology excerpt."""
+"""demo.services.demo_seed: the offline demo, from synthetic audio and the ontology excerpt."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
-from core import demo
-from core.demo import DEMO_PASSWORD, DEMO_USERS, demo_seed
 from core.models import Job, Membership, Project, Role
 from curation import synth
 from curation.models import Clip, Label
 from curation.synth import DEMO_SOUNDS
+from demo import services as demo
+from demo.services import DEMO_PASSWORD, DEMO_USERS, demo_seed
 
 pytestmark = pytest.mark.django_db
 

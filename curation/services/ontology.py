@@ -1,0 +1,228 @@
+"""AudioSet's ontology in the database: importing ontology.json, a researcher's curation
+of labels, the cached clip counts per label, and the hint words labels map to."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+
+from core.progress import ProgressFn, no_progress
+from curation.models import Clip, Label, LabelSourceCount, SuperCategory, WordLabel
+
+_LABEL_FIELDS = (
+    "name",
+    "description",
+    "citation_uri",
+    "positive_examples",
+    "abstract",
+    "blacklisted",
+)
+
+
+def _parse_ontology(path: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{path.name}: not valid JSON ({exc})") from None
+    if not isinstance(entries, list):
+        raise ValidationError(f"{path.name}: expected a JSON list of ontology classes")
+    rows = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"{path.name}: entry {index}"
+        if not isinstance(entry, dict):
+            raise ValidationError(f"{where}: expected an object, got {type(entry).__name__}")
+        mid, name = entry.get("id"), entry.get("name")
+        if not isinstance(mid, str) or not mid.strip():
+            raise ValidationError(f"{where}: missing 'id'")
+        if not isinstance(name, str) or not name.strip():
+            raise ValidationError(f"{where} (id {mid}): missing 'name'")
+        if mid in seen:
+            raise ValidationError(f"{where}: id {mid} appears twice")
+        seen.add(mid)
+        restrictions = entry.get("restrictions") or []
+        children = entry.get("child_ids") or []
+        if not isinstance(children, list) or not isinstance(restrictions, list):
+            raise ValidationError(f"{where} (id {mid}): child_ids and restrictions must be lists")
+        rows.append(
+            {
+                "mid": mid,
+                "name": name.strip(),
+                "description": entry.get("description") or "",
+                "citation_uri": entry.get("citation_uri") or "",
+                "positive_examples": entry.get("positive_examples") or [],
+                "abstract": "abstract" in restrictions,
+                "blacklisted": "blacklist" in restrictions,
+                "child_ids": children,
+            }
+        )
+    for row in rows:
+        unknown = [c for c in row["child_ids"] if c not in seen]
+        if unknown:
+            raise ValidationError(
+                f"{path.name}: {row['mid']} ({row['name']}) lists unknown child ids {unknown}"
+            )
+    return rows
+
+
+def ontology_import(*, path: Path, progress: ProgressFn = no_progress) -> dict[str, int]:
+    """Loads AudioSet's ontology.json. Idempotent: re-running updates changed classes
+    and the tree, and reports what changed. Nothing is written if the file is invalid."""
+    rows = _parse_ontology(Path(path))
+    total = len(rows)
+    created = updated = unchanged = 0
+    with transaction.atomic():
+        existing = {label.mid: label for label in Label.objects.all()}
+        for done, row in enumerate(rows, start=1):
+            label = existing.get(row["mid"])
+            values = {f: row[f] for f in _LABEL_FIELDS}
+            if label is None:
+                existing[row["mid"]] = Label.objects.create(mid=row["mid"], **values)
+                created += 1
+            elif any(getattr(label, f) != v for f, v in values.items()):
+                for field, value in values.items():
+                    setattr(label, field, value)
+                label.save(update_fields=list(_LABEL_FIELDS))
+                updated += 1
+            else:
+                unchanged += 1
+            if done % 50 == 0:
+                progress(done, total + 1, "classes")
+        Edge = Label.children.through
+        Edge.objects.filter(from_label__in=[existing[r["mid"]] for r in rows]).delete()
+        Edge.objects.bulk_create(
+            [
+                Edge(from_label_id=existing[r["mid"]].pk, to_label_id=existing[c].pk)
+                for r in rows
+                for c in r["child_ids"]
+            ]
+        )
+    progress(total + 1, total + 1, "tree linked")
+    return {"classes": total, "created": created, "updated": updated, "unchanged": unchanged}
+
+
+def ontology_import_job(*, job: Any, progress: ProgressFn, path: str) -> dict[str, int]:
+    return ontology_import(path=Path(path), progress=progress)
+
+
+# Label curation -------------------------------------------------------------------------
+
+
+def label_curate(
+    *, label: Label, needs_visuals: bool, needs_expertise: bool, excluded: bool, note: str = ""
+) -> Label:
+    """Records a researcher's judgement of a label; recipes exclude labels by these flags."""
+    label.needs_visuals, label.needs_expertise, label.excluded = (
+        needs_visuals,
+        needs_expertise,
+        excluded,
+    )
+    label.curation_note = note.strip()
+    label.save(update_fields=["needs_visuals", "needs_expertise", "excluded", "curation_note"])
+    return label
+
+
+# Clip counts per label (the ontology page's cache) --------------------------------------
+
+
+def label_counts_refresh(*, label_ids: Iterable[int] | None = None) -> int:
+    """Recounts the cached clips per label and AudioSet list (LabelSourceCount) from the
+    clip-label links: every label, or only `label_ids`. Two set-based statements (delete,
+    then INSERT … SELECT … GROUP BY) run in the caller's transaction, so an import that fails
+    rolls its counts back with its clips. Idempotent; returns the count rows written."""
+    counts = LabelSourceCount._meta.db_table
+    links = Clip.labels.through._meta.db_table
+    clips = Clip._meta.db_table
+    where, params = "", []
+    if label_ids is not None:
+        # at most the ontology's few hundred labels, well within SQLite's variable limit
+        ids = sorted(set(label_ids))
+        if not ids:
+            return 0
+        where = f"WHERE label_id IN ({', '.join(['%s'] * len(ids))})"
+        params = ids
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # Two imports committing side by side would each delete only the rows they can
+            # see and then collide on the unique constraint; waiting here for the other to
+            # commit also lets this one count the other's links. Readers are not blocked.
+            cursor.execute(f"LOCK TABLE {counts} IN EXCLUSIVE MODE")
+        cursor.execute(f"DELETE FROM {counts} {where}", params)
+        cursor.execute(
+            f"INSERT INTO {counts} (label_id, segment_list, clips) "
+            f"SELECT label_id, {clips}.segment_list, COUNT(*) FROM {links} "
+            f"JOIN {clips} ON {clips}.id = {links}.clip_id {where} "
+            f"GROUP BY label_id, {clips}.segment_list",
+            params,
+        )
+        return cursor.rowcount
+
+
+def label_counts_adjust(*, changes: Iterable[tuple[int, str, int]]) -> None:
+    """Adds each (label id, segment list, delta) to the cached counts, never going below
+    zero. The cheap path for edits of a few links (one clip's labels, a deleted clip), where
+    recounting a label that a million clips carry would cost far more than the edit."""
+    rows = [(label_id, segment_list, delta) for label_id, segment_list, delta in changes if delta]
+    if not rows:
+        return
+    table = LabelSourceCount._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} (label_id, segment_list, clips) VALUES (%s, %s, %s) "
+            "ON CONFLICT (label_id, segment_list) DO UPDATE SET clips = "
+            f"CASE WHEN {table}.clips + %s < 0 THEN 0 ELSE {table}.clips + %s END",
+            [(label_id, lst, max(delta, 0), delta, delta) for label_id, lst, delta in rows],
+        )
+
+
+def word_labels_import(*, path: Path) -> dict[str, int]:
+    """Loads a CSV `word,super_category,labels` (labels: AudioSet names or ids joined by `;`)
+    that maps AudioSet labels to hint words, AudioCaps-style. All or nothing: a bad row is
+    reported with its line and nothing changes."""
+    path = Path(path)
+    by_key = {mid: pk for pk, mid in Label.objects.values_list("pk", "mid")}
+    by_key.update({name.lower(): pk for pk, name in Label.objects.values_list("pk", "name")})
+    rows: list[tuple[str, str, list[int]]] = []
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            missing = {"word", "super_category", "labels"} - set(reader.fieldnames or [])
+            if missing:
+                raise ValidationError(
+                    f"{path.name}: missing column(s) {', '.join(sorted(missing))}"
+                )
+            for row in reader:
+                where = f"{path.name}, line {reader.line_num}"
+                word = (row["word"] or "").strip().lower()
+                category = (row["super_category"] or "").strip().lower()
+                if not word:
+                    raise ValidationError(f"{where}: empty word")
+                if category not in SuperCategory.values:
+                    raise ValidationError(
+                        f"{where}: super_category {category!r} is not one of "
+                        f"{', '.join(SuperCategory.values)}"
+                    )
+                keys = [k.strip() for k in (row["labels"] or "").split(";") if k.strip()]
+                unknown = [k for k in keys if k not in by_key and k.lower() not in by_key]
+                if not keys or unknown:
+                    raise ValidationError(f"{where}: unknown AudioSet label(s) {unknown or keys}")
+                rows.append((word, category, [by_key.get(k, by_key.get(k.lower())) for k in keys]))
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise ValidationError(f"{path.name}: not UTF-8 text") from None
+    with transaction.atomic():
+        for word, category, label_pks in rows:
+            word_label, _ = WordLabel.objects.update_or_create(
+                name=word, defaults={"super_category": category}
+            )
+            Label.objects.filter(pk__in=label_pks).update(word_label=word_label)
+    return {"words": len(rows), "labels": sum(len(pks) for _, _, pks in rows)}

@@ -1,0 +1,313 @@
+"""Subsets: selecting clips by a recipe (preview and build), hand-picked subsets, and the
+report and bar chart stored with each."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+from django.db import connection, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from core.bulk import insert_many
+from core.progress import ProgressFn, no_progress
+from curation.models import Clip, Label, Recipe, Subset, SubsetClip
+from curation.recipes import (
+    FLAGS,
+    Candidates,
+    RecipeError,
+    RecipeSpec,
+    Selection,
+    select_subset,
+    skew,
+)
+
+
+def _label_table() -> dict[str, Any]:
+    rows = list(
+        Label.objects.values_list(
+            "pk",
+            "mid",
+            "name",
+            "abstract",
+            "blacklisted",
+            "needs_visuals",
+            "needs_expertise",
+            "excluded",
+            "word_label__super_category",
+        ).order_by("pk")
+    )
+    return {
+        "pk": np.array([r[0] for r in rows], dtype=np.int64),
+        "mid": [r[1] for r in rows],
+        "name": [r[2] for r in rows],
+        "abstract": np.array([r[3] for r in rows], dtype=bool),
+        "blacklisted": np.array([r[4] for r in rows], dtype=bool),
+        "flags": {f: np.array([r[5 + i] for r in rows], dtype=bool) for i, f in enumerate(FLAGS)},
+        "super_category": [r[8] or "" for r in rows],
+    }
+
+
+def _subtree_indices(table: dict[str, Any], roots: list[str]) -> np.ndarray:
+    by_key = {mid: i for i, mid in enumerate(table["mid"])}
+    by_key.update({name.lower(): i for i, name in enumerate(table["name"])})
+    missing = [r for r in roots if r not in by_key and r.lower() not in by_key]
+    if missing:
+        raise ValidationError(f"excluded_subtrees: no label named {', '.join(missing)}")
+    position = {int(pk): i for i, pk in enumerate(table["pk"])}
+    children: dict[int, list[int]] = {}
+    for parent, child in Label.children.through.objects.values_list("from_label", "to_label"):
+        children.setdefault(position[parent], []).append(position[child])
+    inside = np.zeros(len(table["pk"]), dtype=bool)
+    stack = [by_key.get(r, by_key.get(r.lower())) for r in roots]
+    while stack:
+        node = stack.pop()
+        if not inside[node]:
+            inside[node] = True
+            stack.extend(children.get(node, []))
+    return inside
+
+
+def _candidate_links(segment_lists: list[str], label_position: dict[int, int]) -> Any:
+    """(clip ids, link clip index, link label index) of fetchable AudioSet clips."""
+    link_table = Clip.labels.through._meta.db_table
+    placeholders = ", ".join(["%s"] * len(segment_lists))
+    sql = (
+        f"SELECT c.id, l.label_id FROM {Clip._meta.db_table} c "
+        f"JOIN {link_table} l ON l.clip_id = c.id "
+        f"WHERE c.source = %s AND c.status <> %s AND c.segment_list IN ({placeholders})"
+    )
+    clip_col, label_col = [], []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Clip.Source.YOUTUBE, Clip.Status.UNAVAILABLE, *segment_lists])
+        while rows := cursor.fetchmany(200_000):
+            block = np.asarray(rows, dtype=np.int64)
+            clip_col.append(block[:, 0])
+            label_col.append(block[:, 1])
+    clips = np.concatenate(clip_col) if clip_col else np.zeros(0, dtype=np.int64)
+    labels = np.concatenate(label_col) if label_col else np.zeros(0, dtype=np.int64)
+    clip_ids = np.unique(clips)
+    lookup = np.zeros(max(label_position, default=0) + 1, dtype=np.int64)
+    for pk, i in label_position.items():
+        lookup[pk] = i
+    return clip_ids, np.searchsorted(clip_ids, clips), lookup[labels]
+
+
+def _subset_select(
+    spec: RecipeSpec, *, progress: ProgressFn = no_progress, what: str = "Recipe"
+) -> tuple[dict[str, Any], Candidates, Selection]:
+    """Loads the candidate clips for the spec and selects from them; stores nothing.
+    Shared by subset_build and subset_preview, so a preview shows exactly what a build keeps."""
+    progress(0, 4, "reading labels")
+    table = _label_table()
+    if len(table["pk"]) == 0:
+        raise ValidationError("No ontology loaded; run import_ontology first.")
+    excluded = _subtree_indices(table, spec.excluded_subtrees)
+    usable = ~excluded
+    if spec.exclude_abstract:
+        usable &= ~table["abstract"]
+    if spec.exclude_blacklisted:
+        usable &= ~table["blacklisted"]
+    for flag in spec.excluded_flags:
+        usable &= ~table["flags"][flag]
+    position = {int(pk): i for i, pk in enumerate(table["pk"])}
+
+    progress(1, 4, "reading clips")
+    clip_ids, link_clip, link_label = _candidate_links(spec.segment_lists, position)
+    has_word = np.array([bool(c) for c in table["super_category"]], dtype=bool)
+    candidates = Candidates(clip_ids, link_clip, link_label, usable, excluded, has_word)
+    progress(2, 4, f"selecting from {len(clip_ids):,} clips")
+    try:
+        selection = select_subset(spec, candidates)
+    except RecipeError as exc:
+        raise ValidationError(f"{what}: {exc}") from None
+    return table, candidates, selection
+
+
+def subset_preview(
+    *, project: Any, spec: RecipeSpec | dict[str, Any], top_labels: int = 10
+) -> dict[str, Any]:
+    """What building this spec would select now — the build's report, with only the
+    `top_labels` largest labels — without storing anything. `project` is where the
+    preview is asked from; candidates are the shared AudioSet clips, as for builds."""
+    try:
+        spec = spec if isinstance(spec, RecipeSpec) else RecipeSpec.from_dict(spec)
+        spec.validate()
+    except (RecipeError, TypeError) as exc:
+        raise ValidationError(str(exc)) from None
+    table, candidates, selection = _subset_select(spec, what="Preview")
+    report = _subset_report(spec, table, candidates, selection)
+    report["labels"] = report["labels"][: max(0, top_labels)]
+    return report
+
+
+def subset_build(
+    *, recipe: Recipe, name: str = "", slug: str = "", progress: ProgressFn = no_progress
+) -> Subset:
+    """Selects clips by the recipe and stores them, split, with a report and a bar chart."""
+    try:
+        spec = RecipeSpec.from_dict(recipe.spec)
+    except (RecipeError, TypeError) as exc:
+        raise ValidationError(f"Recipe {recipe.name!r}: {exc}") from None
+    table, candidates, selection = _subset_select(
+        spec, progress=progress, what=f"Recipe {recipe.name!r}"
+    )
+    report = _subset_report(spec, table, candidates, selection)
+    progress(3, 4, f"storing {len(selection.clip_ids):,} clips")
+    stamp = timezone.now()
+    subset = _subset_store(
+        Subset(
+            project=recipe.project,
+            recipe=recipe,
+            name=name or f"{recipe.name} ({stamp:%Y-%m-%d %H:%M})",
+            slug=slug or f"{recipe.slug}-{stamp:%Y%m%d-%H%M%S}"[:80],
+            spec=spec.to_dict(),
+            report=report,
+            built_at=stamp,
+        ),
+        selection,
+        _subset_chart(table, selection, title=recipe.name),
+    )
+    progress(4, 4, "done")
+    return subset
+
+
+def _subset_store(subset: Subset, selection: Selection, chart: bytes) -> Subset:
+    with transaction.atomic():
+        subset.save()
+        # bulk_create of 375k SubsetClip objects took most of a 2 M-clip build's memory
+        insert_many(
+            SubsetClip._meta.db_table,
+            ["subset_id", "clip_id", "split"],
+            [
+                (subset.pk, int(clip), str(split))
+                for clip, split in zip(selection.clip_ids, selection.splits, strict=True)
+            ],
+        )
+        subset.chart.save(f"{subset.slug}.png", ContentFile(chart), save=True)
+    return subset
+
+
+def subset_from_clips(
+    *,
+    project: Any,
+    name: str,
+    clip_ids: Iterable[int],
+    slug: str = "",
+    val_size: float | int = 0,
+    test_size: float | int = 0,
+    seed: int = 0,
+) -> Subset:
+    """A hand-picked subset: exactly these clips (local ones too), split by the seed, with
+    the same report and chart as a recipe build. The demo uses it for its local clips."""
+    from curation.recipes import _assign_splits  # the split rule recipes use, not a copy
+
+    ids = np.unique(np.fromiter(clip_ids, dtype=np.int64))
+    if len(ids) != Clip.objects.filter(pk__in=ids.tolist()).count():
+        raise ValidationError(f"Subset {name!r}: some of the clips do not exist.")
+    table = _label_table()
+    position = {int(pk): i for i, pk in enumerate(table["pk"])}
+    links = np.array(
+        Clip.labels.through.objects.filter(clip_id__in=ids.tolist()).values_list(
+            "clip_id", "label_id"
+        ),
+        dtype=np.int64,
+    ).reshape(-1, 2)
+    link_clip = np.searchsorted(ids, links[:, 0])
+    link_label = np.array([position[int(pk)] for pk in links[:, 1]], dtype=np.int64)
+    n_labels = len(table["pk"])
+    counts = np.bincount(link_label, minlength=n_labels)
+    every = np.ones(n_labels, dtype=bool)
+    candidates = Candidates(ids, link_clip, link_label, every, ~every, every)
+    order = ids[np.random.default_rng(seed).permutation(len(ids))]
+    try:
+        splits = _assign_splits(len(order), val_size, test_size)
+    except RecipeError as exc:
+        raise ValidationError(f"Subset {name!r}: {exc}") from None
+    selection = Selection(order, splits, counts, counts, counts > 0)
+    spec = {"hand_picked": len(ids), "val_size": val_size, "test_size": test_size, "seed": seed}
+    report = _subset_report(RecipeSpec(), table, candidates, selection)
+    subset = Subset(project=project, name=name, slug=slug or slugify(name)[:80], spec=spec)
+    subset.report = report
+    return _subset_store(subset, selection, _subset_chart(table, selection, title=name))
+
+
+def _subset_report(
+    spec: RecipeSpec, table: dict[str, Any], data: Candidates, selection: Selection
+) -> dict[str, Any]:
+    before, after, kept = selection.counts_before, selection.counts_after, selection.kept_labels
+    labels = [
+        {
+            "mid": table["mid"][i],
+            "name": table["name"][i],
+            "before": int(before[i]),
+            "after": int(after[i]),
+        }
+        for i in np.flatnonzero(kept)
+    ]
+    labels.sort(key=lambda row: -row["after"])
+    categories = sorted({c for c in table["super_category"] if c})
+    category_index = {c: i for i, c in enumerate(categories)}
+    label_category = np.array(
+        [category_index.get(c, -1) for c in table["super_category"]], dtype=np.int64
+    )
+    chosen = np.isin(data.clip_ids, selection.clip_ids)
+    mask = chosen[data.link_clip] & kept[data.link_label] & (label_category[data.link_label] >= 0)
+    pairs = np.unique(
+        np.stack([data.link_clip[mask], label_category[data.link_label[mask]]]), axis=1
+    )
+    per_category = np.bincount(pairs[1], minlength=len(categories)) if pairs.size else []
+    splits = {s: int((selection.splits == s).sum()) for s in ("train", "val", "test")}
+    return {
+        "candidate_clips": len(data.clip_ids),
+        "selected_clips": len(selection.clip_ids),
+        "labels_kept": int(kept.sum()),
+        "splits": splits,
+        "skew_before": skew(before[kept]),
+        "skew_after": skew(after[kept]),
+        "super_categories": {c: int(n) for c, n in zip(categories, per_category, strict=True)},
+        "labels": labels,
+    }
+
+
+def _subset_chart(table: dict[str, Any], selection: Selection, *, title: str) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    kept = np.flatnonzero(selection.kept_labels)
+    order = kept[np.argsort(-selection.counts_after[kept], kind="stable")][:40]
+    names = [table["name"][i] for i in order][::-1]
+    height = max(2.5, 0.22 * len(names) + 1)
+    figure, axes = plt.subplots(figsize=(7, height), dpi=100)
+    axes.barh(names, selection.counts_before[order][::-1], color="#d0d7de", label="candidates")
+    axes.barh(names, selection.counts_after[order][::-1], color="#1f6feb", label="selected")
+    axes.set_xlabel("clips per label")
+    axes.set_title(f"{title}: {len(selection.clip_ids):,} clips", fontsize=10)
+    axes.tick_params(axis="y", labelsize=7)
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def subset_build_job(
+    *, job: Any, progress: ProgressFn, recipe_id: int, name: str = "", slug: str = ""
+) -> dict[str, Any]:
+    recipe = Recipe.objects.select_related("project").get(pk=recipe_id)
+    subset = subset_build(recipe=recipe, name=name, slug=slug, progress=progress)
+    report = subset.report
+    return {
+        "subset": subset.slug,
+        "selected_clips": report["selected_clips"],
+        "labels_kept": report["labels_kept"],
+        "skew_after": report["skew_after"],
+    }

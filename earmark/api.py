@@ -1,0 +1,62 @@
+"""JSON API for researchers' scripts: /api/, schema at /api/openapi.json, docs at /api/docs.
+
+Authenticate with `Authorization: Bearer <token>` (tokens from /account/tokens/), or with
+the browser session (CSRF-checked) for the app's own pages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest
+from ninja import NinjaAPI
+from ninja.security import HttpBearer, SessionAuth
+
+from active.api import router as active_router
+from annotation.api import router as annotation_router
+from core import api as core_api
+from core import services
+from corpus.api import router as corpus_router
+from corpus.evaluation_api import router as evaluation_router
+from crowd.api import router as crowd_router
+from curation.api import router as curation_router
+from modeling.api import router as modeling_router
+
+
+class TokenAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        user = services.api_token_authenticate(raw=token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+class SessionCookieAuth(SessionAuth):
+    """The browser session, CSRF-checked; skipped when there is no session cookie, so a
+    script with a wrong token gets 401 rather than a CSRF error."""
+
+    def _get_key(self, request: HttpRequest) -> str | None:
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+            return None
+        return super()._get_key(request)
+
+
+api = NinjaAPI(
+    title="Earmark API",
+    version="1",
+    description=__doc__ or "",
+    auth=[TokenAuth(), SessionCookieAuth()],
+)
+
+
+api.add_router("/projects", core_api.projects)
+api.add_router("/jobs", core_api.jobs)
+
+api.add_router("/", curation_router)  # /api/projects/{slug}/recipes…, /api/labels
+api.add_router("/", evaluation_router)  # /api/projects/{slug}/evaluations…
+api.add_router("/", corpus_router)  # /api/projects/{slug}/snapshots…, …/statistics
+api.add_router("/", modeling_router)  # /api/projects/{slug}/runs…
+api.add_router("/", annotation_router)  # /api/projects/{slug}/batches…, /api/work/…
+api.add_router("/", crowd_router)  # /api/projects/{slug}/review, …/assignments/{id}…
+api.add_router("/", active_router)  # /api/projects/{slug}/active…, …/batches/{id}/active

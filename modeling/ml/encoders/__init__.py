@@ -1,0 +1,245 @@
+"""Audio encoders with one interface: `forward(features (B, T, F), lengths (B,)) ->
+(embeddings (B, T', D), lengths' (B,))`.
+
+Pretrained encoders load a state_dict from a file named in the config (`EncoderConfig.weights`);
+nothing is downloaded. Without a weights file, `build_encoder` returns the trainable small CNN
+(`ConvEncoder`) with the same interface and output size, so every captioner runs offline.
+
+One module per family: ``vggish``, ``panns`` (CNN14, ResNet38), ``spectrogram_transformer``
+(AST), ``yamnet`` and ``conv`` (the trainable small CNN), each saying how faithfully it
+reproduces the published network; this module is the registry, the weight loading and the
+names run configs use, and re-exports every family's classes.
+
+PANNs CNN14 and VGGish were checked by parameter count (80,753,615 and 72,141,184, the
+published figures); ResNet38 here has 73,783,247.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from modeling.ml.encoders.conv import ConvEncoder, ConvEncoderConfig
+from modeling.ml.encoders.panns import Cnn14, PannsConfig, ResNet38
+from modeling.ml.encoders.spectrogram_transformer import AST, ASTConfig
+from modeling.ml.encoders.vggish import VGGish, VGGishConfig, vggish_output_dim
+from modeling.ml.encoders.yamnet import YAMNET_LAYERS, YAMNet, YAMNetConfig
+
+__all__ = [
+    "AST",
+    "ENCODERS",
+    "PRETRAINED",
+    "YAMNET_LAYERS",
+    "ASTConfig",
+    "Cnn14",
+    "ConvEncoder",
+    "ConvEncoderConfig",
+    "EncoderConfig",
+    "FrozenEncoder",
+    "PannsConfig",
+    "ResNet38",
+    "VGGish",
+    "VGGishConfig",
+    "YAMNet",
+    "YAMNetConfig",
+    "build_encoder",
+    "count_parameters",
+    "encoder_output_dim",
+    "load_weights",
+    "pretrained_architecture",
+    "pretrained_output_dim",
+    "read_state_dict",
+]
+
+# name -> (module class, its config dataclass, the output dim of the stock architecture)
+ENCODERS: dict[str, tuple[type[nn.Module], type[Any], Callable[[Any], int]]] = {
+    "vggish": (VGGish, VGGishConfig, lambda c: vggish_output_dim(c)),
+    "cnn14": (Cnn14, PannsConfig, lambda c: c.embedding_dim),
+    "resnet38": (ResNet38, PannsConfig, lambda c: c.embedding_dim),
+    "ast": (AST, ASTConfig, lambda c: c.dim),
+    "yamnet": (YAMNet, YAMNetConfig, lambda c: max(1, int(1024 * c.width))),
+    "cnn": (ConvEncoder, ConvEncoderConfig, lambda c: c.d_model),
+}
+
+# front-end prefixes in published checkpoints that features.py replaces
+_FRONT_END_PREFIXES = ("spectrogram_extractor.", "logmel_extractor.")
+
+
+@dataclass
+class EncoderConfig:
+    name: str = "cnn"  # vggish | cnn14 | resnet38 | ast | yamnet | cnn (see ENCODERS)
+    weights: str = ""  # state_dict file of a pretrained encoder; "" = trainable small CNN
+    freeze: bool = True  # pretrained weights stay fixed (eval mode, no gradients)
+    n_mels: int = 64  # feature bins the encoder receives
+    # architecture fields of the named encoder's config dataclass (e.g. {"output": "fc2"})
+    options: dict[str, Any] = field(default_factory=dict)
+    # the small CNN used when there are no weights; its d_model defaults to the output
+    # size of the named encoder so a model config works with and without weights
+    fallback: dict[str, Any] = field(default_factory=dict)
+
+
+def _arch_config(name: str, options: dict[str, Any], n_mels: int | None) -> Any:
+    try:
+        _, config_cls, _ = ENCODERS[name]
+    except KeyError:
+        known = ", ".join(sorted(ENCODERS))
+        raise ValueError(f"Unknown encoder {name!r}; known encoders: {known}.") from None
+    known_fields = {f.name for f in fields(config_cls)}
+    unknown = sorted(set(options) - known_fields)
+    if unknown:
+        raise ValueError(
+            f"Encoder {name!r} has no option(s) {unknown}; its options: "
+            f"{', '.join(sorted(known_fields))}."
+        )
+    values = dict(options)
+    if n_mels is not None and "n_mels" in known_fields:
+        values.setdefault("n_mels", n_mels)
+    for key, value in values.items():  # JSON turns tuples into lists
+        if isinstance(value, list):
+            values[key] = tuple(value)
+    return config_cls(**values)
+
+
+def encoder_output_dim(config: EncoderConfig) -> int:
+    """The embedding size `build_encoder(config)` produces, without building it."""
+    if not config.weights and config.name != "cnn":
+        fallback = _arch_config("cnn", _fallback_options(config), config.n_mels)
+        return int(fallback.d_model)
+    arch = _arch_config(config.name, config.options, config.n_mels)
+    return int(ENCODERS[config.name][2](arch))
+
+
+def _fallback_options(config: EncoderConfig) -> dict[str, Any]:
+    options = dict(config.fallback)
+    if "d_model" not in options:
+        arch = _arch_config(config.name, config.options, config.n_mels)
+        options["d_model"] = ENCODERS[config.name][2](arch)
+    return options
+
+
+class FrozenEncoder(nn.Module):
+    """Wraps a pretrained encoder: always in eval mode (BatchNorm statistics and dropout
+    stay as trained) and run without gradients."""
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.encoder.requires_grad_(False)
+        self.encoder.eval()
+
+    @property
+    def output_dim(self) -> int:
+        return int(self.encoder.output_dim)
+
+    def train(self, mode: bool = True) -> FrozenEncoder:
+        super().train(mode)
+        self.encoder.eval()
+        return self
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        with torch.no_grad():
+            return self.encoder(features, lengths)
+
+
+def read_state_dict(path: Path | str) -> dict[str, Tensor]:
+    """A state_dict from a file: a bare state_dict, or one under "model"/"state_dict"
+    (PANNs, Lightning); DataParallel's "module." prefix is removed."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"encoder weights file {path} does not exist")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"{path}: not a PyTorch weights file ({exc})") from None
+    if isinstance(data, dict):
+        for key in ("model", "state_dict"):
+            if isinstance(data.get(key), dict):
+                data = data[key]
+                break
+    if not isinstance(data, dict) or not all(isinstance(v, Tensor) for v in data.values()):
+        raise ValueError(f"{path}: does not hold a state_dict of tensors")
+    return {
+        k.removeprefix("module."): v
+        for k, v in data.items()
+        if not k.removeprefix("module.").startswith(_FRONT_END_PREFIXES)
+    }
+
+
+def load_weights(module: nn.Module, path: Path | str, *, name: str = "") -> None:
+    """Strict load with a readable error: missing keys, unexpected keys and shape
+    mismatches are listed (a few of each) with the file and the encoder named."""
+    state = read_state_dict(path)
+    own = module.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = [
+        f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+        for k in own
+        if k in state and state[k].shape != own[k].shape
+    ]
+    if missing or unexpected or shapes:
+        parts = []
+        for title, items in (
+            ("missing", missing),
+            ("unexpected", unexpected),
+            ("wrong shape", shapes),
+        ):
+            if items:
+                more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
+                shown = ", ".join(items[:5]) + more
+                parts.append(f"{len(items)} {title}: {shown}")
+        label = name or type(module).__name__
+        raise ValueError(f"{path} does not fit encoder {label!r}: " + "; ".join(parts) + ".")
+    module.load_state_dict(state, strict=True)
+
+
+def build_encoder(config: EncoderConfig) -> nn.Module:
+    """The encoder a model config asks for: the named architecture with weights loaded from
+    `config.weights` (frozen unless `freeze` is off), or, with no weights file, the trainable
+    small CNN with the named encoder's output size. No network access."""
+    if not config.weights:
+        options = _fallback_options(config) if config.name != "cnn" else config.options
+        return ConvEncoder(_arch_config("cnn", options, config.n_mels))
+    arch = _arch_config(config.name, config.options, config.n_mels)
+    encoder = ENCODERS[config.name][0](arch)
+    load_weights(encoder, config.weights, name=config.name)
+    return FrozenEncoder(encoder) if config.freeze else encoder
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+# Run-config names ------------------------------------------------------------------------
+
+# `CaptionerConfig.encoder` -> (ENCODERS name, feature preset of modeling.ml.features the
+# network was trained on). "trainable" (no pretrained encoder) is not listed.
+PRETRAINED: dict[str, tuple[str, str]] = {
+    "vggish": ("vggish", "vggish"),
+    "panns": ("cnn14", "panns"),
+    "panns_resnet38": ("resnet38", "panns"),
+    "ast": ("ast", "ast"),
+    "yamnet": ("yamnet", "yamnet"),
+}
+
+
+def pretrained_architecture(name: str, n_mels: int, options: dict[str, Any]) -> nn.Module:
+    """The encoder a run config names (a `PRETRAINED` key), randomly initialised: the
+    caller loads weights, from the encoder's file (`load_weights`) or from a checkpoint."""
+    try:
+        registered, _ = PRETRAINED[name]
+    except KeyError:
+        known = ", ".join(sorted(PRETRAINED))
+        raise ValueError(f"Unknown pretrained encoder {name!r}; known: {known}.") from None
+    return ENCODERS[registered][0](_arch_config(registered, options, n_mels))
+
+
+def pretrained_output_dim(name: str, n_mels: int, options: dict[str, Any]) -> int:
+    """The embedding size of `pretrained_architecture(...)`, without building it."""
+    registered, _ = PRETRAINED[name]
+    return int(ENCODERS[registered][2](_arch_config(registered, options, n_mels)))

@@ -1,0 +1,81 @@
+"""VGGish, the audio embedder of Hershey et al. (2017).
+
+Layer-for-layer the network of torchvggish (harritaylor/torchvggish), whose converted
+state_dict (`features.N.*`, `embeddings.N.*`) loads as is; PCA post-processing is not applied.
+Input: non-overlapping 96-frame x 64-band patches of the `features.VGGISH` front end, which
+follows VGGish's (magnitude STFT, HTK mels, log + 0.01) with torchaudio's filterbank rather
+than VGGish's own NumPy code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from modeling.ml.encoders.framing import check_input, windows
+
+
+@dataclass
+class VGGishConfig:
+    n_mels: int = 64  # input bands (VGGish: 64)
+    patch_frames: int = 96  # frames per example (0.96 s at 100 frames/s)
+    channels: tuple[int, ...] = (64, 128, 256, 256, 512, 512)  # conv widths (VGGish)
+    hidden: int = 4096  # fc1/fc2 width
+    embedding_dim: int = 128  # final embedding
+    output: str = "embedding"  # embedding (128) | fc2 (4096) | conv4 (512 per 0.16 s step)
+
+
+class VGGish(nn.Module):
+    """VGGish (Hershey et al., 2017), torchvggish parameter names. Output per 0.96 s patch:
+    the 128-d embedding, the 4096-d fc2 activations (AudioCaps' "high level"), or the conv4
+    map averaged over frequency: 6 steps of 512-d per patch (AudioCaps' "mid level")."""
+
+    def __init__(self, config: VGGishConfig | None = None) -> None:
+        super().__init__()
+        self.config = config = config or VGGishConfig()
+        if config.output not in ("embedding", "fc2", "conv4"):
+            raise ValueError(f"VGGish output {config.output!r}: use embedding, fc2 or conv4")
+        c = config.channels
+        layers: list[nn.Module] = []
+        previous = 1
+        # VGG "A" layout: conv, pool, conv, pool, conv conv, pool, conv conv, pool
+        for i, width in enumerate(c):
+            layers += [nn.Conv2d(previous, width, 3, padding=1), nn.ReLU(inplace=True)]
+            if i in (0, 1, 3, 5):
+                layers.append(nn.MaxPool2d(2, 2))
+            previous = width
+        self.features = nn.Sequential(*layers)
+        t, f = config.patch_frames // 16, config.n_mels // 16
+        self.embeddings = nn.Sequential(
+            nn.Linear(c[-1] * t * f, config.hidden),
+            nn.ReLU(inplace=True),
+            nn.Linear(config.hidden, config.hidden),
+            nn.ReLU(inplace=True),
+            nn.Linear(config.hidden, config.embedding_dim),
+            nn.ReLU(inplace=True),
+        )
+
+    @property
+    def output_dim(self) -> int:
+        return vggish_output_dim(self.config)
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        cfg = self.config
+        check_input(features, lengths, cfg.n_mels, "VGGish")
+        batch = features.shape[0]
+        patches, counts, n = windows(features, lengths, cfg.patch_frames, cfg.patch_frames)
+        x = self.features(patches[:, None])  # (B*N, C, T/16, F/16)
+        if cfg.output == "conv4":
+            steps = x.shape[2]
+            x = x.mean(dim=3).transpose(1, 2).reshape(batch, n * steps, -1)
+            return x, counts * steps
+        x = x.permute(0, 2, 3, 1).flatten(1)  # TF's NHWC flatten order, as torchvggish
+        x = self.embeddings[:4](x) if cfg.output == "fc2" else self.embeddings(x)
+        return x.reshape(batch, n, -1), counts
+
+
+def vggish_output_dim(config: VGGishConfig) -> int:
+    if config.output == "conv4":
+        return config.channels[-1]
+    return config.hidden if config.output == "fc2" else config.embedding_dim

@@ -1,0 +1,138 @@
+"""No import cycles among the apps' modules.
+
+The graph comes from parsing the sources with `ast`, so an import inside a function counts
+as much as one at the top of the file: a lazy import hides a cycle from Python's loader,
+not from the layering. The one cycle allowed is a Celery `tasks` module and the service
+package it adapts (the task imports the service; the service enqueues the task by name).
+
+Run as a script (`python tests/test_import_graph.py`) it prints the cycles it finds.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = (
+    "active",
+    "annotation",
+    "core",
+    "corpus",
+    "crowd",
+    "curation",
+    "earmark",
+    "modeling",
+    "postprocessing",
+)
+
+Graph = dict[str, set[str]]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> dict[str, Path]:
+    return {
+        _module_name(path): path
+        for app in APPS
+        for path in sorted((ROOT / app).rglob("*.py"))
+        if "migrations" not in path.parts
+    }
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[str]:
+    """The dotted names an import statement may load: the module and, for `from X import
+    Y`, X.Y too (Y may be a submodule)."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        base_parts = package[: len(package) - (node.level - 1)]
+        base = ".".join([*base_parts, *([node.module] if node.module else [])])
+    else:
+        base = node.module or ""
+    yield base
+    yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def import_graph() -> Graph:
+    """Each first-party module and the first-party modules it imports, anywhere in it."""
+    sources = _sources()
+    graph: Graph = {}
+    for module, path in sources.items():
+        is_package = path.name == "__init__.py"
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                edges.update(
+                    name
+                    for name in _imported(node, module, is_package)
+                    if name in sources and name != module
+                )
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def _is_task_adapter(component: list[str]) -> bool:
+    """A `tasks` module and the service (module or package) of its own app."""
+    tasks = [m for m in component if m.rsplit(".", 1)[-1] == "tasks"]
+    if len(tasks) != 1:
+        return False
+    app = tasks[0].rsplit(".", 1)[0]
+    service = f"{app}.services"
+    return all(m in (tasks[0], service) or m.startswith(f"{service}.") for m in component)
+
+
+def forbidden_cycles() -> list[list[str]]:
+    return [c for c in cycles(import_graph()) if not _is_task_adapter(c)]
+
+
+def test_the_apps_import_no_module_that_imports_them_back() -> None:
+    assert forbidden_cycles() == []
+
+
+if __name__ == "__main__":
+    for component in cycles(import_graph()):
+        print(("allowed: " if _is_task_adapter(component) else "CYCLE:   ") + " ".join(component))
