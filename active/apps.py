@@ -13,14 +13,23 @@ class ActiveConfig(AppConfig):
     verbose_name = "Active learning: ranking, flags, pre-suggestions and retraining"
 
     def ready(self) -> None:
+        from annotation.prefill import provider_register
         from annotation.signals import assignment_submitted
 
         assignment_submitted.connect(
             _assignment_submitted, dispatch_uid="active.assignment_submitted"
         )
+        provider_register(name="active.presuggestions", provider=_presuggested_texts)
 
 
 def _assignment_submitted(sender: type, *, assignment: Assignment, **kwargs: Any) -> None:
     from active.services import assignment_submitted
 
     assignment_submitted(assignment=assignment)
+
+
+def _presuggested_texts(assignment: Assignment) -> dict[int, str]:
+    """An edit-mode batch's boxes start from the model's suggestions (never a blind one)."""
+    from active.services import presuggested_texts
+
+    return presuggested_texts(assignment=assignment)

@@ -36,7 +36,7 @@ from annotation.models import (
     HitClip,
     VideoHintView,
 )
-from annotation.signals import assignment_submitted
+from annotation.signals import assignment_approved, assignment_submitted
 from core.models import Membership, Role
 from core.services import require_role
 from crowd.models import LedgerEntry
@@ -520,10 +520,7 @@ def assignment_review(
         assignment = _locked(assignment)
         if approve:
             assignment.move_to(Assignment.State.APPROVED, now=now, feedback=feedback)
-            # post-processing runs on the text queue once this commits
-            from postprocessing.services import assignment_postprocess_later
-
-            assignment_postprocess_later(assignment=assignment)
+            assignment_approved.send(sender=Assignment, assignment=assignment)
         else:
             assignment.move_to(Assignment.State.REJECTED, now=now, feedback=feedback)
             Hit.objects.filter(pk=assignment.hit_id).update(taken=F("taken") - 1)

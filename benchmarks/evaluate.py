@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(ROOT))
 
-from corpus import evaluation  # noqa: E402
+from corpus import evaluation, evaluation_java  # noqa: E402
 from corpus.evaluation_files import read_references  # noqa: E402
 
 TIMED = ("tokenize", "BLEU", "METEOR", "ROUGE-L", "CIDEr-D")
@@ -66,8 +66,8 @@ def main() -> None:
         f"references, read in {read_seconds:.2f} s"
     )
 
-    kit = evaluation.toolkit(Path(tempfile.mkdtemp(prefix="earmark-bench-")))
-    meteor = evaluation.MeteorProcess(kit=kit)
+    kit = evaluation_java.toolkit(Path(tempfile.mkdtemp(prefix="earmark-bench-")))
+    meteor = evaluation_java.MeteorProcess(kit=kit)
     runs = []
     for run in range(args.runs + 1):
         started = time.perf_counter()

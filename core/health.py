@@ -29,7 +29,9 @@ def check_database() -> Check:
 
 
 def check_broker() -> Check:
-    from earmark.celery import app
+    # the project's Celery app (earmark/__init__.py creates it as the current app) without
+    # core importing the project package that sits above it
+    from celery import current_app as app
 
     url = settings.CELERY_BROKER_URL
     scheme = url.split("://", 1)[0]

@@ -11,14 +11,14 @@ from django.core.exceptions import ValidationError
 
 from core.models import Job, Project
 from core.progress import ProgressFn
-from corpus import evaluation, queries
+from corpus import evaluation, evaluation_java, queries
 from corpus.evaluation_files import clip_key
 from curation.models import Clip, Split
 
 
-def evaluation_toolkit() -> evaluation.Toolkit:
+def evaluation_toolkit() -> evaluation_java.Toolkit:
     """pycocoevalcap's Java parts, run from VAR_DIR/cache (the package may be read-only)."""
-    return evaluation.toolkit(settings.VAR_DIR / "cache", java=settings.JAVA_BINARY)
+    return evaluation_java.toolkit(settings.VAR_DIR / "cache", java=settings.JAVA_BINARY)
 
 
 def split_references(*, project: Project, split: str) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from synthscenes import sounds
+import synthscenes.sounds as sounds
 from synthscenes.sounds import Render
 
 

@@ -1,11 +1,15 @@
-"""No import cycles among the apps' modules.
+"""No import cycles among the apps' modules, and every app imports only the apps below it.
 
 The graph comes from parsing the sources with `ast`, so an import inside a function counts
 as much as one at the top of the file: a lazy import hides a cycle from Python's loader,
 not from the layering. The one cycle allowed is a Celery `tasks` module and the service
 package it adapts (the task imports the service; the service enqueues the task by name).
 
-Run as a script (`python tests/test_import_graph.py`) it prints the cycles it finds.
+The layers are ARCHITECTURE.md's, bottom first. A lower app that must tell a higher one
+something sends a signal or calls a hook the higher app registers in its AppConfig.ready().
+
+Run as a script (`python tests/test_import_graph.py`) it prints the cycles and the upward
+imports it finds.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ APPS = (
     "corpus",
     "crowd",
     "curation",
+    "demo",
     "earmark",
     "modeling",
     "postprocessing",
+    "synthscenes",
 )
 
 Graph = dict[str, set[str]]
@@ -125,6 +131,50 @@ def _is_task_adapter(component: list[str]) -> bool:
     return all(m in (tasks[0], service) or m.startswith(f"{service}.") for m in component)
 
 
+LAYERS = (
+    "synthscenes",
+    "core",
+    "curation",
+    "annotation",
+    "crowd",
+    "postprocessing",
+    "corpus",
+    "modeling",
+    "active",
+    "demo",
+    "earmark",
+)
+
+# Upward imports allowed, by module prefix, each with its reason.
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {
+    # crowd's data layer: who may take work (requirements, blocks), and the rows a review
+    # decision writes (reviews, ledger, flags) in annotation's own transaction; crowd's
+    # services, views and API build on annotation's services, never the reverse.
+    ("annotation", "crowd.models"): "crowd's rows",
+    ("annotation", "crowd.queries"): "crowd's reads",
+    ("annotation", "crowd.records"): "crowd's writes inside annotation's transactions",
+}
+
+
+def upward_imports(graph: Graph) -> list[str]:
+    """Imports of a module in a higher layer than the importer's, less the allowed ones."""
+    rank = {app: i for i, app in enumerate(LAYERS)}
+    found = []
+    for module, targets in sorted(graph.items()):
+        app = module.split(".")[0]
+        for target in sorted(targets):
+            target_app = target.split(".")[0]
+            if rank[target_app] <= rank[app]:
+                continue
+            if any(
+                app == low and (target == high or target.startswith(f"{high}."))
+                for low, high in UPWARD_ALLOWED
+            ):
+                continue
+            found.append(f"{module} -> {target}")
+    return found
+
+
 def forbidden_cycles() -> list[list[str]]:
     return [c for c in cycles(import_graph()) if not _is_task_adapter(c)]
 
@@ -133,6 +183,16 @@ def test_the_apps_import_no_module_that_imports_them_back() -> None:
     assert forbidden_cycles() == []
 
 
+def test_layers_list_every_app() -> None:
+    assert sorted(LAYERS) == sorted(APPS)
+
+
+def test_no_app_imports_an_app_above_it() -> None:
+    assert upward_imports(import_graph()) == []
+
+
 if __name__ == "__main__":
     for component in cycles(import_graph()):
         print(("allowed: " if _is_task_adapter(component) else "CYCLE:   ") + " ".join(component))
+    for line in upward_imports(import_graph()):
+        print(f"UPWARD:  {line}")

@@ -20,8 +20,9 @@ from pycocoevalcap.meteor.meteor import Meteor
 from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-from corpus import evaluation
-from corpus.evaluation import EvaluationError, MeteorProcess, Toolkit
+from corpus import evaluation, evaluation_java
+from corpus.evaluation import EvaluationError
+from corpus.evaluation_java import MeteorProcess, Toolkit
 from tests.conftest import FIXTURES
 
 EVAL = FIXTURES / "evaluation"
@@ -49,7 +50,7 @@ def predictions() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory: pytest.TempPathFactory) -> Toolkit:
-    return evaluation.toolkit(tmp_path_factory.mktemp("cache"))
+    return evaluation_java.toolkit(tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")
@@ -132,10 +133,10 @@ def test_it_reports_spice_and_spider_unavailable_never_zero(
 
 def test_it_reports_a_spice_that_fails_as_unavailable(tmp_path: Path) -> None:
     source = tmp_path / "pycocoevalcap"
-    subprocess.run(["cp", "-rs", str(evaluation.pycocoevalcap_dir()), str(source)], check=True)
-    for name in evaluation.CORENLP_JARS:  # present but broken: SPICE starts and fails
+    subprocess.run(["cp", "-rs", str(evaluation_java.pycocoevalcap_dir()), str(source)], check=True)
+    for name in evaluation_java.CORENLP_JARS:  # present but broken: SPICE starts and fails
         (source / "spice" / "lib" / name).write_bytes(b"")
-    kit = evaluation.toolkit(tmp_path / "cache", source=source)
+    kit = evaluation_java.toolkit(tmp_path / "cache", source=source)
     result = evaluation.evaluate(
         predictions={"a": "a dog barks"},
         references={"a": ["a dog is barking", "dogs bark loudly"]},
@@ -149,13 +150,13 @@ def test_it_reports_a_spice_that_fails_as_unavailable(tmp_path: Path) -> None:
 
 def test_it_finds_corenlp_jars_installed_after_it_started(tmp_path: Path) -> None:
     source = tmp_path / "pycocoevalcap"
-    subprocess.run(["cp", "-rs", str(evaluation.pycocoevalcap_dir()), str(source)], check=True)
-    kit = evaluation.toolkit(tmp_path / "cache", source=source)
+    subprocess.run(["cp", "-rs", str(evaluation_java.pycocoevalcap_dir()), str(source)], check=True)
+    kit = evaluation_java.toolkit(tmp_path / "cache", source=source)
     assert "not installed" in kit.spice_missing()
-    for name in evaluation.CORENLP_JARS:
+    for name in evaluation_java.CORENLP_JARS:
         (source / "spice" / "lib" / name).write_bytes(b"PK")
     assert kit.spice_missing() == ""
-    assert (kit.spice_dir / "lib" / evaluation.CORENLP_JARS[0]).resolve().parent == (
+    assert (kit.spice_dir / "lib" / evaluation_java.CORENLP_JARS[0]).resolve().parent == (
         source / "spice" / "lib"
     )
 
@@ -257,12 +258,12 @@ def test_it_restarts_a_meteor_process_that_died(
 
 
 def test_it_shares_one_meteor_per_toolkit(kit: Toolkit) -> None:
-    assert evaluation.shared_meteor(kit) is evaluation.shared_meteor(kit)
+    assert evaluation_java.shared_meteor(kit) is evaluation_java.shared_meteor(kit)
 
 
 def test_it_keeps_captions_on_their_clips_across_line_breaks(kit: Toolkit) -> None:
     captions = {"a": ["a dog\u2028barks", "rain\rfalls"], "b": ["a car\x0bpasses\nby"]}
-    assert evaluation.ptb_tokenize(captions, kit=kit) == {
+    assert evaluation_java.ptb_tokenize(captions, kit=kit) == {
         "a": ["a dog barks", "rain falls"],
         "b": ["a car passes by"],
     }
@@ -274,7 +275,7 @@ def test_it_tokenizes_like_pycocoevalcap(
     captions = {k: [*v, predictions[k]] for k, v in references.items()}
     wrapped = {k: [{"caption": c} for c in v] for k, v in captions.items()}
     expected = PTBTokenizer().tokenize(wrapped)
-    assert evaluation.ptb_tokenize(captions, kit=kit) == expected
+    assert evaluation_java.ptb_tokenize(captions, kit=kit) == expected
 
 
 def test_it_runs_from_a_read_only_install(
@@ -282,14 +283,14 @@ def test_it_runs_from_a_read_only_install(
 ) -> None:
     source = tmp_path / "site-packages" / "pycocoevalcap"
     source.parent.mkdir()
-    subprocess.run(["cp", "-rs", str(evaluation.pycocoevalcap_dir()), str(source)], check=True)
+    subprocess.run(["cp", "-rs", str(evaluation_java.pycocoevalcap_dir()), str(source)], check=True)
     folders = [Path(root) for root, _, _ in os.walk(source)]
     before = sorted(str(p.relative_to(source)) for p in source.rglob("*"))
     for folder in folders:
         folder.chmod(0o555)
     try:
         # the tokenizer and SPICE write files; METEOR only reads its jar
-        kit = evaluation.toolkit(tmp_path / "cache", source=source)
+        kit = evaluation_java.toolkit(tmp_path / "cache", source=source)
         result = evaluation.evaluate(
             predictions=predictions, references=references, metrics=["bleu", "cider"], kit=kit
         )
