@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -26,7 +26,9 @@ class ProjectActiveForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["model_name"].choices = model_choices()
+        # self.fields holds copies of the fields declared above, typed only as Field
+        model_name = cast(forms.ChoiceField, self.fields["model_name"])
+        model_name.choices = model_choices()
 
     def clean_overrides(self) -> list[str]:
         return [

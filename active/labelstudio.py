@@ -247,7 +247,7 @@ def webhook(request: HttpRequest, slug: str) -> JsonResponse:
             reason="Label Studio START_TRAINING",
             user=request.user,
         )
-        result = {"retrain": retrain.pk, "job": retrain.job_id}
+        result: dict[str, int | str | None] = {"retrain": retrain.pk, "job": retrain.job_id}
     else:
         # annotations in Label Studio: retrain only when the corpus grew enough
         config = services.project_config(project=project)

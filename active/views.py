@@ -100,7 +100,12 @@ def batch_configure(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     form = BatchActiveForm(request.POST)
     try:
         if not form.is_valid():
-            raise ValidationError("; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+            raise ValidationError(
+                "; ".join(
+                    f"{field}: {' '.join(str(error) for error in errors)}"
+                    for field, errors in form.errors.items()
+                )
+            )
         config = services.batch_configure(batch=batch, user=request.user, **form.cleaned_data)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))

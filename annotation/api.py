@@ -13,12 +13,13 @@ Who sees what, as on the pages:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.utils import timezone
 from ninja import Field, Router, Schema
@@ -27,19 +28,30 @@ from ninja.responses import Status
 
 from annotation import rules, services
 from annotation.models import Assignment, Batch, Caption, HitClip
-from core.access import project_for_api
+from core.access import project_for_api, signed_in_user
 from core.media import media_response
 from core.models import Membership, Role
 from core.schemas import ErrorOut, FieldErrorsOut, error_text, page_or_404, refusal
-from crowd import services as crowd_services
-from crowd.queries import blocks_of
+from crowd.queries import blocked_everywhere, blocks_of
 from curation.models import Clip, Label, Split, Subset, WordLabel
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 router = Router(tags=["annotation"])
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
 MAX_MINE = 200  # the worker's own list, newest first
+
+
+class _HitCount(TypedDict):
+    n_hits: int
+
+
+if TYPE_CHECKING:
+    # a batch read with `.annotate(n_hits=Count("hits"))`, as the batch answers show it
+    CountedBatch = WithAnnotations[Batch, _HitCount]
 
 
 # Schemas --------------------------------------------------------------------------------
@@ -187,7 +199,7 @@ class CaptionPageOut(Schema):
 # Access ---------------------------------------------------------------------------------
 
 
-def _batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> Batch:
+def _batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> CountedBatch:
     project = project_for_api(request, slug, *roles)
     batch = (
         Batch.objects.select_related("project", "subset")
@@ -203,7 +215,9 @@ def _batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> Batch
 def _mine(request: HttpRequest, pk: int) -> Assignment:
     """Only the worker holding an assignment sees it; for anyone else it does not exist."""
     assignment = (
-        Assignment.objects.select_related("hit__batch").filter(pk=pk, worker=request.user).first()
+        Assignment.objects.select_related("hit__batch")
+        .filter(pk=pk, worker=signed_in_user(request))
+        .first()
     )
     if assignment is None:
         raise HttpError(404, f"No assignment #{pk} of yours.")
@@ -217,7 +231,7 @@ def _seconds(delta: timedelta) -> int:
 # Batches (researchers; reviewers read) -------------------------------------------------
 
 
-def _batch_out(batch: Batch) -> dict[str, Any]:
+def _batch_out(batch: CountedBatch) -> dict[str, Any]:
     return {
         **{f: getattr(batch, f) for f in ("id", "name", "split", "state", "mode")},
         **{f: getattr(batch, f) for f in ("captions_per_clip", "clips_per_hit", "reward_cents")},
@@ -436,17 +450,18 @@ def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
     """The next HIT for you: 201 with a new assignment, 200 with the one you already hold
     (one at a time), 204 when nothing is open to you, 403 with the reasons when every
     project you annotate has blocked you. `batch` limits the claim to one batch."""
+    worker = signed_in_user(request)
     chosen = None
     if batch is not None:
-        annotated = Membership.objects.filter(user=request.user, role=Role.ANNOTATOR)
+        annotated = Membership.objects.filter(user=worker, role=Role.ANNOTATOR)
         chosen = Batch.objects.filter(pk=batch, project__in=annotated.values("project_id")).first()
         if chosen is None:
             raise HttpError(404, f"No batch #{batch} for you.")
     now = timezone.now()
-    assignment = services.hit_claim(worker=request.user, batch=chosen, now=now)
+    assignment = services.hit_claim(worker=worker, batch=chosen, now=now)
     if assignment is None:
-        if crowd_services.blocked_everywhere(worker=request.user):
-            reasons = [f"{b.project.name}: {b.reason}" for b in blocks_of(worker=request.user)]
+        if blocked_everywhere(worker=worker):
+            reasons = [f"{b.project.name}: {b.reason}" for b in blocks_of(worker=worker)]
             return Status(403, {"detail": "You are blocked from all your projects.",
                                 "reasons": reasons})  # fmt: skip
         return Status(204, None)
@@ -460,7 +475,7 @@ def work_assignments(request: HttpRequest, state: str = "") -> Any:
     """Your assignments, newest first (the latest 200)."""
     if state and state not in Assignment.State.values:
         raise HttpError(400, f"state must be one of {', '.join(Assignment.State.values)}.")
-    rows = Assignment.objects.filter(worker=request.user).select_related("hit__batch")
+    rows = Assignment.objects.filter(worker=signed_in_user(request)).select_related("hit__batch")
     if state:
         rows = rows.filter(state=state)
     return [_brief_out(a) for a in rows[:MAX_MINE]]
@@ -497,7 +512,7 @@ def work_assignment(request: HttpRequest, assignment_id: int) -> Any:
     response={200: None, 404: ErrorOut},
     url_name="work_clip_audio",
 )
-def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> HttpResponse:
+def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> HttpResponseBase:
     """The clip's audio (Range requests answered with 206), for the assignment's worker
     and only for clips of its HIT."""
     assignment = _mine(request, assignment_id)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -31,7 +31,9 @@ class BatchForm(forms.Form):
 
     def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["subset"].queryset = Subset.objects.filter(project=project)
+        # self.fields holds copies of the fields declared above, typed only as Field
+        subset = cast(forms.ModelChoiceField, self.fields["subset"])
+        subset.queryset = Subset.objects.filter(project=project)
 
     def publish_kwargs(self) -> dict[str, Any]:
         """The cleaned form as batch_publish arguments."""

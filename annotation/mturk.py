@@ -154,6 +154,7 @@ def batch_mturk_publish(
             raise ValidationError(f"MTurk refused the HIT type: {_error(exc)}") from None
         batch.mturk_hit_type_id = created["HITTypeId"]
         batch.save(update_fields=["mturk_hit_type_id"])
+    assert batch.expires_at is not None  # _check_publishable: the batch is open, so it expires
     lifetime = max(60, int((batch.expires_at - timezone.now()).total_seconds()))
     pending = list(batch.hits.filter(mturk_hit_id="").order_by("pk"))
     created_count = 0
@@ -279,7 +280,7 @@ def page_token(*, assignment: Assignment, submit_to: str) -> str:
     return signing.dumps({"a": assignment.pk, "s": submit_to}, salt=TOKEN_SALT)
 
 
-def page_token_read(token: str, *, max_age: float) -> tuple[Assignment, str]:
+def page_token_read(token: str, *, max_age: int) -> tuple[Assignment, str]:
     try:
         data = signing.loads(token, salt=TOKEN_SALT, max_age=max_age)
     except signing.BadSignature:

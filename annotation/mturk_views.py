@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_exempt
@@ -141,7 +142,7 @@ def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
 
 @xframe_options_exempt
 @require_GET
-def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpResponse:
+def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpResponseBase:
     """A clip of the HIT for the worker whose page carries the token."""
     hit = _mturk_hit(hit_id)
     try:

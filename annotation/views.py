@@ -7,32 +7,33 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Exists, OuterRef, Prefetch
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from active.services import presuggested_texts
 from annotation import rules, services
 from annotation.forms import BatchForm, BatchStateForm, ClipReportForm
 from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, VideoHintView
-from core.access import project_for_page
+from annotation.prefill import starting_texts
+from core.access import project_for_page, signed_in_user
 from core.media import media_response
 from core.models import Membership, Role
-from crowd.services import blocked_everywhere
+from crowd.queries import blocked_everywhere
 from curation.models import Clip, Label
 
 
 def _assignment_for(request: HttpRequest, pk: int) -> Assignment:
     """Only the worker holding an assignment sees it; for anyone else it does not exist."""
     assignments = Assignment.objects.select_related("hit__batch__project")
-    return get_object_or_404(assignments, pk=pk, worker=request.user)
+    return get_object_or_404(assignments, pk=pk, worker=signed_in_user(request))
 
 
 def _captions_posted(request: HttpRequest) -> dict[int, str]:
     prefix = "caption-"
     return {
-        int(key.removeprefix(prefix)): value
-        for key, value in request.POST.items()
+        int(key.removeprefix(prefix)): request.POST.get(key, "")
+        for key in request.POST
         if key.startswith(prefix) and key.removeprefix(prefix).isdigit()
     }
 
@@ -42,10 +43,11 @@ def _captions_posted(request: HttpRequest) -> dict[int, str]:
 
 @login_required
 def work(request: HttpRequest) -> HttpResponse:
-    mine = Assignment.objects.filter(worker=request.user)
+    worker = signed_in_user(request)
+    mine = Assignment.objects.filter(worker=worker)
     by_state = dict(mine.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
     context = {
-        "annotates": Membership.objects.filter(user=request.user, role=Role.ANNOTATOR).exists(),
+        "annotates": Membership.objects.filter(user=worker, role=Role.ANNOTATOR).exists(),
         "current": mine.filter(state=Assignment.State.ACCEPTED).first(),
         "counts": [(label, by_state[s]) for s, label in Assignment.State.choices if s in by_state],
         "recent": mine.select_related("hit__batch")[:20],
@@ -69,8 +71,8 @@ def work_claim(request: HttpRequest) -> HttpResponse:
 def assignment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_for(request, pk)
     saved = {c.clip_id: c.text for c in assignment.captions.all()}
-    # an edit-mode batch starts each box from the model's suggestion (never a blind one)
-    texts = {**presuggested_texts(assignment=assignment), **saved}
+    # apps built on annotation may prefill the boxes (active: an edit-mode batch's suggestions)
+    texts = {**starting_texts(assignment=assignment), **saved}
     return _render_assignment(request, assignment, texts=texts, errors={})
 
 
@@ -83,7 +85,8 @@ def _render_assignment(
 ) -> HttpResponse:
     batch = assignment.hit.batch
     limits = services.caption_limits(batch)
-    summary = services.worker_summary(worker=request.user)
+    worker = signed_in_user(request)
+    summary = services.worker_summary(worker=worker)
     items = _clip_items(assignment, texts=texts, errors=errors)
     context = {
         "assignment": assignment,
@@ -98,7 +101,7 @@ def _render_assignment(
         "summary": summary,
         **_money(summary),
         "batch_done": Assignment.objects.filter(
-            worker=request.user, hit__batch=batch, state__in=services.REVIEW_STATES
+            worker=worker, hit__batch=batch, state__in=services.REVIEW_STATES
         ).count(),
         "examples": rules.examples(limits),
         # new workers find the instructions open; others open them with one click or "?"
@@ -210,7 +213,7 @@ def assignment_return(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpResponse:
+def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpResponseBase:
     """A clip's audio for the worker whose HIT holds it: workers hear their HIT's clips
     and nothing else of the project."""
     assignment = _assignment_for(request, pk)
@@ -259,7 +262,7 @@ def assignment_video_hint(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
 
 @login_required
 @require_GET
-def assignment_clip_video(request: HttpRequest, pk: int, clip_id: int) -> HttpResponse:
+def assignment_clip_video(request: HttpRequest, pk: int, clip_id: int) -> HttpResponseBase:
     """The video hint, once its opening is logged: no quiet peeks past the log."""
     assignment = _assignment_for(request, pk)
     hit_clip = _hit_clip_for(assignment, clip_id)
@@ -292,7 +295,10 @@ def assignment_report(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _form_errors(form: ClipReportForm) -> str:
-    return " ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+    return " ".join(
+        f"{field}: {' '.join(str(error) for error in errors)}"
+        for field, errors in form.errors.items()
+    )
 
 
 # Researchers ---------------------------------------------------------------------------

@@ -43,11 +43,13 @@ from corpus.evaluation import evaluate
 from modeling.ml import retrieval
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.cider import CiderD
-from modeling.ml.config import RunConfig, VocabConfig
+from modeling.ml.config import ACTConfig, RunConfig, VocabConfig
+from modeling.ml.config_av import AVConfig, CaptionLengthConfig, VACTConfig, VideoCaptionerConfig
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.decoding import beam_search
 from modeling.ml.features import extract, feature_preset
 from modeling.ml.keywords import KeywordVocabulary
+from modeling.ml.models.base import Captioner
 from modeling.ml.presets import TRAIN_PRESETS, model_preset
 from modeling.ml.registry import uses_video
 from modeling.ml.runtime import pick_device, to_device
@@ -131,7 +133,9 @@ def main() -> None:
             ]
             for split, items in sets.items()
         }
-        print(f"video {videos['train'][0].shape[0]} frames of {args.video_size}x"
+        first = videos["train"][0]
+        assert first is not None
+        print(f"video {first.shape[0]} frames of {args.video_size}x"
               f"{args.video_size} per clip in {time.perf_counter() - started:.1f} s")  # fmt: skip
     vocab = Vocabulary.build([c for s in sets["train"] for c in s.captions], max_length=30)
     print(f"vocabulary: {len(vocab)} words")
@@ -147,7 +151,7 @@ def main() -> None:
                   for s in sets["train"]]  # fmt: skip
         keywords = KeywordVocabulary.build(
             [c for clip in tagged for c in clip],
-            size=model_preset("maac", args.preset).num_keywords,
+            size=model_preset("maac", args.preset).keyword_targets_size(),
         )
         keyword_count = len(keywords)
         keyword_targets["train"] = [keywords.targets(clip) for clip in tagged]
@@ -187,7 +191,7 @@ def main() -> None:
         split: {str(i): s.captions for i, s in enumerate(sets[split])} for split in ("val", "test")
     }
 
-    def decode(model: torch.nn.Module, split: str, beam: int) -> dict[str, str]:
+    def decode(model: Captioner, split: str, beam: int) -> dict[str, str]:
         out: dict[str, str] = {}
         model.eval()
         clips = feats[split]
@@ -215,28 +219,28 @@ def main() -> None:
         )
         longest = max(f.shape[0] for f in feats["train"]) + 8
         caption_room = vocab.max_length + 2
-        if hasattr(model_config, "max_caption_length"):
+        if isinstance(model_config, CaptionLengthConfig):
             model_config = dataclasses.replace(
                 model_config,
                 max_caption_length=max(model_config.max_caption_length, caption_room),
             )
-        if registered in ("act", "vact", "vact_video", "vact_concat", "video_only"):
+        if isinstance(model_config, ACTConfig):  # act and the vact variants
             model_config = dataclasses.replace(model_config, max_frames=longest)
         if uses_video(registered):
+            assert isinstance(model_config, VideoCaptionerConfig)
             frames = max(v.shape[0] for v in videos["train"] if v is not None)
             model_config = dataclasses.replace(
                 model_config, video_frame_size=args.video_size, video_dim=128
             )
-            for field in ("max_video_frames", "max_video_tokens"):
-                if hasattr(model_config, field):
-                    model_config = dataclasses.replace(model_config, **{field: frames})
+            if isinstance(model_config, VACTConfig):
+                model_config = dataclasses.replace(model_config, max_video_frames=frames)
+            else:
+                model_config = dataclasses.replace(model_config, max_video_tokens=frames)
         if name == "crossmodal_mbp":
+            assert isinstance(model_config, AVConfig)
             model_config = dataclasses.replace(model_config, mbp=True)
         if registered == "maac":
-            model_config = dataclasses.replace(
-                model_config, num_keywords=keyword_count,
-                top_k=min(model_config.top_k, keyword_count),
-            )  # fmt: skip
+            model_config = model_config.with_keywords_found(keyword_count)
         recipe = RECIPES[name]
         train_config = dataclasses.replace(
             TRAIN_PRESETS[recipe], epochs=args.epochs, batch_size=args.batch_size,
@@ -251,7 +255,7 @@ def main() -> None:
             model_name=registered, model=model_config, vocab=VocabConfig(), train=train_config
         )
 
-        def score(model: torch.nn.Module) -> float:
+        def score(model: Captioner) -> float:
             got = evaluate(predictions=decode(model, "val", 1), references=references["val"],
                            metrics=["cider"])  # fmt: skip
             return float(got.scores["CIDEr-D"] or 0.0)

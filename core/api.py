@@ -12,6 +12,7 @@ from ninja import Router, Schema
 from ninja.responses import Status
 
 from core import services
+from core.access import signed_in_user
 from core.models import Job, Membership, Project
 from core.schemas import ErrorOut, JobOut
 
@@ -29,7 +30,7 @@ jobs = Router(tags=["jobs"])
 
 @projects.get("/", response=list[ProjectOut])
 def project_list(request: HttpRequest) -> list[dict[str, str]]:
-    rows = Membership.objects.filter(user=request.user).select_related("project")
+    rows = Membership.objects.filter(user=signed_in_user(request)).select_related("project")
     return [
         {
             "slug": m.project.slug,

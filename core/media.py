@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import mimetypes
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 CHUNK_BYTES = 64 * 1024
 # One range per request is all media elements send; multipart/byteranges is not worth it.
@@ -40,7 +42,7 @@ def _byte_range(header: str, size: int) -> tuple[int, int] | None:
     return first, min(last, size - 1)
 
 
-def _read_range(handle: Any, first: int, last: int):
+def _read_range(handle: Any, first: int, last: int) -> Iterator[bytes]:
     try:
         handle.seek(first)
         remaining = last - first + 1
@@ -54,7 +56,7 @@ def _read_range(handle: Any, first: int, last: int):
         handle.close()
 
 
-def media_response(request: HttpRequest, field_file: Any, *, missing: str) -> HttpResponse:
+def media_response(request: HttpRequest, field_file: Any, *, missing: str) -> HttpResponseBase:
     """A stored file for a member: the whole file (200) or the requested byte range (206).
 
     404 with ``missing`` when the row has no file or the file is gone from storage; 416
@@ -70,7 +72,7 @@ def media_response(request: HttpRequest, field_file: Any, *, missing: str) -> Ht
     content_type = mimetypes.guess_type(field_file.name)[0] or "application/octet-stream"
     # RFC 9110: a server ignores Range units it does not know; only bytes exist in practice
     range_header = request.headers.get("Range", "")
-    response: HttpResponse
+    response: HttpResponseBase  # a 416, a streamed range or the whole file
     if range_header.startswith("bytes="):
         byte_range = _byte_range(range_header, size)
         if byte_range is None:

@@ -3,13 +3,16 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class Role(models.TextChoices):
@@ -34,7 +37,7 @@ class Project(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
-    members = models.ManyToManyField(
+    members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
     )
     # Clips fetched or imported for this project are decoded to mono WAV at this rate.

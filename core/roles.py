@@ -36,8 +36,8 @@ def sync_groups(**_: Any) -> None:
     from django.contrib.auth.models import Group, Permission
 
     for group_name, perms in GROUP_PERMISSIONS.items():
-        group, _ = Group.objects.get_or_create(name=group_name)
-        wanted = []
+        group, _created = Group.objects.get_or_create(name=group_name)
+        wanted: list[Permission] = []
         for dotted in perms:
             app_label, codename = dotted.split(".")
             wanted.extend(

@@ -11,7 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from core import services
-from core.access import project_for_page
+from core.access import project_for_page, signed_in_user
 from core.forms import ApiTokenForm, InviteForm, ProjectForm, SignupForm
 from core.health import run_checks
 from core.models import ApiToken, Invite, Job, Membership, Role
@@ -26,7 +26,7 @@ def _job_for(request: HttpRequest, pk: int) -> Job:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    memberships = Membership.objects.filter(user=request.user).select_related("project")
+    memberships = Membership.objects.filter(user=signed_in_user(request)).select_related("project")
     return render(request, "core/home.html", {"memberships": memberships})
 
 
@@ -152,12 +152,13 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def token_list(request: HttpRequest) -> HttpResponse:
+    user = signed_in_user(request)
     form = ApiTokenForm(request.POST or None)
     new_key = None
     if request.method == "POST" and form.is_valid():
-        _, new_key = services.api_token_create(user=request.user, name=form.cleaned_data["name"])
+        _, new_key = services.api_token_create(user=user, name=form.cleaned_data["name"])
         form = ApiTokenForm()
-    tokens = ApiToken.objects.filter(user=request.user)
+    tokens = ApiToken.objects.filter(user=user)
     return render(
         request, "core/token_list.html", {"form": form, "tokens": tokens, "new_key": new_key}
     )

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from ninja import Router, Schema
 from ninja.errors import HttpError
@@ -166,7 +167,7 @@ def snapshot_download(
     snapshot = _snapshot(request, slug, version)
     if snapshot.state != Snapshot.State.READY:
         return Status(409, {"detail": f"Snapshot v{version} is {snapshot.state}."})
-    response: HttpResponse
+    response: HttpResponseBase  # the whole archive or one file, streamed either way
     if file is None:
         response = media_response(request, snapshot.archive, missing="The archive is missing.")
         name = snapshot.archive.name.rsplit("/", 1)[-1]

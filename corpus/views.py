@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -82,7 +83,7 @@ def snapshot_detail(request: HttpRequest, slug: str, version: int) -> HttpRespon
 
 @login_required
 @require_GET
-def snapshot_download(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+def snapshot_download(request: HttpRequest, slug: str, version: int) -> HttpResponseBase:
     snapshot = _snapshot_for(request, slug, version)
     if snapshot.state != Snapshot.State.READY:
         raise Http404(f"Snapshot v{snapshot.version} is {snapshot.state}; nothing to download.")
@@ -95,7 +96,9 @@ def snapshot_download(request: HttpRequest, slug: str, version: int) -> HttpResp
 
 @login_required
 @require_GET
-def snapshot_file(request: HttpRequest, slug: str, version: int, name: str) -> HttpResponse:
+def snapshot_file(
+    request: HttpRequest, slug: str, version: int, name: str
+) -> StreamingHttpResponse:
     snapshot = _snapshot_for(request, slug, version)
     try:
         chunks = services.snapshot_file_chunks(snapshot=snapshot, path=name)
@@ -140,7 +143,7 @@ def statistics_compute(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def statistics_chart(request: HttpRequest, slug: str, pk: int, kind: str) -> HttpResponse:
+def statistics_chart(request: HttpRequest, slug: str, pk: int, kind: str) -> HttpResponseBase:
     project, role = project_for_page(request, slug, *READ)
     record = get_object_or_404(
         CorpusStatistics.objects.select_related("snapshot"), project=project, pk=pk

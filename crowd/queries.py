@@ -13,6 +13,7 @@ from django.db.models import Count, F, IntegerField, Q, QuerySet, Subquery, Valu
 from django.db.models.functions import Coalesce
 
 from annotation.models import Assignment, Hit
+from core.models import Membership, Role
 from crowd.models import BatchRequirements, Block, QualificationAttempt
 
 
@@ -78,3 +79,14 @@ def worker_record(*, worker: Any) -> dict[str, Any]:
 
 def blocks_of(*, worker: Any) -> QuerySet[Block]:
     return Block.objects.active().filter(worker=worker).select_related("project")
+
+
+def blocked_everywhere(*, worker: Any) -> bool:
+    """Whether every project the worker annotates has blocked them (the block page)."""
+    projects = set(
+        Membership.objects.filter(user=worker, role=Role.ANNOTATOR).values_list(
+            "project_id", flat=True
+        )
+    )
+    blocked = set(Block.objects.active().filter(worker=worker).values_list("project_id", flat=True))
+    return bool(projects) and projects <= blocked

@@ -304,17 +304,6 @@ def worker_unblock(*, project: Project, worker: Any, by: Any, reason: str = "") 
     return block
 
 
-def blocked_everywhere(*, worker: Any) -> bool:
-    """Whether every project the worker annotates has blocked them (the block page)."""
-    projects = set(
-        Membership.objects.filter(user=worker, role=Role.ANNOTATOR).values_list(
-            "project_id", flat=True
-        )
-    )
-    blocked = set(Block.objects.active().filter(worker=worker).values_list("project_id", flat=True))
-    return bool(projects) and projects <= blocked
-
-
 # Money ---------------------------------------------------------------------------------
 
 

@@ -8,13 +8,14 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q, Sum
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Assignment, Batch, Caption
-from core.access import project_for_page
+from core.access import project_for_page, signed_in_user
 from core.media import media_response
 from core.models import Project, Role
 from crowd import services
@@ -56,6 +57,15 @@ def _back(request: HttpRequest, default: str) -> HttpResponse:
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )
     return redirect(target if target and safe else default)
+
+
+def _numbered_fields(request: HttpRequest, prefix: str) -> dict[int, str]:
+    """The posted fields named `prefix` + a number (fix-12, gold-3), by that number."""
+    return {
+        int(key.removeprefix(prefix)): request.POST.get(key, "")
+        for key in request.POST
+        if key.startswith(prefix) and key.removeprefix(prefix).isdigit()
+    }
 
 
 def _project_assignment(project: Project, pk: int) -> Assignment:
@@ -180,12 +190,7 @@ def review_fix(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """Fixes the text of the assignment's captions (both versions kept), then approves."""
     project, _ = project_for_page(request, slug, *REVIEWERS)
     assignment = _project_assignment(project, pk)
-    prefix = "fix-"
-    fixes = {
-        int(key.removeprefix(prefix)): value
-        for key, value in request.POST.items()
-        if key.startswith(prefix) and key.removeprefix(prefix).isdigit()
-    }
+    fixes = _numbered_fields(request, "fix-")
     try:
         services.review_approve(assignment=assignment, reviewer=request.user, fixes=fixes)
     except ValidationError as exc:
@@ -382,11 +387,7 @@ def qualification_detail(request: HttpRequest, slug: str, pk: int) -> HttpRespon
     project, role = project_for_page(request, slug, *roles)
     qualification = get_object_or_404(Qualification, project=project, pk=pk)
     if request.method == "POST":
-        golds = {
-            int(key.removeprefix("gold-")): value
-            for key, value in request.POST.items()
-            if key.startswith("gold-") and key.removeprefix("gold-").isdigit()
-        }
+        golds = _numbered_fields(request, "gold-")
         try:
             n = services.qualification_set_gold(
                 qualification=qualification, by=request.user, golds=golds
@@ -506,20 +507,15 @@ def my_qualifications(request: HttpRequest) -> HttpResponse:
 @login_required
 def qualification_take(request: HttpRequest, pk: int) -> HttpResponse:
     qualification = _annotated_qualification(request, pk)
-    attempts = qualification.attempts.filter(worker=request.user)
+    worker = signed_in_user(request)
+    attempts = qualification.attempts.filter(worker=worker)
     live = attempts.exclude(state=QualificationAttempt.State.REJECTED).first()
     texts: dict[int, str] = {}
     errors: dict[str, list[str]] = {}
     if request.method == "POST" and live is None:
-        texts = {
-            int(key.removeprefix("caption-")): value
-            for key, value in request.POST.items()
-            if key.startswith("caption-") and key.removeprefix("caption-").isdigit()
-        }
+        texts = _numbered_fields(request, "caption-")
         try:
-            services.qualification_submit(
-                qualification=qualification, worker=request.user, answers=texts
-            )
+            services.qualification_submit(qualification=qualification, worker=worker, answers=texts)
         except ValidationError as exc:
             errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
         else:
@@ -546,7 +542,7 @@ def qualification_take(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def qualification_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpResponse:
+def qualification_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpResponseBase:
     qualification = _annotated_qualification(request, pk)
     item = get_object_or_404(
         QualificationClip.objects.select_related("clip"),
@@ -560,11 +556,12 @@ def qualification_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> Htt
 @require_GET
 def my_earnings(request: HttpRequest) -> HttpResponse:
     """The worker's own ledger; it names no other worker and no reviewer."""
-    entries = LedgerEntry.objects.filter(worker=request.user).select_related("project", "batch")
+    worker = signed_in_user(request)
+    entries = LedgerEntry.objects.filter(worker=worker).select_related("project", "batch")
     context = {
         "entries": Paginator(entries, 50).get_page(request.GET.get("page")),
         "total_cents": entries.aggregate(total=Sum("amount_cents", default=0))["total"],
-        "record": worker_record(worker=request.user),
+        "record": worker_record(worker=worker),
     }
     return render(request, "crowd/my_earnings.html", context)
 

@@ -18,7 +18,7 @@ from ninja import Body, Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
-from core.access import project_for_api
+from core.access import project_for_api, signed_in_user
 from core.jobs import JOB_KINDS
 from core.models import Membership, Project, Role
 from core.schemas import ErrorOut, JobOut
@@ -33,10 +33,28 @@ READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
 MAX_PER_PAGE = 500
 # model fields copied as they are into ClipOut and LabelOut
-CLIP_FIELDS = ("id", "source", "segment_list", "youtube_id", "original_name", "status", "error")
-CLIP_FIELDS += ("duration_seconds", "silent")
-LABEL_FIELDS = ("mid", "name", "description", "abstract", "blacklisted", "curation_note")
-LABEL_FIELDS += ("needs_visuals", "needs_expertise", "excluded")
+CLIP_FIELDS = (
+    "id",
+    "source",
+    "segment_list",
+    "youtube_id",
+    "original_name",
+    "status",
+    "error",
+    "duration_seconds",
+    "silent",
+)
+LABEL_FIELDS = (
+    "mid",
+    "name",
+    "description",
+    "abstract",
+    "blacklisted",
+    "curation_note",
+    "needs_visuals",
+    "needs_expertise",
+    "excluded",
+)
 
 
 class RecipeOut(Schema):
@@ -358,8 +376,9 @@ def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> Any:
 @router.get("/labels", response={200: list[LabelOut], 403: ErrorOut})
 def label_list(request: HttpRequest, q: str = "") -> Any:
     """The AudioSet ontology with curation flags; `q` filters by name."""
-    curator = Membership.objects.filter(user=request.user, role__in=READ).exists()
-    if not (curator or request.user.is_staff):
+    user = signed_in_user(request)
+    curator = Membership.objects.filter(user=user, role__in=READ).exists()
+    if not (curator or user.is_staff):
         raise HttpError(403, "Only researchers and reviewers see the ontology.")
     labels = Label.objects.select_related("word_label").order_by("pk")
     if q.strip():

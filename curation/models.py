@@ -217,7 +217,9 @@ class Subset(models.Model):
     report = models.JSONField(default=dict, blank=True)
     chart = models.FileField(upload_to="subsets/charts/", blank=True)
     built_at = models.DateTimeField(default=timezone.now)
-    clips = models.ManyToManyField(Clip, through="SubsetClip", related_name="subsets")
+    clips: models.ManyToManyField[Clip, SubsetClip] = models.ManyToManyField(
+        Clip, through="SubsetClip", related_name="subsets"
+    )
 
     class Meta:
         ordering = ["-built_at"]

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -100,7 +101,9 @@ def label_curate(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         messages.success(request, f"Saved the curation of {label.name}.")
     else:
         messages.error(request, f"{label.name} not saved: {form.errors.as_text()}")
-    params = {"focus": label.pk, **({"q": request.POST["q"]} if request.POST.get("q") else {})}
+    params: dict[str, int | str] = {"focus": label.pk}
+    if request.POST.get("q"):
+        params["q"] = request.POST["q"]
     # back to the same label, opened, in the same search
     return redirect(f"{reverse('ontology', args=[slug])}?{urlencode(params)}#label-{label.pk}")
 
@@ -187,6 +190,7 @@ def recipe_detail(request: HttpRequest, slug: str, recipe_slug: str) -> HttpResp
     initial = RecipeForm.initial_for(recipe.name, recipe.spec)
     form = RecipeForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
+        assert form.spec is not None  # RecipeForm.clean() sets it whenever the form is valid
         try:
             services.recipe_save(
                 project=recipe.project,
@@ -280,9 +284,9 @@ def subset_list(request: HttpRequest, slug: str) -> HttpResponse:
     project, role = project_for_page(request, slug, *READ)
     subsets = list(project.subsets.select_related("recipe").defer("report", "spec"))
     counts = queries.subset_clip_counts(subsets)
-    for subset in subsets:
-        subset.n_clips, subset.n_ready = counts.get(subset.pk, (0, 0))
-    context = {"project": project, "role": role, "subsets": subsets}
+    # (subset, clips, ready clips) per table row
+    rows = [(subset, *counts.get(subset.pk, (0, 0))) for subset in subsets]
+    context = {"project": project, "role": role, "rows": rows}
     return render(request, "curation/subset_list.html", context)
 
 
@@ -312,7 +316,7 @@ def subset_detail(request: HttpRequest, slug: str, subset_slug: str) -> HttpResp
 
 @login_required
 @require_GET
-def subset_chart(request: HttpRequest, slug: str, subset_slug: str) -> HttpResponse:
+def subset_chart(request: HttpRequest, slug: str, subset_slug: str) -> HttpResponseBase:
     subset, _ = _subset_for(request, slug, subset_slug, *READ)
     return media_response(request, subset.chart, missing="This subset has no chart.")
 
@@ -372,14 +376,14 @@ def clip_list(request: HttpRequest, slug: str) -> HttpResponse:
         request.GET.get("page")
     )
     subset = filters["subset"]
-    page.object_list = list(page.object_list)
-    splits = queries.clip_splits(subset, page.object_list) if subset else {}
-    for clip in page.object_list:
-        clip.split = splits.get(clip.pk, "")
+    clips_on_page = list(page.object_list)
+    splits = queries.clip_splits(subset, clips_on_page) if subset else {}
     context = {
         "project": project,
         "role": role,
         "page": page,
+        # (clip, its split in the chosen subset or "") per table row
+        "rows": [(clip, splits.get(clip.pk, "")) for clip in clips_on_page],
         "filters": {**filters, "label_key": label_key},
         "unknown_label": unknown_label,
         "subsets": project.subsets.only("name", "slug"),
@@ -426,7 +430,7 @@ def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
     project, _ = project_for_page(request, slug, *READ)
     clip = queries.project_clip(project, pk)
     return media_response(request, clip.audio, missing="This clip has no audio yet.")
@@ -434,7 +438,7 @@ def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def clip_video(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def clip_video(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
     project, _ = project_for_page(request, slug, *READ)
     clip = queries.project_clip(project, pk)
     return media_response(request, clip.video, missing="This clip has no video hint.")

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from core.models import Job, Project, Role
 from core.services import job_run_inline, membership_add, project_create
+
+
+class SplitSizes(TypedDict):
+    """Scenes per split, passed on as synthscenes_make's keyword arguments."""
+
+    train: int
+    val: int
+    test: int
+
 
 DEMO_PASSWORD = "earmark-demo"
 DEMO_USERS: dict[str, str] = {
@@ -21,7 +30,7 @@ DEMO_USERS: dict[str, str] = {
 ONTOLOGY_EXCERPT = settings.BASE_DIR / "curation" / "fixtures" / "audioset_ontology_excerpt.json"
 WORD_LABELS = settings.BASE_DIR / "curation" / "fixtures" / "word_labels_demo.csv"
 # SynthScenes per split for the demo's training data (tests make it smaller)
-DEMO_SYNTHSCENES = {"train": 24, "val": 6, "test": 6}
+DEMO_SYNTHSCENES: SplitSizes = {"train": 24, "val": 6, "test": 6}
 
 
 def demo_seed(*, echo: Any = None) -> Project:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -70,7 +71,8 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def env_database(name: str, default: str) -> dict[str, object]:
+def env_database(name: str, default: str) -> dict[str, Any]:
+    """One entry of Django's DATABASES; its values are of mixed types (str, int, dict)."""
     raw = os.environ.get(name) or default
     scheme = urlsplit(raw).scheme
     if scheme not in {"sqlite", "postgres", "postgresql", "pgsql"}:
@@ -78,7 +80,7 @@ def env_database(name: str, default: str) -> dict[str, object]:
             f"{name}={raw!r}: unsupported scheme {scheme!r}; use postgres://… or sqlite:///…"
         )
     try:
-        config: dict[str, object] = dict(dj_database_url.parse(raw, conn_max_age=60))
+        config: dict[str, Any] = dict(dj_database_url.parse(raw, conn_max_age=60))
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a database URL: {exc}") from None
     if scheme != "sqlite" and not config.get("NAME"):
@@ -107,7 +109,9 @@ def env_storages(name: str) -> dict[str, dict[str, object]]:
     who may hear a clip, so S3 objects are never public and URLs are never handed out.
     """
     kind = os.environ.get(name, "filesystem").strip().lower() or "filesystem"
-    staticfiles = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    staticfiles: dict[str, object] = {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+    }
     if kind == "filesystem":
         # under MEDIA_ROOT, read when used (so tests may point it elsewhere)
         default: dict[str, object] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}

@@ -1,12 +1,20 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
 from corpus.models import Snapshot
+from curation.models import Subset
 from modeling.ml.presets import MODEL_PRESETS
 from modeling.ml.registry import MODELS
+
+
+class SnapshotChoiceField(forms.ModelChoiceField):
+    """Snapshots labelled by version, size and splits."""
+
+    def label_from_instance(self, obj: Snapshot) -> str:
+        return f"v{obj.version} — {obj.total_captions:,} captions ({', '.join(obj.splits)})"
 
 
 class RunForm(forms.Form):
@@ -16,7 +24,7 @@ class RunForm(forms.Form):
         initial="small",
         help_text="Model size: the paper's settings, a small one for CPUs, or a tiny one.",
     )
-    snapshot = forms.ModelChoiceField(
+    snapshot = SnapshotChoiceField(
         queryset=Snapshot.objects.none(),
         help_text="A ready JSON-lines snapshot: the run names exactly what it trained on.",
     )
@@ -31,15 +39,14 @@ class RunForm(forms.Form):
 
     def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["snapshot"].queryset = Snapshot.objects.filter(
+        snapshot = cast(SnapshotChoiceField, self.fields["snapshot"])
+        snapshot.queryset = Snapshot.objects.filter(
             project=project, state=Snapshot.State.READY, format=Snapshot.Format.JSONL
         ).order_by("-version")
-        self.fields["snapshot"].label_from_instance = lambda s: (
-            f"v{s.version} — {s.total_captions:,} captions ({', '.join(s.splits)})"
-        )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         model, preset = data.get("model_name"), data.get("preset")
         if model and preset and preset not in MODEL_PRESETS.get(model, {}):
             self.add_error("preset", f"{model} has no {preset} preset.")
@@ -55,9 +62,12 @@ class RunForm(forms.Form):
 
 
 class SuggestForm(forms.Form):
-    subset = forms.ModelChoiceField(queryset=None, help_text="Caption every ready clip of it.")
+    subset = forms.ModelChoiceField(
+        queryset=Subset.objects.none(), help_text="Caption every ready clip of it."
+    )
     beam_size = forms.IntegerField(min_value=1, max_value=10, initial=3)
 
     def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["subset"].queryset = project.subsets.order_by("name")
+        subset = cast(forms.ModelChoiceField, self.fields["subset"])
+        subset.queryset = project.subsets.order_by("name")

@@ -34,7 +34,8 @@ from core.services import job_enqueue
 from corpus.models import Snapshot
 from modeling import datasets
 from modeling.ml import registry
-from modeling.ml.config import CaptionerConfig, ConfigError, apply_overrides, check_train_config
+from modeling.ml.config import ConfigError, apply_overrides, check_train_config
+from modeling.ml.config_av import CaptionLengthConfig, VACTConfig, VideoCaptionerConfig
 from modeling.ml.encoders import PRETRAINED
 from modeling.ml.features import feature_preset
 from modeling.ml.models.encoded import check_encoder_config
@@ -82,7 +83,7 @@ def _sections(overrides: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def _with_video(model: CaptionerConfig, video: VideoConfig) -> CaptionerConfig:
+def _with_video(model: VideoCaptionerConfig, video: VideoConfig) -> VideoCaptionerConfig:
     """The model config reading what `video` produces: raw frames through its trainable
     frame CNN, or the encoder's features; room for the most video rows a clip can have."""
     if video.encoder == "frames":
@@ -92,10 +93,9 @@ def _with_video(model: CaptionerConfig, video: VideoConfig) -> CaptionerConfig:
         model = dataclasses.replace(model, video_frame_size=0, video_dim=video.feature_dim)
         per_chunk = ENCODERS[video.encoder][3]
         rows = -(-video.max_frames // video.chunk_frames) if per_chunk else video.max_frames
-    for field in ("max_video_frames", "max_video_tokens"):
-        if hasattr(model, field):
-            model = dataclasses.replace(model, **{field: max(getattr(model, field), rows)})
-    return model
+    if isinstance(model, VACTConfig):
+        return dataclasses.replace(model, max_video_frames=max(model.max_video_frames, rows))
+    return dataclasses.replace(model, max_video_tokens=max(model.max_video_tokens, rows))
 
 
 def run_spec(
@@ -130,13 +130,15 @@ def run_spec(
             )
         video = None
         if registry.uses_video(model_name):
+            # every registered model that reads video has one of these configs
+            assert isinstance(model, VideoCaptionerConfig)
             video = apply_overrides(VideoConfig(), sections["video"])
             model = _with_video(model, video)
         elif sections["video"]:
             raise ValidationError(
                 f"Model {model_name} reads no video; drop {', '.join(sections['video'])}."
             )
-        if hasattr(model, "max_caption_length"):
+        if isinstance(model, CaptionLengthConfig):
             # room for the longest caption the vocabulary keeps, plus <bos> and <eos>
             longest = run.vocab.max_length + 2
             model = dataclasses.replace(

@@ -37,7 +37,7 @@ def _run_for(request: HttpRequest, slug: str, pk: int, *roles: str) -> tuple[Tra
 def leaderboard(project: Project, split: str) -> list[dict[str, Any]]:
     """Finished runs with scores on `split`, best CIDEr-D first (runs without one last)."""
     runs = TrainingRun.objects.filter(project=project, state=TrainingRun.State.SUCCEEDED)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for run in runs.select_related("snapshot"):
         scores = run.metrics.get(split)
         if not scores:
@@ -69,7 +69,9 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Run #{run.pk} is queued on the GPU queue.")
             return redirect(run)
-    split = request.GET.get("split") if request.GET.get("split") in SPLITS else "test"
+    split = request.GET.get("split", "")
+    if split not in SPLITS:
+        split = "test"
     context = {
         "project": project,
         "role": role,

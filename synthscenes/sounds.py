@@ -41,6 +41,14 @@ def _band(centre: float, width: float) -> Callable[[np.ndarray], np.ndarray]:
     return lambda f: np.exp(-0.5 * ((f - centre) / width) ** 2)
 
 
+def _formants(centres: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A vowel's gain: a Gaussian peak per formant, wider at higher centres, and each
+    formant weaker than the one before."""
+    return lambda f: sum(
+        np.exp(-0.5 * ((f - c) / (60 + 0.06 * c)) ** 2) / (i + 1) for i, c in enumerate(centres)
+    )
+
+
 def _ramp(n: int, sr: int, attack: float = 0.005, release: float = 0.01) -> np.ndarray:
     env = np.ones(n)
     a, r = min(n // 2, int(attack * sr)), min(n // 2, int(release * sr))
@@ -180,14 +188,7 @@ def speech(f0_range: tuple[float, float], formant_scale: float) -> Render:
                 phase = 2 * np.pi * np.cumsum(f0) / sr
                 source = 2.0 * ((phase / (2 * np.pi)) % 1.0) - 1.0  # glottal sawtooth
                 formants = _VOWELS[rng.integers(0, len(_VOWELS))] * formant_scale
-                voiced = _shape(
-                    source,
-                    sr,
-                    lambda f, fm=formants: sum(
-                        np.exp(-0.5 * ((f - c) / (60 + 0.06 * c)) ** 2) / (i + 1)
-                        for i, c in enumerate(fm)
-                    ),
-                )
+                voiced = _shape(source, sr, _formants(formants))
                 envelope = np.sin(np.pi * np.arange(length) / length) ** 0.7
                 if rng.random() < 0.35:  # a consonant's hiss at the onset
                     hiss_len = int(0.04 * sr)

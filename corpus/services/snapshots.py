@@ -206,6 +206,7 @@ def _write_jsonl(
     until fetched), its AudioSet label mids, and the caption's raw and processed text."""
     captions = 0
     for row in split_rows(snapshot.project, split, labels=True):
+        text = row.text(snapshot.text)
         record = {
             "caption_id": row.caption_id,
             "external_id": row.external_id or None,
@@ -218,14 +219,14 @@ def _write_jsonl(
             "file_name": row.file_name,
             "split": split,
             "labels": row.labels,
-            "text": row.text(snapshot.text),
+            "text": text,
             "raw": row.raw,
             "processed": row.processed,
             "train_text": row.train_text,
             "tokens": row.tokens,
         }
         handle.write(_JSON_LINE.encode(record) + "\n")
-        tally.add(split=split, clip_id=row.clip_id, text=record["text"])
+        tally.add(split=split, clip_id=row.clip_id, text=text)
         clips.add(row.clip_id)
         captions += 1
     return captions

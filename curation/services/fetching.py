@@ -291,12 +291,12 @@ def clips_fetch(
         time.sleep(poll_seconds)
         current = {clip.pk: clip for clip in Clip.objects.filter(pk__in=list(waiting))}
         for pk, attempts in list(waiting.items()):
-            clip = current.get(pk)
-            if clip is not None and not _fetch_settled(clip, attempts):
+            latest = current.get(pk)  # None: deleted meanwhile
+            if latest is not None and not _fetch_settled(latest, attempts):
                 # take over a claim that went stale (its worker died); else a no-op
-                token = clip.fetch_attempts if clip.status == Clip.Status.FETCHING else attempts
+                token = latest.fetch_attempts if latest.status == Clip.Status.FETCHING else attempts
                 try:
-                    clip = clip_fetch(
+                    latest = clip_fetch(
                         clip_id=pk,
                         attempts=token,
                         stale_after=stale_after,
@@ -304,8 +304,8 @@ def clips_fetch(
                         video_features_height=video_features_height,
                     )
                 except Clip.DoesNotExist:
-                    clip = None
-            if clip is None or _fetch_settled(clip, attempts):
+                    latest = None
+            if latest is None or _fetch_settled(latest, attempts):
                 settled += 1
                 del waiting[pk]
     progress(total, total, "done")
@@ -360,7 +360,7 @@ def clips_fetch_job(
 
         options = {"sample_rate": sample_rate, "video_features_height": height}
         for clip_id, attempts in tickets:
-            fetch_clip.apply_async(args=[clip_id, attempts, job.pk], kwargs=options, queue="media")
+            fetch_clip.apply_async(args=(clip_id, attempts, job.pk), kwargs=options, queue="media")
 
     return clips_fetch(
         subset=subset,

@@ -34,7 +34,7 @@ def _parse_ontology(path: Path) -> list[dict[str, Any]]:
         raise ValidationError(f"{path.name}: not valid JSON ({exc})") from None
     if not isinstance(entries, list):
         raise ValidationError(f"{path.name}: expected a JSON list of ontology classes")
-    rows = []
+    rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         where = f"{path.name}: entry {index}"
@@ -214,7 +214,9 @@ def word_labels_import(*, path: Path) -> dict[str, int]:
                 unknown = [k for k in keys if k not in by_key and k.lower() not in by_key]
                 if not keys or unknown:
                     raise ValidationError(f"{where}: unknown AudioSet label(s) {unknown or keys}")
-                rows.append((word, category, [by_key.get(k, by_key.get(k.lower())) for k in keys]))
+                # every key is known as written or in lower case (checked just above)
+                label_pks = [by_key[k] if k in by_key else by_key[k.lower()] for k in keys]
+                rows.append((word, category, label_pks))
     except FileNotFoundError:
         raise ValidationError(f"{path}: no such file") from None
     except UnicodeDecodeError:

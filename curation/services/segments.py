@@ -273,7 +273,9 @@ def _flush_segments(
         segment_list,
     )
     pks = {**existing, **dict(zip(new_keys, new_ids, strict=True))}
-    fresh, known = [], []  # links of new clips, and of clips imported before
+    # (clip pk, label pk) links of new clips, and of clips imported before
+    fresh: list[tuple[int, int]] = []
+    known: list[tuple[int, int]] = []
     for key, (_, labels) in batch.items():
         (known if key in existing else fresh).extend((pks[key], label) for label in labels)
     link_table = Clip.labels.through._meta.db_table

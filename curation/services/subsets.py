@@ -64,7 +64,7 @@ def _subtree_indices(table: dict[str, Any], roots: list[str]) -> np.ndarray:
     for parent, child in Label.children.through.objects.values_list("from_label", "to_label"):
         children.setdefault(position[parent], []).append(position[child])
     inside = np.zeros(len(table["pk"]), dtype=bool)
-    stack = [by_key.get(r, by_key.get(r.lower())) for r in roots]
+    stack = [by_key[r] if r in by_key else by_key[r.lower()] for r in roots]
     while stack:
         node = stack.pop()
         if not inside[node]:
@@ -261,7 +261,8 @@ def _subset_report(
     pairs = np.unique(
         np.stack([data.link_clip[mask], label_category[data.link_label[mask]]]), axis=1
     )
-    per_category = np.bincount(pairs[1], minlength=len(categories)) if pairs.size else []
+    # zeros for every category when no chosen clip carries a categorised label
+    per_category = np.bincount(pairs[1].astype(np.int64), minlength=len(categories))
     splits = {s: int((selection.splits == s).sum()) for s in ("train", "val", "test")}
     return {
         "candidate_clips": len(data.clip_ids),

@@ -412,7 +412,7 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise ConfigError(f"config key '{key}': expected a JSON object, got {value!r}")
         return dict(value)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a nested config section
         if isinstance(value, hint):
             return value
         if isinstance(value, Mapping):

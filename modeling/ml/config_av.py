@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from modeling.ml.config import ACTConfig, CaptionerConfig
+from modeling.ml.config import ACTConfig, CaptionerConfig, NearestNeighbourConfig
 
 
 @dataclass
@@ -137,3 +137,11 @@ class AVConfig(CaptionerConfig):
     mbp_alpha: float = 10.0
     # beta of eq. 5 (moving-average factor of the weights).
     mbp_beta: float = 0.99
+
+
+# The configs of the models that read video (registry.uses_video): they take raw frames
+# (video_frame_size > 0) or precomputed features of video_dim.
+VideoCaptionerConfig = VACTConfig | AVConfig
+# The configs whose max_caption_length bounds a caption (it sizes a positional embedding, or
+# the 1NN bank); whoever sets up a run gives it room for the vocabulary's longest caption.
+CaptionLengthConfig = NearestNeighbourConfig | ACTConfig | AVConfig

@@ -180,8 +180,9 @@ class BucketBatchSampler(Sampler[list[int]]):
     def batches(self) -> list[list[int]]:
         rng = random.Random(self.seed * 1_000_003 + self.epoch)
         if self.num_replicas > 1:
-            shard = DistributedSampler(
-                self.lengths,
+            # DistributedSampler only takes len() of its dataset; torch types it as a Dataset
+            shard: DistributedSampler[int] = DistributedSampler(
+                self.lengths,  # type: ignore[arg-type]
                 num_replicas=self.num_replicas,
                 rank=self.rank,
                 shuffle=self.shuffle,

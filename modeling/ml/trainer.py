@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -617,7 +617,7 @@ def train(
     out_dir: str | Path,
     val_items: Sequence[CaptionItem] | None = None,
     score_fn: Callable[[Captioner], float] | None = None,
-    callbacks: dict[str, Sequence[Callback]] | None = None,
+    callbacks: Mapping[str, Sequence[Callback]] | None = None,
     cancel: Callable[[], bool] | None = None,
     feature_config: Any = None,
     resume_from: str | Path | None = None,

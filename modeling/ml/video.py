@@ -183,6 +183,10 @@ def _load_state(model: nn.Module, path: str, name: str) -> None:
 class PretrainedVideoEncoder(nn.Module):
     """A torchvision image or video classifier without its head: frames -> features."""
 
+    # buffers (register_buffer in __init__): the network's per-channel input normalisation
+    mean: Tensor
+    std: Tensor
+
     def __init__(self, config: VideoConfig) -> None:
         super().__init__()
         if config.encoder == "frames":
@@ -195,9 +199,9 @@ class PretrainedVideoEncoder(nn.Module):
             _load_state(model, config.weights, config.encoder)
         # the head goes after loading, so a complete torchvision file loads strictly
         if config.encoder.startswith("resnet"):
-            model.fc = nn.Identity()  # type: ignore[assignment]
+            model.fc = nn.Identity()
         elif config.encoder == "swin3d_t":
-            model.head = nn.Identity()  # type: ignore[assignment]
+            model.head = nn.Identity()
         self.model = model.eval()
         self.register_buffer("mean", torch.tensor(mean).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std).view(1, 3, 1, 1), persistent=False)

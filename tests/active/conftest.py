@@ -9,13 +9,21 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from annotation.models import Batch
+from annotation.models import Assignment, Batch
+from annotation.services import hit_claim
 from core.models import Project
 from corpus.models import Snapshot
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from modeling.models import Suggestion, TrainingRun
 from tests.annotation.conftest import make_clips, make_subset, publish
 from tests.modeling.factories import make_run, ready_snapshot
+
+
+def claim(worker: Any, batch: Batch | None = None) -> Assignment:
+    """The assignment hit_claim hands `worker`: these tests always leave a HIT open."""
+    assignment = hit_claim(worker=worker, batch=batch)
+    assert assignment is not None
+    return assignment
 
 
 def hint(clip: Clip, word: str, name: str) -> None:

@@ -11,13 +11,13 @@ import pytest
 from active.models import FlagCheck
 from active.services.flags import batch_flag_rate, captions_flag, flags_sweep
 from annotation.models import Assignment, Batch, Caption
-from annotation.services import assignment_submit, hit_claim
+from annotation.services import assignment_submit
 from core.models import Job
 from crowd.models import Flag
 from crowd.services import review_queue
 from curation.models import Clip
 from modeling.models import TrainingRun
-from tests.active.conftest import hint, suggest
+from tests.active.conftest import claim, hint, suggest
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -150,7 +150,7 @@ def test_submitting_queues_the_check_and_the_job_flags(
     from core.services import job_run
 
     settings.ACTIVE_FLAG_ON_SUBMIT = True
-    assignment = hit_claim(worker=ann, batch=batch)  # equal priorities: the oldest HIT
+    assignment = claim(ann, batch)  # equal priorities: the oldest HIT
     assert assignment.hit.hit_clips.get().clip == dog_clip
     with django_capture_on_commit_callbacks(execute=False):
         assignment_submit(
@@ -165,7 +165,7 @@ def test_submitting_queues_the_check_and_the_job_flags(
 
 
 def _submit_odd(batch: Batch, clip: Clip, worker: Any) -> Assignment:
-    assignment = hit_claim(worker=worker, batch=batch)
+    assignment = claim(worker, batch)
     assert assignment.hit.hit_clips.get().clip == clip
     return assignment_submit(
         assignment=assignment, worker=worker, captions={clip.pk: "a siren wails far away"}

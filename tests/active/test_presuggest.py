@@ -11,10 +11,10 @@ import pytest
 from active.models import CaptionEdit, Presuggestion
 from active.services.ranking import batch_configure
 from annotation.models import Batch
-from annotation.services import assignment_submit, hit_claim
+from annotation.services import assignment_submit
 from curation.models import Clip
 from modeling.models import TrainingRun
-from tests.active.conftest import suggest
+from tests.active.conftest import claim, suggest
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def test_a_blind_batch_never_shows_the_suggestion(
     batch: Batch, suggested: list[Clip], alice: Any, ann: Any
 ) -> None:
     batch_configure(batch=batch, user=alice, strategy="random", presuggest="blind")
-    assignment = hit_claim(worker=ann)
+    assignment = claim(ann)
     page = login(ann).get(assignment.get_absolute_url())
     assert page.status_code == 200
     assert SUGGESTION not in page.content.decode()
@@ -41,7 +41,7 @@ def test_a_blind_batch_never_shows_the_suggestion(
 
 
 def test_a_batch_without_settings_is_blind(batch: Batch, suggested: list[Clip], ann: Any) -> None:
-    assignment = hit_claim(worker=ann)
+    assignment = claim(ann)
     assert SUGGESTION not in login(ann).get(assignment.get_absolute_url()).content.decode()
 
 
@@ -49,7 +49,7 @@ def test_an_edit_batch_starts_the_box_from_the_suggestion(
     batch: Batch, suggested: list[Clip], alice: Any, ann: Any
 ) -> None:
     batch_configure(batch=batch, user=alice, strategy="random", presuggest="edit")
-    assignment = hit_claim(worker=ann)
+    assignment = claim(ann)
     page = login(ann).get(assignment.get_absolute_url()).content.decode()
     assert f">{SUGGESTION}</textarea>" in page
     shown = Presuggestion.objects.get(assignment=assignment)
@@ -60,7 +60,7 @@ def test_an_edit_mode_caption_stores_its_edit_distance(
     batch: Batch, suggested: list[Clip], alice: Any, ann: Any
 ) -> None:
     batch_configure(batch=batch, user=alice, strategy="random", presuggest="edit")
-    assignment = hit_claim(worker=ann)
+    assignment = claim(ann)
     login(ann).get(assignment.get_absolute_url())
     clip = assignment.hit.hit_clips.get().clip
 
@@ -77,7 +77,7 @@ def test_an_edit_mode_caption_stores_its_edit_distance(
 def test_a_blind_caption_stores_no_edit(
     batch: Batch, suggested: list[Clip], alice: Any, ann: Any
 ) -> None:
-    assignment = hit_claim(worker=ann)
+    assignment = claim(ann)
     login(ann).get(assignment.get_absolute_url())
     clip = assignment.hit.hit_clips.get().clip
     assignment_submit(assignment=assignment, worker=ann, captions={clip.pk: "a dog barks twice"})
@@ -93,7 +93,7 @@ def test_the_suggestion_stays_put_when_another_run_is_promoted(
     from tests.active.conftest import other_run
 
     batch_configure(batch=batch, user=alice, strategy="random", presuggest="edit")
-    assignment = hit_claim(worker=ann)
+    assignment = claim(ann)
     login(ann).get(assignment.get_absolute_url())
     Run.objects.update(promoted_at=None)
     newer = other_run(batch.project, snapshot, promoted_at=timezone.now())
@@ -106,7 +106,7 @@ def test_the_suggestion_stays_put_when_another_run_is_promoted(
 def test_reviewers_see_the_suggestion_beside_the_caption(
     batch: Batch, suggested: list[Clip], ann: Any, rey: Any
 ) -> None:
-    assignment = hit_claim(worker=ann)
+    assignment = claim(ann)
     clip = assignment.hit.hit_clips.get().clip
     assignment_submit(assignment=assignment, worker=ann, captions={clip.pk: "a dog barks twice"})
     page = login(rey).get(f"/projects/{batch.project.slug}/review/").content.decode()

@@ -149,6 +149,7 @@ def test_the_watch_starts_one_retrain_and_debounces(project: Project, settings: 
     retrain = started[0]
     assert retrain.trigger == Retrain.Trigger.GROWTH
     assert retrain.approved_captions == 2
+    assert retrain.job is not None
     assert retrain.job.kind == "active_retrain"
     assert retrain.job.state == Job.State.QUEUED
     assert retrain_watch() == []  # queued: no second one
@@ -161,6 +162,7 @@ def test_a_start_inside_the_debounce_window_returns_the_last_retrain(
 ) -> None:
     settings.ACTIVE_RETRAIN_DEBOUNCE_SECONDS = 3600
     first = retrain_start(project=project, trigger="label_studio", reason="one")
+    assert first.job_id is not None
     Job.objects.filter(pk=first.job_id).update(
         state=Job.State.SUCCEEDED, finished_at=timezone.now()
     )

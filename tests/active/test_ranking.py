@@ -11,11 +11,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from active.models import BatchConfig, ClipScore
 from active.services.ranking import batch_configure, batch_rank
 from annotation.models import Batch, Hit
-from annotation.services import hit_claim
 from core.models import Job
 from curation.models import Clip
 from modeling.models import TrainingRun
-from tests.active.conftest import hint, suggest
+from tests.active.conftest import claim, hint, suggest
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +37,7 @@ def test_uncertainty_orders_hits_by_the_promoted_models_entropy(
     assert priorities == [0.25, 1.0, 0.5, 0.75]
     assert BatchConfig.objects.get(batch=batch).ranked_with == promoted
     # the engine hands out the most uncertain clip first
-    assert hit_claim(worker=ann).hit == _hit_of(clips[1])
+    assert claim(ann).hit == _hit_of(clips[1])
 
 
 def test_clips_the_model_never_heard_come_first(

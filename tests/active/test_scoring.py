@@ -3,6 +3,9 @@ strategy's order, edit distances, word-hint matching and the flag checks."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 from pycocoevalcap.cider.cider import Cider
 
@@ -46,7 +49,7 @@ def test_leave_one_out_singles_out_the_odd_caption() -> None:
     assert values.index(min(values)) == 3
 
 
-def _keys(ranked: list[scoring.Ranked]) -> list[object]:
+def _keys(ranked: list[scoring.Ranked]) -> list[int | str]:
     return [r.key for r in ranked]
 
 
@@ -63,7 +66,7 @@ def test_uncertainty_puts_the_highest_entropy_first_and_unheard_clips_before_all
 
 
 def test_margin_puts_the_smallest_beam_margin_first() -> None:
-    def beam(*scores: float) -> list[dict[str, object]]:
+    def beam(*scores: float) -> list[Mapping[str, Any]]:
         return [{"text": f"t{i}", "score": s, "log_prob": s * 4} for i, s in enumerate(scores)]
 
     clips = [
@@ -86,8 +89,11 @@ def test_committee_puts_the_most_disagreeing_beam_first() -> None:
     cider = CiderD([agree, split, *GTS.values()])
     ranked = rank("committee", clips, cider=cider)
     assert _keys(ranked) == [2, 1]
-    assert ranked[0].score > ranked[1].score
-    assert 0 <= ranked[1].score <= ranked[0].score <= 1
+    most, least = ranked[0].score, ranked[1].score
+    assert most is not None
+    assert least is not None
+    assert most > least
+    assert 0 <= least <= most <= 1
 
 
 def test_committee_prefers_other_models_over_the_beam() -> None:

@@ -94,7 +94,9 @@ def test_the_loop_page_lists_decisions_and_starts_a_retrain(
     client.post(f"/projects/sounds/active/runs/{promoted.pk}/promote-if-better/")
     assert PromotionDecision.objects.get().reason == "This run already suggests captions."
     client.post("/projects/sounds/active/retrain/")
-    assert Retrain.objects.get().job.kind == "active_retrain"
+    job = Retrain.objects.get().job
+    assert job is not None
+    assert job.kind == "active_retrain"
     page = client.get("/projects/sounds/active/").content.decode()
     assert "This run already suggests captions." in page
     assert "/labelstudio/sounds" in page

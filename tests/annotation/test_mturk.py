@@ -401,8 +401,9 @@ class _BrokenClient:
     """MTurk refuses the decision, and asking how the assignment stands hits a bug."""
 
     def approve_assignment(self, **_: Any) -> None:
-        error = {"Error": {"Code": "RequestError", "Message": "refused"}}
-        raise ClientError(error, "ApproveAssignment")
+        raise ClientError(
+            {"Error": {"Code": "RequestError", "Message": "refused"}}, "ApproveAssignment"
+        )
 
     def get_assignment(self, **_: Any) -> None:
         raise TypeError("a bug, not MTurk's answer")

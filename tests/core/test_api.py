@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from django.test import Client
@@ -18,7 +18,13 @@ from core.services import api_token_create, api_token_revoke, job_create
 from tests.conftest import login
 
 
-def _bearer(raw: str) -> dict[str, str]:
+class _BearerHeader(TypedDict):
+    """The WSGI header a test client passes as `**extra`; a TypedDict so the keyword checks."""
+
+    HTTP_AUTHORIZATION: str
+
+
+def _bearer(raw: str) -> _BearerHeader:
     return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
 
 

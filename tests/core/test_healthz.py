@@ -62,11 +62,13 @@ def unreachable_broker(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterat
     previous = celery_app.conf.broker_url
     settings.CELERY_BROKER_URL = UNREACHABLE_BROKER
     monkeypatch.setenv("CELERY_BROKER_URL", UNREACHABLE_BROKER)
-    celery_app.conf.broker_url = UNREACHABLE_BROKER
+    # conf[key] = … is what conf.key = … does at run time; the stubs declare broker_url
+    # read-only (a getter that prefers the environment variable)
+    celery_app.conf["broker_url"] = UNREACHABLE_BROKER
     try:
         yield
     finally:
-        celery_app.conf.broker_url = previous
+        celery_app.conf["broker_url"] = previous
 
 
 def _healthz() -> Any:

@@ -289,7 +289,7 @@ def test_it_sends_a_retry_to_its_queue_after_commit(
     assert sent == []  # nothing leaves before the transaction commits
     for callback in callbacks:
         callback()
-    assert sent == [{"args": [retry.pk], "queue": "text", "task_id": retry.celery_task_id}]
+    assert sent == [{"args": (retry.pk,), "queue": "text", "task_id": retry.celery_task_id}]
     assert retry.celery_task_id
 
 

@@ -15,10 +15,9 @@ from annotation.services import assignment_review, hit_claim
 from core.models import Project, Role
 from core.services import membership_add
 from crowd.models import Block, Qualification
-from crowd.queries import requirements_unmet
+from crowd.queries import blocked_everywhere, requirements_unmet
 from crowd.services import (
     batch_requirements_set,
-    blocked_everywhere,
     qualification_create,
     qualification_grade,
     qualification_submit,

@@ -84,10 +84,10 @@ def test_it_flags_abstract_and_blacklisted_classes_from_restrictions(
 
 
 def test_it_reports_progress_until_done() -> None:
-    calls: list[tuple[Any, ...]] = []
+    calls: list[tuple[int, int | None, str]] = []
 
-    def progress(*args: Any) -> None:
-        calls.append(args)
+    def progress(done: int, total: int | None = None, message: str = "") -> None:
+        calls.append((done, total, message))
 
     ontology_import(path=ONTOLOGY_EXCERPT, progress=progress)
     done, total, message = calls[-1]

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from core.models import Job, Project
-from curation.models import Label, Recipe, Subset, SuperCategory, WordLabel
+from curation.models import Clip, Label, Recipe, Subset, SuperCategory, WordLabel
 from curation.recipes import (
     PRESETS,
     Candidates,
@@ -26,6 +26,7 @@ from curation.services import (
     recipe_save,
     segments_import,
     subset_build,
+    subset_from_clips,
 )
 from tests.conftest import FIXTURES
 
@@ -341,3 +342,15 @@ def test_it_runs_an_audiocaps_like_recipe_on_real_lists(
     assert not subset.clips.filter(labels=music).exists()
     assert report["selected_clips"] > 1000
     assert report["skew_after"] < report["skew_before"]
+
+
+def test_a_subset_whose_clips_carry_no_word_label_reports_zero_per_super_category(
+    imported: None, project: Project
+) -> None:
+    speech = Label.objects.get(name="Speech")
+    no_speech = Clip.objects.exclude(labels=speech).filter(labels__isnull=False).distinct()
+    picked = list(no_speech.values_list("pk", flat=True)[:3])
+
+    subset = subset_from_clips(project=project, name="No words", clip_ids=picked)
+
+    assert subset.report["super_categories"] == {"human": 0}

@@ -150,7 +150,7 @@ def test_it_reports_progress_between_batches(ontology: None, tmp_path: Path) -> 
     rows = [f'clip{n:07d}, 0, 10, "/m/09x0r"' for n in range(5)]
     seen = []
 
-    def progress(done: int, total: int, message: str) -> None:
+    def progress(done: int, total: int | None = None, message: str = "") -> None:
         # core.services.Progress may write through the import's own connection, so that
         # connection must be free (no COPY in flight) whenever progress is reported
         seen.append((done, Clip.objects.count()))

@@ -78,6 +78,7 @@ def test_it_creates_a_staff_admin(seeded: Project) -> None:
 
 def test_it_creates_the_demo_project_led_by_the_researcher(seeded: Project) -> None:
     assert seeded.slug == "demo"
+    assert seeded.created_by is not None
     assert seeded.created_by.username == "researcher"
     roles = dict(seeded.membership_set.values_list("user__username", "role"))
     assert roles == {**DEMO_USERS}

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from modeling.ml.decoding import beam_search
-from modeling.ml.models.av import FusionLayer, downsample_long_clips, masked_pool
+from modeling.ml.models.av import AVCaptioner, FusionLayer, downsample_long_clips, masked_pool
 from modeling.ml.models.base import caption_loss
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
 from tests.modeling.captioning_av import (
@@ -301,5 +301,7 @@ def test_checkpoint_keeps_the_fusion_and_the_mbp_weights(tmp_path):
     model = _model("global_cross", vocab, mbp=True, mbp_beta=0.5)
     model.training_loss(av_batch(vocab))
     loaded = assert_checkpoint_round_trip("crossmodal", model, vocab, tmp_path / "model.pt")
+    assert isinstance(loaded, AVCaptioner)
+    assert loaded.balancer is not None
     assert torch.equal(loaded.balancer.weights, model.balancer.weights)
     assert model.balancer.weights.tolist() != [0.5, 0.5]

@@ -72,6 +72,7 @@ def test_checkpoint_records_optimizer_run_config_and_code_version(tmp_path):
     loaded = load_checkpoint(path)
     assert loaded.optimizer_state is not None
     assert loaded.optimizer_state["param_groups"][0]["lr"] == 0.001
+    assert loaded.run_config is not None
     assert loaded.run_config["train"]["lr"] == 0.01
     assert loaded.code_version.startswith("earmark ")
     assert read_checkpoint(path)["format"] == CHECKPOINT_FORMAT

@@ -83,7 +83,9 @@ def test_vggish_gives_mid_and_high_level_features() -> None:
 
 
 def test_resnet38_exposes_the_blocks_maac_pools() -> None:
-    blocks = tiny("resnet38").forward_blocks(torch.randn(2, 96, 64), torch.tensor([96, 64]))
+    encoder = tiny("resnet38")
+    assert isinstance(encoder, E.ResNet38)
+    blocks = encoder.forward_blocks(torch.randn(2, 96, 64), torch.tensor([96, 64]))
     assert [x.shape[2] for x, _ in blocks] == [8, 8, 16]
     assert [x.shape[1] for x, _ in blocks] == [12, 6, 3]
     assert blocks[0][1].tolist() == [12, 8]

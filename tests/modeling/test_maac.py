@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from modeling.ml.config_av import MAACConfig
 from modeling.ml.decoding import beam_search
 from modeling.ml.encoders import PannsConfig, ResNet38
 from modeling.ml.keywords import top_keywords
 from modeling.ml.models.base import caption_loss, masked_mean
-from modeling.ml.models.maac import GLUAttention
+from modeling.ml.models.maac import GLUAttention, MAACCaptioner
 from modeling.ml.presets import model_preset, train_preset
 from modeling.ml.registry import build_model
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
@@ -252,10 +253,12 @@ def test_resnet38_backbone_loads_panns_weights_from_a_file(tmp_path):
     path = tmp_path / "ResNet38_mAP=0.434.pth"
     torch.save({"model": panns.state_dict()}, path)
     config = model_preset("maac", "tiny")
+    assert isinstance(config, MAACConfig)
     config.backbone, config.feature_dim = "resnet38", 64
     config.backbone_weights = str(path)
     config.panns_widths, config.panns_layers = widths, layers
     model = build_model("maac", config, vocab_size=len(vocabulary()))
+    assert isinstance(model, MAACCaptioner)
     loaded = model.keyword_encoder.backbone.state_dict()
     assert all(torch.equal(loaded[k], v) for k, v in panns.state_dict().items())
     frames = torch.randn(2, 64, 64)

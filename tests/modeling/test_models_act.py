@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from modeling.ml.config import ACTConfig
 from modeling.ml.data import CaptionItem, collate
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture
     batch,
@@ -20,6 +21,7 @@ def test_patches_cover_the_clip_in_non_overlapping_time_slices():
     data = batch(vocab)
     memory = model.encode(data)
     frames = data["features"].size(1)
+    assert isinstance(model.config, ACTConfig)
     assert memory["audio"].shape == (4, (frames + 1) // 2, model.config.decoder_dim)
     patch_lengths = (data["feature_lengths"] + 1) // 2
     assert memory["mask"].sum(1).tolist() == patch_lengths.tolist()

@@ -34,7 +34,7 @@ def test_backward_reaches_every_parameter(name):
     caption_loss(model(data), data["tokens"]).backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None]
     assert missing == []
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
 @pytest.mark.parametrize("name", [*NEURAL, "nn"])

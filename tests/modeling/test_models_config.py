@@ -16,6 +16,7 @@ from modeling.ml.config import (
     apply_overrides,
     config_from_dict,
 )
+from modeling.ml.config_av import CaptionLengthConfig, VideoCaptionerConfig
 from modeling.ml.presets import MODEL_PRESETS, model_preset, train_preset
 from modeling.ml.registry import MODELS, run_config, run_config_from_dict
 
@@ -96,13 +97,26 @@ def test_run_config_round_trips_through_a_dict():
 
 def test_presets_are_fresh_copies():
     config = model_preset("lstm", "tiny")
+    assert isinstance(config, LSTMConfig)
     config.embed_dim = 999
-    assert model_preset("lstm", "tiny").embed_dim != 999
+    fresh = model_preset("lstm", "tiny")
+    assert isinstance(fresh, LSTMConfig)
+    assert fresh.embed_dim != 999
 
 
 def test_every_model_has_its_presets():
     assert set(MODEL_PRESETS) == set(MODELS)
     assert all(set(presets) == {"paper", "small", "tiny"} for presets in MODEL_PRESETS.values())
+
+
+def test_the_config_unions_name_exactly_the_configs_with_those_fields():
+    # run setup (modeling.services, benchmarks/train_synthscenes.py) sizes a model by these
+    # unions; a new config with a caption-length or video field must join them
+    for captioner, config in MODELS.values():
+        fields = {f.name for f in dataclasses.fields(config)}
+        assert issubclass(config, CaptionLengthConfig) == ("max_caption_length" in fields)
+        assert issubclass(config, VideoCaptionerConfig) == captioner.uses_video
+        assert issubclass(config, VideoCaptionerConfig) == ("video_frame_size" in fields)
 
 
 def test_presets_need_no_other_import_first():

@@ -7,7 +7,7 @@ import torch
 
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.decoding import greedy
-from modeling.ml.models.nn_retrieval import with_retrieved_attributes
+from modeling.ml.models.nn_retrieval import NearestNeighbourCaptioner, with_retrieved_attributes
 from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture
@@ -45,6 +45,7 @@ def test_the_nearest_clip_is_chosen_by_l2_between_time_means():
 def test_the_bank_keeps_one_entry_per_clip():
     vocab = vocabulary()
     model = build_model("nn", model_preset("nn", "tiny"), vocab_size=len(vocab))
+    assert isinstance(model, NearestNeighbourCaptioner)
     first = _constant_clip(1.0, 3, vocab.encode("birds chirp"), "a", [])
     second = _constant_clip(1.0, 3, vocab.encode("a dog barks"), "a", [])
     model.prepare([first, second])
@@ -55,6 +56,7 @@ def test_the_bank_keeps_one_entry_per_clip():
 def test_attribute_retrieval_can_exclude_the_query_clip():
     vocab = vocabulary()
     model = build_model("nn", model_preset("nn", "tiny"), vocab_size=len(vocab))
+    assert isinstance(model, NearestNeighbourCaptioner)
     dog, bird = vocab.encode_words(["Dog"]), vocab.encode_words(["Bird"])
     model.prepare(
         [
@@ -73,6 +75,7 @@ def test_with_retrieved_attributes_never_hands_a_clip_its_own_labels():
     vocab = vocabulary()
     examples = items(vocab)
     model = tiny_model("nn", vocab)
+    assert isinstance(model, NearestNeighbourCaptioner)
     retrieved = with_retrieved_attributes(examples, model)
     own = {item.clip_id: item.attributes for item in examples}
     assert [item.clip_id for item in retrieved] == list(own)

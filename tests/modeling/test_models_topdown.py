@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from modeling.ml.config import TopDownConfig
 from modeling.ml.data import collate
 from modeling.ml.models.topdown import attention_flow
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture
@@ -96,6 +97,7 @@ def test_aligned_attention_memory_is_the_flow_over_all_frames():
     model = tiny_model("topdown", vocab)
     data = batch(vocab)
     memory = model.encode(data)
+    assert isinstance(model.config, TopDownConfig)
     encoder_dim = model.config.encoder_dim
     assert memory["keys"].shape == (4, data["features"].size(1), 4 * 2 * encoder_dim)
 

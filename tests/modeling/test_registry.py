@@ -49,7 +49,7 @@ def test_build_model_needs_a_real_vocabulary_size():
 
 
 def _imported_modules(path: Path) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)

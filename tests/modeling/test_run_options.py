@@ -15,6 +15,7 @@ from modeling.ml.config import ConfigError, RunConfig, apply_overrides, check_tr
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.encoders import FrozenEncoder, pretrained_architecture
 from modeling.ml.models.encoded import EncodedCaptioner
+from modeling.ml.models.tempatt import TempAttCaptioner
 from modeling.ml.presets import model_preset, train_preset
 from modeling.ml.registry import build_model, run_config_from_dict
 from modeling.ml.trainer import Trainer, train
@@ -183,6 +184,9 @@ def test_a_run_with_a_pretrained_encoder_trains_and_keeps_its_weights_fixed(
     for key, value in model.audio_encoder.encoder.state_dict().items():
         assert torch.equal(value, loaded[key]), key
     fresh = build_model("tempatt", run.model, vocab_size=len(vocab))
+    assert isinstance(fresh, EncodedCaptioner)
+    assert isinstance(fresh.captioner, TempAttCaptioner)
+    assert isinstance(model.captioner, TempAttCaptioner)
     assert not torch.equal(fresh.captioner.decoder.out.weight, model.captioner.decoder.out.weight)
 
 

@@ -94,9 +94,11 @@ def test_a_run_trains_on_its_snapshot_and_keeps_curve_metrics_and_checkpoint(
         assert run.metrics[split]["SPICE"] is None  # no CoreNLP here: unavailable, never 0
     assert "SPICE" in run.metrics_unavailable
     assert run.device.startswith("cpu")
+    assert run.duration_seconds is not None
     assert run.duration_seconds > 0
     checkpoint = load_checkpoint(run.checkpoint.path)  # rebuilds from the file alone
     assert checkpoint.model_name == "tempatt"
+    assert checkpoint.feature_config is not None
     assert checkpoint.feature_config["n_mels"] == 16
     a_training_caption = datasets.snapshot_splits(snapshot)["train"].clips[0].texts[0]
     assert set(tokenize(a_training_caption)) <= set(checkpoint.vocab.words)

@@ -17,6 +17,7 @@ from curation.models import Clip, Subset
 from curation.services import ontology_import
 from modeling import services
 from modeling.ml.checkpoint import load_checkpoint
+from modeling.ml.config_av import MAACConfig, VACTConfig
 from modeling.models import Suggestion, TrainingRun
 from modeling.services_synth import synthscenes_make
 from tests.conftest import FIXTURES
@@ -92,6 +93,7 @@ def test_a_vact_run_trains_on_audio_and_the_clips_videos(
     }
     assert run.config["video"]["size"] == 12
     checkpoint = load_checkpoint(run.checkpoint.path)
+    assert isinstance(checkpoint.model.config, VACTConfig)
     assert checkpoint.model.config.video_frame_size == 12  # raw frames, trainable CNN
     assert checkpoint.model.config.feature_dim == 8
 
@@ -142,6 +144,7 @@ def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
     project: Project, snapshot: Snapshot
 ) -> None:
     clip = Clip.objects.order_by("pk").first()
+    assert clip is not None
     Path(clip.video.path).write_bytes(b"not a video")
     outcome = services.run_execute(run=_start(project, snapshot, "vact", TINY))
     run = outcome.run
@@ -180,6 +183,7 @@ def test_a_maac_run_pretrains_keywords_then_fine_tunes_on_cider(
     assert scst
     assert all(row["reward"] >= 0.0 for row in scst)
     checkpoint = load_checkpoint(run.checkpoint.path)
+    assert isinstance(checkpoint.model.config, MAACConfig)
     # the keyword vocabulary of the corpus (fewer words than the preset's 12 would be cut)
     assert 1 <= checkpoint.model.config.num_keywords <= 12
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ from tests.modeling.captioning import (  # one_torch_thread is an autouse fixtur
 )
 
 
-def _run(name: str = "lstm", **train_changes: object) -> RunConfig:
+def _run(name: str = "lstm", **train_changes: Any) -> RunConfig:
     config = dataclasses.replace(train_preset("tiny"), **train_changes)
     return RunConfig(model_name=name, model=model_preset(name, "tiny"), train=config)
 
@@ -44,6 +45,7 @@ def test_train_returns_history_and_a_loadable_best_checkpoint(tmp_path):
     best = load_checkpoint(result.best_checkpoint)
     assert best.model_name == "lstm"
     assert best.best_score == result.best_score
+    assert best.run_config is not None
     assert best.run_config["train"]["lr"] == 1e-2
     assert load_checkpoint(result.last_checkpoint).step == result.steps
 

@@ -4,12 +4,14 @@ pre-training (MAAC's keyword encoder), and self-critical fine-tuning as a second
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
 
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.config import RunConfig
+from modeling.ml.config_av import AVConfig
 from modeling.ml.data import CaptionItem
 from modeling.ml.presets import model_preset, train_preset
 from modeling.ml.registry import build_model
@@ -24,7 +26,7 @@ from tests.modeling.captioning_av import videos
 N_KEYWORDS = 12  # the tiny MAAC preset's keyword vocabulary
 
 
-def _run(name: str, **train_changes: object) -> RunConfig:
+def _run(name: str, **train_changes: Any) -> RunConfig:
     config = dataclasses.replace(train_preset("tiny"), **train_changes)
     return RunConfig(model_name=name, model=model_preset(name, "tiny"), train=config)
 
@@ -70,6 +72,7 @@ def _word_overlap(vocab):
 
 def test_a_models_training_loss_is_used_and_its_mbp_weights_are_logged(tmp_path):
     run = _run("crossmodal", epochs=2)
+    assert isinstance(run.model, AVConfig)
     run.model.mbp = True
     seen: dict[str, list] = {}
     _train(tmp_path, run, callbacks=_recorder(seen))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from modeling.ml.config_av import VACTConfig
 from modeling.ml.decoding import beam_search, greedy
 from modeling.ml.models.adaava import AdaAVADecoderLayer
 from modeling.ml.models.base import caption_loss
@@ -42,7 +43,7 @@ def test_backward_reaches_every_parameter(name):
     model = tiny_av_model(name, vocab)
     _loss(model, av_batch(vocab)).backward()
     assert [n for n, p in model.named_parameters() if p.grad is None] == []
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -119,6 +120,7 @@ def test_audio_visual_models_read_both_modalities(name):
 @pytest.mark.parametrize(("name", "guide"), [("vact", "audio"), ("vact_video", "video")])
 def test_registry_name_fixes_the_adaava_guide_and_config_sets_beta(name, guide):
     config = model_preset(name, "tiny")
+    assert isinstance(config, VACTConfig)
     config.beta = 0.3
     model = build_model(name, config, vocab_size=12)
     layers = [m for m in model.modules() if isinstance(m, AdaAVADecoderLayer)]

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from modeling.ml.data import collate
+from modeling.ml.models.av import AVCaptioner
 from modeling.ml.models.base import caption_loss
+from modeling.ml.models.vact import VACTCaptioner
 from modeling.ml.video import (
     FrameCNN,
     PretrainedVideoEncoder,
@@ -184,5 +186,11 @@ def test_models_learn_from_raw_frames_through_their_frame_cnn(name):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
-    cnn = model.video_encoder.frames if name == "vact" else model.video_frames
+    if name == "vact":
+        assert isinstance(model, VACTCaptioner)
+        cnn = model.video_encoder.frames
+    else:
+        assert isinstance(model, AVCaptioner)
+        cnn = model.video_frames
+    assert cnn is not None
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in cnn.parameters())

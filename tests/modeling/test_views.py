@@ -141,6 +141,7 @@ def test_a_researcher_queues_a_run_from_the_form(
     assert response["Location"] == run.get_absolute_url()
     assert run.overrides == ["train.epochs=3", "model.dropout=0.1"]
     assert run.config["run"]["train"]["epochs"] == 3
+    assert run.job is not None
     assert run.job.kind == "training_run"
     assert run.job.queue == "gpu"
 

@@ -105,6 +105,7 @@ def test_a_tiny_model_trains_on_the_gpu_queue_then_captions_new_clips(
             "features.hop_length=3200",
         ],
     )
+    assert run.job is not None
 
     job = gpu_worker.wait_for(run.job, timeout=TRAIN_TIMEOUT_S)
 

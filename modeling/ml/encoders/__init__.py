@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -134,7 +134,9 @@ class FrozenEncoder(nn.Module):
 
     @property
     def output_dim(self) -> int:
-        return int(self.encoder.output_dim)
+        # every ENCODERS architecture has an int output_dim property, which nn.Module's typing
+        # (any unknown attribute is a Tensor | Module) cannot see
+        return cast(int, self.encoder.output_dim)
 
     def train(self, mode: bool = True) -> FrozenEncoder:
         super().train(mode)

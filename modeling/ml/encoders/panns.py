@@ -45,6 +45,9 @@ class _PannsBase(nn.Module):
     frame. Output (B, T/32, 2048); `fc_audioset` is loaded but unused."""
 
     config: PannsConfig
+    # set by each subclass's __init__
+    bn0: nn.BatchNorm2d
+    fc1: nn.Linear
     reduction = 32
 
     @property

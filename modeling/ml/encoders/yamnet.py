@@ -52,6 +52,10 @@ class _SamePad(nn.Module):
 
 
 class _YamnetLayer(nn.Module):
+    # a "conv" layer has neither (it has conv and bn); a separable layer has both
+    depthwise: nn.Conv2d | None
+    pointwise: nn.Conv2d | None
+
     def __init__(self, kind: str, stride: int, in_channels: int, filters: int) -> None:
         super().__init__()
         self.pad = _SamePad(stride)
@@ -69,7 +73,7 @@ class _YamnetLayer(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.pad(x)
-        if self.depthwise is None:
+        if self.depthwise is None or self.pointwise is None:
             return F.relu(self.bn(self.conv(x)))
         x = F.relu(self.depthwise_bn(self.depthwise(x)))
         return F.relu(self.pointwise_bn(self.pointwise(x)))

@@ -174,8 +174,9 @@ class FusionLayer(nn.Module):
         def block() -> AttentionBlock:
             return AttentionBlock(width, heads, ff_dim, dropout)
 
-        if kind in ("merged", "cross"):
-            self.local = kind
+        match kind:  # a match narrows kind's Literal type (an `in` test would not)
+            case "merged" | "cross":
+                self.local = kind
         if kind == "merged" or (kind == "local_global" and local == "merged"):
             self.merged = block()
         if kind == "cross" or (kind == "local_global" and local == "cross"):

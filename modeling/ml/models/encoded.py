@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -124,10 +124,12 @@ class EncodedCaptioner(Captioner):
 
     @property
     def training_loss(self) -> Callable[..., Any]:
-        inner = self.captioner.training_loss  # AttributeError when the captioner has none
+        # AttributeError when the captioner has none; the hooks are not part of Captioner's
+        # interface, so nn.Module's typing sees only a Tensor | Module attribute
+        inner = cast(Callable[..., Any], self.captioner.training_loss)
         return lambda batch, **kwargs: inner(self.embed(batch), **kwargs)
 
     @property
     def pretrain_loss(self) -> Callable[..., Any]:
-        inner = self.captioner.pretrain_loss
+        inner = cast(Callable[..., Any], self.captioner.pretrain_loss)
         return lambda batch, **kwargs: inner(self.embed(batch), **kwargs)

@@ -103,7 +103,7 @@ class KeywordEncoder(nn.Module):
     def __init__(self, config: MAACConfig) -> None:
         super().__init__()
         if config.backbone == "cnn":
-            self.backbone: nn.Module = KeywordCNN(
+            self.backbone: KeywordCNN | ResNet38 = KeywordCNN(
                 config.feature_dim, config.cnn_channels, config.cnn_time_pools
             )
             level_dims = self.backbone.level_dims

@@ -32,6 +32,11 @@ class NearestNeighbourCaptioner(Captioner):
     """Returns the nearest training clip's caption; ``step`` is one-hot on that caption."""
 
     config: NearestNeighbourConfig
+    # the bank: buffers registered in __init__ and filled by prepare()
+    bank_features: Tensor
+    bank_captions: Tensor
+    bank_attributes: Tensor
+    bank_attribute_lengths: Tensor
 
     def __init__(self, config: NearestNeighbourConfig) -> None:
         super().__init__()

@@ -104,7 +104,7 @@ class VACTCaptioner(Captioner):
         self.dropout = nn.Dropout(config.dropout)
         ff_dim = config.ff_mult * d
         if self.fusion in ("adaava_audio", "adaava_video"):
-            guide = "audio" if self.fusion == "adaava_audio" else "video"
+            guide: Literal["audio", "video"] = "audio" if self.fusion == "adaava_audio" else "video"
             self.layers = nn.ModuleList(
                 AdaAVADecoderLayer(
                     d,
