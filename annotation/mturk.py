@@ -373,14 +373,14 @@ def _released_there(assignment: Assignment, now: datetime) -> bool:
     """Frees the slot of a local assignment MTurk no longer has in progress: returned by
     its worker there, or abandoned (its time there ran out). False when it left the
     accepted state meanwhile (submitted through the page, expired by the sweep)."""
-    from annotation.services import _locked, _release
+    from annotation.services.assignments import assignment_locked, slot_release
 
     with transaction.atomic():
-        locked = _locked(assignment)
+        locked = assignment_locked(assignment)
         if locked.state != Assignment.State.ACCEPTED:
             return False
         late = locked.is_late(now)
-        _release(locked, Assignment.State.ABANDONED if late else Assignment.State.RETURNED, now)
+        slot_release(locked, Assignment.State.ABANDONED if late else Assignment.State.RETURNED, now)
     return True
 
 

@@ -1,4 +1,4 @@
-"""Workflows for batches, the assignment engine and captions.
+"""The assignment engine: claim, submit, return, review and expiry of HIT assignments.
 
 Slots: a HIT wants `max_assignments` captions of each of its clips; `Hit.taken` counts the
 assignments holding a slot. A claim takes a slot with a conditional F() increment on a row
@@ -16,13 +16,12 @@ writers: slower, equally correct.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from annotation import rules
@@ -30,173 +29,17 @@ from annotation.models import (
     Assignment,
     Batch,
     Caption,
-    ClipListen,
     ClipReport,
     Hit,
     HitClip,
-    VideoHintView,
 )
 from annotation.signals import assignment_approved, assignment_submitted
 from core.models import Membership, Role
 from core.services import require_role
-from crowd.models import LedgerEntry
 from crowd.queries import hits_open_to
 from crowd.records import review_record
-from curation.models import Clip, Split, Subset, SubsetClip
 
-# AudioCaps collected one caption per training clip and five per validation/test clip.
-DEFAULT_CAPTIONS_PER_CLIP: dict[str, int] = {Split.TRAIN: 1, Split.VAL: 5, Split.TEST: 5}
-MAX_CAPTIONS_PER_CLIP = 20
-MAX_CLIPS_PER_HIT = 50
 EXPIRE_CHUNK = 500
-
-
-# Batches -------------------------------------------------------------------------------
-
-
-def batch_publish(
-    *,
-    subset: Subset,
-    split: str,
-    name: str,
-    clips_per_hit: int,
-    reward_cents: int,
-    time_allotted: timedelta,
-    lifetime: timedelta,
-    created_by: Any,
-    captions_per_clip: int | None = None,
-    auto_approve_delay: timedelta = timedelta(days=3),
-    min_words: int = 3,
-    max_words: int = 40,
-    mode: str = Batch.Mode.CAPTION,
-    publish: bool = True,
-) -> Batch:
-    """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
-    publishes it unless `publish` is false. `created_by` None means a trusted caller (a
-    management command); anyone else must be a researcher of the subset's project."""
-    if created_by is not None:
-        require_role(subset.project, created_by, Role.RESEARCHER)
-    if split not in Split.values:
-        raise ValidationError({"split": f"Unknown split {split!r}; use one of {Split.values}."})
-    split = str(Split(split).value)
-    if captions_per_clip is None:
-        captions_per_clip = DEFAULT_CAPTIONS_PER_CLIP.get(split, 1)
-    _check_batch_numbers(
-        captions_per_clip=captions_per_clip,
-        clips_per_hit=clips_per_hit,
-        time_allotted=time_allotted,
-        lifetime=lifetime,
-        min_words=min_words,
-        max_words=max_words,
-    )
-    in_split = SubsetClip.objects.filter(subset=subset, split=split)
-    # Only fetched clips: a HIT whose audio is missing cannot be captioned.
-    clip_ids = list(
-        in_split.filter(clip__status=Clip.Status.READY)
-        .order_by("clip_id")
-        .values_list("clip_id", flat=True)
-    )
-    if not clip_ids:
-        waiting = in_split.count()
-        raise ValidationError(
-            {
-                "split": f"Subset {subset.slug!r} has no fetched clips in its {split!r} split"
-                + (f" ({waiting} not fetched yet; fetch them first)." if waiting else ".")
-            }
-        )
-    with transaction.atomic():
-        batch = Batch(
-            project=subset.project,
-            subset=subset,
-            split=split,
-            name=name,
-            mode=mode,
-            captions_per_clip=captions_per_clip,
-            clips_per_hit=clips_per_hit,
-            reward_cents=reward_cents,
-            time_allotted=time_allotted,
-            lifetime=lifetime,
-            auto_approve_delay=auto_approve_delay,
-            min_words=min_words,
-            max_words=max_words,
-            created_by=created_by,
-        )
-        batch.full_clean()
-        batch.save()
-        groups = [clip_ids[i : i + clips_per_hit] for i in range(0, len(clip_ids), clips_per_hit)]
-        hits = Hit.objects.bulk_create(
-            [Hit(batch=batch, max_assignments=captions_per_clip) for _ in groups], batch_size=1000
-        )
-        HitClip.objects.bulk_create(
-            [
-                HitClip(hit=hit, clip_id=clip_id, position=position)
-                for hit, group in zip(hits, groups, strict=True)
-                for position, clip_id in enumerate(group)
-            ],
-            batch_size=2000,
-        )
-        if publish:
-            batch.move_to(Batch.State.PUBLISHED)
-    return batch
-
-
-def _check_batch_numbers(
-    *,
-    captions_per_clip: int,
-    clips_per_hit: int,
-    time_allotted: timedelta,
-    lifetime: timedelta,
-    min_words: int,
-    max_words: int,
-) -> None:
-    errors: dict[str, str] = {}
-    if not 1 <= captions_per_clip <= MAX_CAPTIONS_PER_CLIP:
-        errors["captions_per_clip"] = f"Ask for 1 to {MAX_CAPTIONS_PER_CLIP} captions per clip."
-    if not 1 <= clips_per_hit <= MAX_CLIPS_PER_HIT:
-        errors["clips_per_hit"] = f"Put 1 to {MAX_CLIPS_PER_HIT} clips in a HIT."
-    if time_allotted <= timedelta(0):
-        errors["time_allotted"] = "Workers need some time to do a HIT."
-    if lifetime <= timedelta(0):
-        errors["lifetime"] = "The batch needs a lifetime longer than zero."
-    if not 1 <= min_words <= max_words:
-        errors["min_words"] = "The minimum word count must be at least 1 and at most the maximum."
-    if errors:
-        raise ValidationError(errors)
-
-
-def batch_move(*, batch: Batch, state: str, user: Any) -> Batch:
-    """Publishes, pauses, resumes or finishes a batch (researchers of its project).
-    Pausing or finishing stops new claims; accepted assignments keep their time, as on
-    MTurk, and may still be submitted."""
-    require_role(batch.project, user, Role.RESEARCHER)
-    with transaction.atomic():
-        batch = Batch.objects.select_for_update().get(pk=batch.pk)
-        batch.move_to(state)
-    return batch
-
-
-def batch_progress(*, batch: Batch) -> dict[str, int]:
-    """Captions wanted, and how many are submitted, approved, rejected; HITs in progress."""
-    clips = HitClip.objects.filter(hit__batch=batch).count()
-    by_state = dict(
-        Caption.objects.filter(assignment__hit__batch=batch)
-        .values_list("assignment__state")
-        .annotate(n=Count("id"))
-        .values_list("assignment__state", "n")
-    )
-    return {
-        "clips": clips,
-        "wanted": clips * batch.captions_per_clip,
-        "submitted": by_state.get(Assignment.State.SUBMITTED, 0),
-        "approved": by_state.get(Assignment.State.APPROVED, 0),
-        "rejected": by_state.get(Assignment.State.REJECTED, 0),
-        "in_progress": Assignment.objects.filter(
-            hit__batch=batch, state=Assignment.State.ACCEPTED
-        ).count(),
-    }
-
-
-# The assignment engine -----------------------------------------------------------------
 
 
 def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) -> QuerySet[Hit]:
@@ -296,7 +139,7 @@ def hit_claim(
             if current is not None and not current.is_late(now):
                 return current
             if current is not None:
-                _release(current, Assignment.State.EXPIRED, now)
+                slot_release(current, Assignment.State.EXPIRED, now)
             # LIMIT 1 … FOR UPDATE SKIP LOCKED: a HIT another claim is filling right now is
             # passed over for the next one; PostgreSQL re-checks `taken < max` on the row
             # it locks, so a HIT filled meanwhile is passed over too.
@@ -359,14 +202,15 @@ def _assignment_open(*, hit_id: int, worker: Any, now: datetime) -> Assignment |
     return assignment
 
 
-def _release(assignment: Assignment, state: str, now: datetime) -> None:
+def slot_release(assignment: Assignment, state: str, now: datetime) -> None:
     """Moves a locked assignment to a released state and gives its HIT the slot back.
     The UPDATE takes the HIT's row lock, so concurrent claims and releases serialise."""
     assignment.move_to(state, now=now)
     Hit.objects.filter(pk=assignment.hit_id).update(taken=F("taken") - 1)
 
 
-def _locked(assignment: Assignment) -> Assignment:
+def assignment_locked(assignment: Assignment) -> Assignment:
+    """The assignment re-read under its row lock, with its HIT, batch and project."""
     # Only the assignment's row: locking the joined HIT and batch too (FOR UPDATE without
     # OF) made every submit of a batch wait on its one batch row.
     return (
@@ -405,7 +249,7 @@ def assignment_submit(
         # the worker's own assignment, locked; someone else's is refused before any write
         assignment = _locked_own(assignment, worker)
         if assignment.state == Assignment.State.ACCEPTED and assignment.is_late(now):
-            _release(assignment, Assignment.State.EXPIRED, now)
+            slot_release(assignment, Assignment.State.EXPIRED, now)
             late = True
         else:
             texts = _checked_captions(assignment, captions)
@@ -492,8 +336,8 @@ def assignment_return(
     if assignment.worker_id != worker.pk:
         raise PermissionDenied("This is another worker's assignment.")
     with transaction.atomic():
-        assignment = _locked(assignment)
-        _release(assignment, Assignment.State.RETURNED, now or timezone.now())
+        assignment = assignment_locked(assignment)
+        slot_release(assignment, Assignment.State.RETURNED, now or timezone.now())
     return assignment
 
 
@@ -517,7 +361,7 @@ def assignment_review(
         require_role(assignment.hit.batch.project, reviewer, Role.RESEARCHER, Role.REVIEWER)
     now = now or timezone.now()
     with transaction.atomic():
-        assignment = _locked(assignment)
+        assignment = assignment_locked(assignment)
         if approve:
             assignment.move_to(Assignment.State.APPROVED, now=now, feedback=feedback)
             assignment_approved.send(sender=Assignment, assignment=assignment)
@@ -561,146 +405,3 @@ def assignments_expire(*, now: datetime | None = None) -> int:
         expired += len(stale)
         if len(stale) < EXPIRE_CHUNK:
             return expired
-
-
-# The HIT page --------------------------------------------------------------------------
-
-
-def _clip_in_hit(assignment: Assignment, worker: Any, clip_id: int) -> Clip:
-    """The clip, when the worker holds this assignment open and the clip is in its HIT."""
-    if assignment.worker_id != worker.pk:
-        raise PermissionDenied("This is another worker's assignment.")
-    if assignment.state != Assignment.State.ACCEPTED:
-        raise ValidationError(
-            f"This assignment is already {assignment.get_state_display().lower()}."
-        )
-    hit_clip = (
-        HitClip.objects.select_related("clip")
-        .filter(hit=assignment.hit_id, clip_id=clip_id)
-        .first()
-    )
-    if hit_clip is None:
-        raise ValidationError(f"Clip {clip_id} is not part of this HIT.")
-    return hit_clip.clip
-
-
-def clip_heard(
-    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
-) -> ClipListen:
-    """Records that the worker heard the clip to the end; the caption box unlocks from it.
-    Idempotent: the first time is kept."""
-    clip = _clip_in_hit(assignment, worker, clip_id)
-    listen, _ = ClipListen.objects.get_or_create(
-        assignment=assignment, clip=clip, defaults={"heard_at": now or timezone.now()}
-    )
-    return listen
-
-
-def video_hint_open(
-    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
-) -> VideoHintView:
-    """Logs that the worker opened the clip's video hint (first opening kept), which
-    reviewers see; only then is the video served."""
-    clip = _clip_in_hit(assignment, worker, clip_id)
-    if not clip.video:
-        raise ValidationError("This clip has no video hint.")
-    view, _ = VideoHintView.objects.get_or_create(
-        assignment=assignment, clip=clip, defaults={"opened_at": now or timezone.now()}
-    )
-    return view
-
-
-def clip_report(
-    *,
-    assignment: Assignment,
-    worker: Any,
-    clip_id: int,
-    problem: str,
-    note: str = "",
-    now: datetime | None = None,
-) -> ClipReport:
-    """Records a problem with a clip and returns the assignment, freeing its slot for
-    someone else; claimable_hits never offers the clip to this worker again."""
-    if problem not in ClipReport.Problem.values:
-        raise ValidationError(
-            {"problem": f"Unknown problem {problem!r}; use one of {ClipReport.Problem.values}."}
-        )
-    note = rules.trim(note)
-    if len(note) > ClipReport.NOTE_MAX_CHARS:
-        raise ValidationError(
-            {"note": f"The note is {len(note):,} characters long; the limit is "
-                     f"{ClipReport.NOTE_MAX_CHARS}."}
-        )  # fmt: skip
-    if unsafe := rules.unsafe_characters(note):
-        raise ValidationError({"note": f"The note {unsafe.message}."})
-    now = now or timezone.now()
-    with transaction.atomic():
-        assignment = _locked(assignment)
-        clip = _clip_in_hit(assignment, worker, clip_id)
-        report, _ = ClipReport.objects.get_or_create(
-            worker=worker,
-            clip=clip,
-            defaults={
-                "assignment": assignment,
-                "problem": problem,
-                "note": note,
-                "created_at": now,
-            },
-        )
-        _release(assignment, Assignment.State.RETURNED, now)
-    return report
-
-
-# what a worker has handed in: their record counts these
-REVIEW_STATES = (
-    Assignment.State.SUBMITTED,
-    Assignment.State.APPROVED,
-    Assignment.State.REJECTED,
-)
-
-
-@dataclass(frozen=True)
-class WorkerSummary:
-    """A worker's own record, for their pages: never shown to anyone else."""
-
-    submitted: int  # waiting for review
-    approved: int
-    rejected: int
-    earned_cents: int  # rewards of approved HITs
-    pending_cents: int  # rewards of HITs waiting for review
-    bonus_cents: int  # bonuses paid (crowd.LedgerEntry)
-
-    @property
-    def approval_percent(self) -> float | None:
-        reviewed = self.approved + self.rejected
-        return 100 * self.approved / reviewed if reviewed else None
-
-    @property
-    def total_cents(self) -> int:
-        return self.earned_cents + self.bonus_cents
-
-
-def worker_summary(*, worker: Any) -> WorkerSummary:
-    rows = {
-        state: (n, cents or 0)
-        for state, n, cents in Assignment.objects.filter(
-            worker=worker, state__in=[s.value for s in REVIEW_STATES]
-        )
-        .values_list("state")
-        .annotate(n=Count("id"), cents=Sum("hit__batch__reward_cents"))
-        .values_list("state", "n", "cents")
-    }
-    submitted, pending = rows.get(Assignment.State.SUBMITTED, (0, 0))
-    approved, earned = rows.get(Assignment.State.APPROVED, (0, 0))
-    rejected, _ = rows.get(Assignment.State.REJECTED, (0, 0))
-    bonuses = LedgerEntry.objects.filter(worker=worker, kind=LedgerEntry.Kind.BONUS).aggregate(
-        cents=Sum("amount_cents")
-    )
-    return WorkerSummary(
-        submitted=submitted,
-        approved=approved,
-        rejected=rejected,
-        earned_cents=earned,
-        pending_cents=pending,
-        bonus_cents=bonuses["cents"] or 0,
-    )

@@ -1,0 +1,59 @@
+"""annotation's workflows, one module per topic, re-exported here so callers import
+`annotation.services`:
+
+- `batches`: publishing a subset as HITs, batch states and progress;
+- `assignments`: the assignment engine (claim, submit, return, review, expiry) and the
+  caption rules a submit applies;
+- `hit_page`: what the HIT page records (clips heard, video hints opened, broken clips);
+- `workers`: a worker's own summary.
+"""
+
+from __future__ import annotations
+
+from annotation.services.assignments import (
+    assignment_locked,
+    assignment_return,
+    assignment_review,
+    assignment_submit,
+    assignments_expire,
+    caption_limits,
+    caption_problem,
+    claimable_hits,
+    hit_claim,
+    slot_release,
+)
+from annotation.services.batches import (
+    DEFAULT_CAPTIONS_PER_CLIP,
+    MAX_CAPTIONS_PER_CLIP,
+    MAX_CLIPS_PER_HIT,
+    batch_move,
+    batch_progress,
+    batch_publish,
+)
+from annotation.services.hit_page import clip_heard, clip_report, video_hint_open
+from annotation.services.workers import REVIEW_STATES, WorkerSummary, worker_summary
+
+__all__ = [
+    "DEFAULT_CAPTIONS_PER_CLIP",
+    "MAX_CAPTIONS_PER_CLIP",
+    "MAX_CLIPS_PER_HIT",
+    "REVIEW_STATES",
+    "WorkerSummary",
+    "assignment_locked",
+    "assignment_return",
+    "assignment_review",
+    "assignment_submit",
+    "assignments_expire",
+    "batch_move",
+    "batch_progress",
+    "batch_publish",
+    "caption_limits",
+    "caption_problem",
+    "claimable_hits",
+    "clip_heard",
+    "clip_report",
+    "hit_claim",
+    "slot_release",
+    "video_hint_open",
+    "worker_summary",
+]

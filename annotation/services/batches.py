@@ -1,0 +1,168 @@
+"""Batches: publishing a subset as HITs, moving a batch between states, its progress."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Count
+
+from annotation.models import (
+    Assignment,
+    Batch,
+    Caption,
+    Hit,
+    HitClip,
+)
+from core.models import Role
+from core.services import require_role
+from curation.models import Clip, Split, Subset, SubsetClip
+
+# AudioCaps collected one caption per training clip and five per validation/test clip.
+DEFAULT_CAPTIONS_PER_CLIP: dict[str, int] = {Split.TRAIN: 1, Split.VAL: 5, Split.TEST: 5}
+MAX_CAPTIONS_PER_CLIP = 20
+MAX_CLIPS_PER_HIT = 50
+
+
+def batch_publish(
+    *,
+    subset: Subset,
+    split: str,
+    name: str,
+    clips_per_hit: int,
+    reward_cents: int,
+    time_allotted: timedelta,
+    lifetime: timedelta,
+    created_by: Any,
+    captions_per_clip: int | None = None,
+    auto_approve_delay: timedelta = timedelta(days=3),
+    min_words: int = 3,
+    max_words: int = 40,
+    mode: str = Batch.Mode.CAPTION,
+    publish: bool = True,
+) -> Batch:
+    """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
+    publishes it unless `publish` is false. `created_by` None means a trusted caller (a
+    management command); anyone else must be a researcher of the subset's project."""
+    if created_by is not None:
+        require_role(subset.project, created_by, Role.RESEARCHER)
+    if split not in Split.values:
+        raise ValidationError({"split": f"Unknown split {split!r}; use one of {Split.values}."})
+    split = str(Split(split).value)
+    if captions_per_clip is None:
+        captions_per_clip = DEFAULT_CAPTIONS_PER_CLIP.get(split, 1)
+    _check_batch_numbers(
+        captions_per_clip=captions_per_clip,
+        clips_per_hit=clips_per_hit,
+        time_allotted=time_allotted,
+        lifetime=lifetime,
+        min_words=min_words,
+        max_words=max_words,
+    )
+    in_split = SubsetClip.objects.filter(subset=subset, split=split)
+    # Only fetched clips: a HIT whose audio is missing cannot be captioned.
+    clip_ids = list(
+        in_split.filter(clip__status=Clip.Status.READY)
+        .order_by("clip_id")
+        .values_list("clip_id", flat=True)
+    )
+    if not clip_ids:
+        waiting = in_split.count()
+        raise ValidationError(
+            {
+                "split": f"Subset {subset.slug!r} has no fetched clips in its {split!r} split"
+                + (f" ({waiting} not fetched yet; fetch them first)." if waiting else ".")
+            }
+        )
+    with transaction.atomic():
+        batch = Batch(
+            project=subset.project,
+            subset=subset,
+            split=split,
+            name=name,
+            mode=mode,
+            captions_per_clip=captions_per_clip,
+            clips_per_hit=clips_per_hit,
+            reward_cents=reward_cents,
+            time_allotted=time_allotted,
+            lifetime=lifetime,
+            auto_approve_delay=auto_approve_delay,
+            min_words=min_words,
+            max_words=max_words,
+            created_by=created_by,
+        )
+        batch.full_clean()
+        batch.save()
+        groups = [clip_ids[i : i + clips_per_hit] for i in range(0, len(clip_ids), clips_per_hit)]
+        hits = Hit.objects.bulk_create(
+            [Hit(batch=batch, max_assignments=captions_per_clip) for _ in groups], batch_size=1000
+        )
+        HitClip.objects.bulk_create(
+            [
+                HitClip(hit=hit, clip_id=clip_id, position=position)
+                for hit, group in zip(hits, groups, strict=True)
+                for position, clip_id in enumerate(group)
+            ],
+            batch_size=2000,
+        )
+        if publish:
+            batch.move_to(Batch.State.PUBLISHED)
+    return batch
+
+
+def _check_batch_numbers(
+    *,
+    captions_per_clip: int,
+    clips_per_hit: int,
+    time_allotted: timedelta,
+    lifetime: timedelta,
+    min_words: int,
+    max_words: int,
+) -> None:
+    errors: dict[str, str] = {}
+    if not 1 <= captions_per_clip <= MAX_CAPTIONS_PER_CLIP:
+        errors["captions_per_clip"] = f"Ask for 1 to {MAX_CAPTIONS_PER_CLIP} captions per clip."
+    if not 1 <= clips_per_hit <= MAX_CLIPS_PER_HIT:
+        errors["clips_per_hit"] = f"Put 1 to {MAX_CLIPS_PER_HIT} clips in a HIT."
+    if time_allotted <= timedelta(0):
+        errors["time_allotted"] = "Workers need some time to do a HIT."
+    if lifetime <= timedelta(0):
+        errors["lifetime"] = "The batch needs a lifetime longer than zero."
+    if not 1 <= min_words <= max_words:
+        errors["min_words"] = "The minimum word count must be at least 1 and at most the maximum."
+    if errors:
+        raise ValidationError(errors)
+
+
+def batch_move(*, batch: Batch, state: str, user: Any) -> Batch:
+    """Publishes, pauses, resumes or finishes a batch (researchers of its project).
+    Pausing or finishing stops new claims; accepted assignments keep their time, as on
+    MTurk, and may still be submitted."""
+    require_role(batch.project, user, Role.RESEARCHER)
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().get(pk=batch.pk)
+        batch.move_to(state)
+    return batch
+
+
+def batch_progress(*, batch: Batch) -> dict[str, int]:
+    """Captions wanted, and how many are submitted, approved, rejected; HITs in progress."""
+    clips = HitClip.objects.filter(hit__batch=batch).count()
+    by_state = dict(
+        Caption.objects.filter(assignment__hit__batch=batch)
+        .values_list("assignment__state")
+        .annotate(n=Count("id"))
+        .values_list("assignment__state", "n")
+    )
+    return {
+        "clips": clips,
+        "wanted": clips * batch.captions_per_clip,
+        "submitted": by_state.get(Assignment.State.SUBMITTED, 0),
+        "approved": by_state.get(Assignment.State.APPROVED, 0),
+        "rejected": by_state.get(Assignment.State.REJECTED, 0),
+        "in_progress": Assignment.objects.filter(
+            hit__batch=batch, state=Assignment.State.ACCEPTED
+        ).count(),
+    }

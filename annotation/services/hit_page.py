@@ -1,0 +1,107 @@
+"""What the HIT page records while a worker works: clips heard, video hints opened,
+clips reported as broken. Each checks the clip belongs to the worker's open assignment."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation import rules
+from annotation.models import (
+    Assignment,
+    ClipListen,
+    ClipReport,
+    HitClip,
+    VideoHintView,
+)
+from annotation.services.assignments import assignment_locked, slot_release
+from curation.models import Clip
+
+
+def _clip_in_hit(assignment: Assignment, worker: Any, clip_id: int) -> Clip:
+    """The clip, when the worker holds this assignment open and the clip is in its HIT."""
+    if assignment.worker_id != worker.pk:
+        raise PermissionDenied("This is another worker's assignment.")
+    if assignment.state != Assignment.State.ACCEPTED:
+        raise ValidationError(
+            f"This assignment is already {assignment.get_state_display().lower()}."
+        )
+    hit_clip = (
+        HitClip.objects.select_related("clip")
+        .filter(hit=assignment.hit_id, clip_id=clip_id)
+        .first()
+    )
+    if hit_clip is None:
+        raise ValidationError(f"Clip {clip_id} is not part of this HIT.")
+    return hit_clip.clip
+
+
+def clip_heard(
+    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
+) -> ClipListen:
+    """Records that the worker heard the clip to the end; the caption box unlocks from it.
+    Idempotent: the first time is kept."""
+    clip = _clip_in_hit(assignment, worker, clip_id)
+    listen, _ = ClipListen.objects.get_or_create(
+        assignment=assignment, clip=clip, defaults={"heard_at": now or timezone.now()}
+    )
+    return listen
+
+
+def video_hint_open(
+    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
+) -> VideoHintView:
+    """Logs that the worker opened the clip's video hint (first opening kept), which
+    reviewers see; only then is the video served."""
+    clip = _clip_in_hit(assignment, worker, clip_id)
+    if not clip.video:
+        raise ValidationError("This clip has no video hint.")
+    view, _ = VideoHintView.objects.get_or_create(
+        assignment=assignment, clip=clip, defaults={"opened_at": now or timezone.now()}
+    )
+    return view
+
+
+def clip_report(
+    *,
+    assignment: Assignment,
+    worker: Any,
+    clip_id: int,
+    problem: str,
+    note: str = "",
+    now: datetime | None = None,
+) -> ClipReport:
+    """Records a problem with a clip and returns the assignment, freeing its slot for
+    someone else; claimable_hits never offers the clip to this worker again."""
+    if problem not in ClipReport.Problem.values:
+        raise ValidationError(
+            {"problem": f"Unknown problem {problem!r}; use one of {ClipReport.Problem.values}."}
+        )
+    note = rules.trim(note)
+    if len(note) > ClipReport.NOTE_MAX_CHARS:
+        raise ValidationError(
+            {"note": f"The note is {len(note):,} characters long; the limit is "
+                     f"{ClipReport.NOTE_MAX_CHARS}."}
+        )  # fmt: skip
+    if unsafe := rules.unsafe_characters(note):
+        raise ValidationError({"note": f"The note {unsafe.message}."})
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = assignment_locked(assignment)
+        clip = _clip_in_hit(assignment, worker, clip_id)
+        report, _ = ClipReport.objects.get_or_create(
+            worker=worker,
+            clip=clip,
+            defaults={
+                "assignment": assignment,
+                "problem": problem,
+                "note": note,
+                "created_at": now,
+            },
+        )
+        slot_release(assignment, Assignment.State.RETURNED, now)
+    return report
