@@ -23,8 +23,7 @@ from annotation.models import Assignment, Caption
 from core.access import project_for_api
 from core.schemas import ErrorOut, FieldErrorsOut, page_or_404, refusal
 from crowd import services
-from crowd.models import RejectReason
-from crowd.services import REVIEWERS
+from crowd.models import REVIEWERS, RejectReason
 from curation.models import Label
 
 # Tagged and named as when they were part of the annotation API (see the docstring).

@@ -14,7 +14,11 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from core.models import Role
 from curation.models import Clip
+
+# The roles that review a project's work (and manage its workers and money).
+REVIEWERS = (Role.RESEARCHER, Role.REVIEWER)
 
 
 class RejectReason(models.TextChoices):

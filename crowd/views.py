@@ -31,6 +31,7 @@ from crowd.forms import (
 )
 from crowd.models import (
     REASON_FEEDBACK,
+    REVIEWERS,
     BatchRequirements,
     Block,
     Flag,
@@ -42,7 +43,6 @@ from crowd.models import (
 from crowd.queries import blocks_of, worker_record
 from curation.models import Label
 
-REVIEWERS = (Role.RESEARCHER, Role.REVIEWER)
 QUEUE_PAGE = 20
 
 

@@ -1,0 +1,165 @@
+"""Money: bonuses, the ledger's totals and its CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import (
+    Count,
+    Q,
+    Sum,
+)
+
+from annotation.models import Assignment
+from core.models import Project, Role
+from core.services import require_role
+from crowd.models import (
+    REVIEWERS,
+    LedgerEntry,
+)
+from crowd.services.workers import worker_of_project_check
+
+MAX_BONUS_CENTS = 100_00  # a typo guard: $100 in one bonus
+
+
+def bonus_pay(
+    *,
+    project: Project,
+    worker: Any,
+    by: Any,
+    amount_cents: int,
+    reason: str,
+    idempotency_key: str,
+    assignment: Assignment | None = None,
+) -> tuple[LedgerEntry, bool]:
+    """Pays the worker a bonus, once per idempotency key: a repeated request (a form sent
+    twice) returns the first bonus and False. A key reused for a different bonus is
+    refused."""
+    require_role(project, by, *REVIEWERS)
+    worker_of_project_check(project, worker)
+    reason = reason.strip()
+    key = idempotency_key.strip()
+    errors: dict[str, str] = {}
+    if not 1 <= amount_cents <= MAX_BONUS_CENTS:
+        errors["amount_cents"] = f"A bonus is 1¢ to {MAX_BONUS_CENTS // 100} dollars."
+    if not reason:
+        errors["reason"] = "Say why: the worker reads the reason."
+    if not key or len(key) > 64:
+        errors["idempotency_key"] = "The request needs an idempotency key of 1 to 64 characters."
+    if assignment is not None and (
+        assignment.worker_id != worker.pk or assignment.hit.batch.project_id != project.pk
+    ):
+        errors["assignment"] = f"Assignment #{assignment.pk} is not this worker's in {project}."
+    if errors:
+        raise ValidationError(errors)
+    same = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.BONUS, idempotency_key=key)
+    try:
+        with transaction.atomic():
+            entry = LedgerEntry.objects.create(
+                kind=LedgerEntry.Kind.BONUS,
+                project=project,
+                worker=worker,
+                batch=assignment.hit.batch if assignment else None,
+                assignment=assignment,
+                amount_cents=amount_cents,
+                reason=reason,
+                paid_by=by,
+                idempotency_key=key,
+            )
+    except IntegrityError:
+        first = same.first()
+        if first is None:
+            raise
+        if (first.project_id, first.worker_id, first.amount_cents) != (
+            project.pk,
+            worker.pk,
+            amount_cents,
+        ):
+            raise ValidationError(
+                "This idempotency key was already used for another bonus."
+            ) from None
+        return first, False
+    return entry, True
+
+
+def ledger_totals(*, project: Project) -> dict[str, Any]:
+    """Rewards and bonuses of the project per worker and per batch, in cents."""
+    entries = LedgerEntry.objects.filter(project=project)
+
+    def by(field: str) -> list[dict[str, Any]]:
+        rows = (
+            entries.values(field)
+            .annotate(
+                rewards=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.REWARD), default=0),
+                bonuses=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.BONUS), default=0),
+                n=Count("pk"),
+            )
+            .order_by(field)
+        )
+        return [{**row, "total": row["rewards"] + row["bonuses"]} for row in rows]
+
+    per_worker = by("worker__username")
+    per_batch = by("batch__name")
+    return {
+        "per_worker": per_worker,
+        "per_batch": per_batch,
+        "total": sum(row["total"] for row in per_worker),
+    }
+
+
+CSV_HEADER = [
+    "date",
+    "kind",
+    "worker",
+    "batch_id",
+    "batch",
+    "assignment_id",
+    "amount_usd",
+    "reason",
+    "paid_by",
+]
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell a spreadsheet shows as text: a leading =, +, - or @ would start a formula."""
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def ledger_csv(*, project: Project, user: Any) -> Iterable[str]:
+    """The project's ledger as CSV lines (researchers only), oldest first."""
+    require_role(project, user, Role.RESEARCHER)
+    entries = (
+        LedgerEntry.objects.filter(project=project)
+        .select_related("worker", "batch", "paid_by")
+        .order_by("created_at", "id")
+    )
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def line(row: list[Any]) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(row)
+        return buffer.getvalue()
+
+    yield line(CSV_HEADER)
+    for e in entries.iterator(chunk_size=2000):
+        yield line(
+            [
+                e.created_at.isoformat(),
+                e.kind,
+                _cell(e.worker.get_username()),
+                e.batch_id or "",
+                _cell(e.batch.name) if e.batch else "",
+                e.assignment_id or "",
+                f"{e.amount_cents / 100:.2f}",
+                _cell(e.reason),
+                _cell(e.paid_by.get_username()) if e.paid_by else "",
+            ]
+        )
