@@ -19,7 +19,7 @@ from ninja.responses import Status
 from active import services
 from active.models import ClipScore, PromotionDecision, Retrain
 from annotation.models import Batch
-from core.access import TERSE, project_for_api
+from core.access import TERSE, project_for_api, signed_in_user
 from core.models import Project, Role
 from core.schemas import ErrorOut
 
@@ -118,7 +118,7 @@ def batch_active_set(request: HttpRequest, slug: str, batch_id: int, body: Batch
     try:
         services.batch_configure(
             batch=batch,
-            user=request.user,
+            user=signed_in_user(request),
             strategy=body.strategy,
             presuggest=body.presuggest,
             seed=body.seed,
@@ -160,7 +160,7 @@ def retrain_start(request: HttpRequest, slug: str) -> Any:
         project=project,
         trigger=Retrain.Trigger.MANUAL,
         reason=f"API call by {request.user.get_username()}",
-        user=request.user,
+        user=signed_in_user(request),
     )
     return Status(202, retrain)
 
@@ -174,7 +174,7 @@ def curve(request: HttpRequest, slug: str) -> Any:
 def curve_import(request: HttpRequest, slug: str, body: CurveIn) -> Any:
     project = project_for_api(request, slug, *WRITE, refusals=TERSE)
     try:
-        n = services.curve_import(project=project, user=request.user, data=body.dict())
+        n = services.curve_import(project=project, user=signed_in_user(request), data=body.dict())
     except ValidationError as exc:
         return Status(400, {"detail": "; ".join(exc.messages)})
     return Status(201, {"points": n})

@@ -39,7 +39,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from active import services
 from active.models import Retrain
-from core.access import TERSE, project_membership
+from core.access import TERSE, project_membership, signed_in_user
 from core.models import Project, Role
 from core.services import api_token_authenticate
 from curation.models import Clip
@@ -245,7 +245,7 @@ def webhook(request: HttpRequest, slug: str) -> JsonResponse:
             project=project,
             trigger=Retrain.Trigger.LABEL_STUDIO,
             reason="Label Studio START_TRAINING",
-            user=request.user,
+            user=signed_in_user(request),
         )
         result: dict[str, int | str | None] = {"retrain": retrain.pk, "job": retrain.job_id}
     else:
@@ -259,7 +259,7 @@ def webhook(request: HttpRequest, slug: str) -> JsonResponse:
                 project=project,
                 trigger=Retrain.Trigger.LABEL_STUDIO,
                 reason=f"Label Studio {event}: {why}",
-                user=request.user,
+                user=signed_in_user(request),
             )
             result = {"retrain": retrain.pk, "job": retrain.job_id, "reason": why}
     return JsonResponse({"result": result, "status": "ok"}, status=201)

@@ -16,7 +16,7 @@ from active.charts import curve_svg
 from active.forms import BatchActiveForm, ProjectActiveForm
 from active.models import PromotionDecision, Retrain
 from annotation.models import Batch
-from core.access import project_for_page
+from core.access import project_for_page, signed_in_user
 from core.models import Role
 from core.services import job_enqueue
 from modeling.models import TrainingRun
@@ -41,7 +41,9 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
     )
     if request.method == "POST" and form.is_valid():
         try:
-            services.project_configure(project=project, user=request.user, **form.cleaned_data)
+            services.project_configure(
+                project=project, user=signed_in_user(request), **form.cleaned_data
+            )
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -71,7 +73,7 @@ def retrain(request: HttpRequest, slug: str) -> HttpResponse:
         project=project,
         trigger=Retrain.Trigger.MANUAL,
         reason=f"started by {request.user.get_username()}",
-        user=request.user,
+        user=signed_in_user(request),
         debounce=False,
     )
     messages.success(request, f"Retrain #{started.pk} is queued on the GPU queue.")
@@ -106,7 +108,9 @@ def batch_configure(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
                     for field, errors in form.errors.items()
                 )
             )
-        config = services.batch_configure(batch=batch, user=request.user, **form.cleaned_data)
+        config = services.batch_configure(
+            batch=batch, user=signed_in_user(request), **form.cleaned_data
+        )
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
@@ -127,7 +131,7 @@ def batch_flag(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         kind="batch_flag",
         params={"batch_id": batch.pk},
         project=project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Check captions of batch {batch.name}",
     )
     messages.success(request, f"Checking the batch's captions (job #{job.pk}).")

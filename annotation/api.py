@@ -281,7 +281,7 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
             auto_approve_delay=timedelta(days=payload.auto_approve_days),
             min_words=payload.min_words,
             max_words=payload.max_words,
-            created_by=request.user,
+            created_by=signed_in_user(request),
             publish=payload.publish,
         )
     except ValidationError as exc:
@@ -302,7 +302,7 @@ def batch_get(request: HttpRequest, slug: str, batch_id: int) -> Any:
 def _batch_move(request: HttpRequest, slug: str, batch_id: int, state: str) -> Any:
     batch = _batch(request, slug, batch_id, *WRITE)
     try:
-        services.batch_move(batch=batch, state=state, user=request.user)
+        services.batch_move(batch=batch, state=state, user=signed_in_user(request))
     except ValidationError as exc:
         return Status(409, {"detail": error_text(exc)})
     return _batch_out(_batch(request, slug, batch_id, *WRITE))
@@ -493,7 +493,7 @@ def _brief_out(assignment: Assignment) -> dict[str, Any]:
 @router.get("/work/summary", response=WorkSummaryOut)
 def work_summary(request: HttpRequest) -> Any:
     """Your own record and earnings (rewards of approved HITs plus bonuses)."""
-    summary = services.worker_summary(worker=request.user)
+    summary = services.worker_summary(worker=signed_in_user(request))
     return {
         **{f: getattr(summary, f) for f in ("submitted", "approved", "rejected")},
         **{f: getattr(summary, f) for f in ("earned_cents", "pending_cents", "bonus_cents")},
@@ -540,7 +540,9 @@ def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> 
     # reading it here first as well would cost a query on every submit.
     try:
         assignment = services.assignment_submit(
-            assignment=Assignment(pk=assignment_id), worker=request.user, captions=payload.captions
+            assignment=Assignment(pk=assignment_id),
+            worker=signed_in_user(request),
+            captions=payload.captions,
         )
     except PermissionDenied:
         raise HttpError(404, f"No assignment #{assignment_id} of yours.") from None
@@ -557,7 +559,9 @@ def work_return(request: HttpRequest, assignment_id: int) -> Any:
     """Gives the HIT back unsubmitted; its slot goes back to the pool."""
     assignment = _mine(request, assignment_id)
     try:
-        assignment = services.assignment_return(assignment=assignment, worker=request.user)
+        assignment = services.assignment_return(
+            assignment=assignment, worker=signed_in_user(request)
+        )
     except ValidationError as exc:
         return Status(409, {"detail": error_text(exc)})
     return _brief_out(assignment)

@@ -30,6 +30,7 @@ from xml.sax.saxutils import escape
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core import signing
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -38,7 +39,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Assignment, Batch, Hit
-from core.models import Membership, Project, Role
+from core.models import Job, Membership, Project, Role
 from core.progress import ProgressFn, no_progress
 from core.services import membership_add, require_role
 from crowd.models import BatchRequirements
@@ -127,7 +128,7 @@ def _check_publishable(batch: Batch) -> None:
 
 
 def batch_mturk_publish(
-    *, batch: Batch, by: Any, client: Any = None, progress: ProgressFn = no_progress
+    *, batch: Batch, by: User | None, client: Any = None, progress: ProgressFn = no_progress
 ) -> dict[str, Any]:
     """Creates the batch's HIT type and one MTurk HIT per local HIT not yet there. Safe to
     run again after a failure: HITs already created keep their ids, and each creation
@@ -179,7 +180,7 @@ def batch_mturk_publish(
     return {"hit_type": batch.mturk_hit_type_id, "created": created_count}
 
 
-def batch_mturk_publish_job(*, job: Any, progress: ProgressFn, batch_id: int) -> dict[str, Any]:
+def batch_mturk_publish_job(*, job: Job, progress: ProgressFn, batch_id: int) -> dict[str, Any]:
     batch = Batch.objects.select_related("project").get(pk=batch_id)
     return batch_mturk_publish(batch=batch, by=None, progress=progress)
 
@@ -243,7 +244,7 @@ def mturk_assignment_start(
 
 
 def _mturk_assignment_take(
-    hit: Hit, worker: Any, assignment_id: str, now: datetime
+    hit: Hit, worker: User, assignment_id: str, now: datetime
 ) -> Assignment | None:
     """A new local assignment on a slot of the HIT; None when the HIT is full here."""
     try:

@@ -58,8 +58,8 @@ def work(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def work_claim(request: HttpRequest) -> HttpResponse:
-    assignment = services.hit_claim(worker=request.user)
-    if assignment is None and blocked_everywhere(worker=request.user):
+    assignment = services.hit_claim(worker=signed_in_user(request))
+    if assignment is None and blocked_everywhere(worker=signed_in_user(request)):
         return redirect("work_blocked")
     if assignment is None:
         messages.info(request, "No HITs are available for you right now. Please check back later.")
@@ -166,7 +166,9 @@ def assignment_submit(request: HttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_for(request, pk)
     captions = _captions_posted(request)
     try:
-        services.assignment_submit(assignment=assignment, worker=request.user, captions=captions)
+        services.assignment_submit(
+            assignment=assignment, worker=signed_in_user(request), captions=captions
+        )
     except ValidationError as exc:
         if not hasattr(exc, "error_dict"):  # not about the captions: late, already submitted
             messages.error(request, " ".join(exc.messages))
@@ -178,7 +180,7 @@ def assignment_submit(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _next_hit(request: HttpRequest) -> HttpResponse:
     """Straight on to the worker's next HIT, or to the "no more work" page."""
-    following = services.hit_claim(worker=request.user)
+    following = services.hit_claim(worker=signed_in_user(request))
     if following is None:
         return redirect("work_done")
     return redirect(following)
@@ -186,7 +188,7 @@ def _next_hit(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def work_done(request: HttpRequest) -> HttpResponse:
-    summary = services.worker_summary(worker=request.user)
+    summary = services.worker_summary(worker=signed_in_user(request))
     return render(request, "annotation/work_done.html", {"summary": summary, **_money(summary)})
 
 
@@ -203,7 +205,7 @@ def _money(summary: services.WorkerSummary) -> dict[str, str]:
 def assignment_return(request: HttpRequest, pk: int) -> HttpResponse:
     assignment = _assignment_for(request, pk)
     try:
-        services.assignment_return(assignment=assignment, worker=request.user)
+        services.assignment_return(assignment=assignment, worker=signed_in_user(request))
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
@@ -240,7 +242,9 @@ def assignment_clip_heard(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     assignment = _assignment_for(request, pk)
     _hit_clip_for(assignment, clip_id)
     try:
-        listen = services.clip_heard(assignment=assignment, worker=request.user, clip_id=clip_id)
+        listen = services.clip_heard(
+            assignment=assignment, worker=signed_in_user(request), clip_id=clip_id
+        )
     except ValidationError as exc:
         return _refused(exc)
     return JsonResponse({"heard_at": listen.heard_at.isoformat()})
@@ -253,7 +257,9 @@ def assignment_video_hint(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     assignment = _assignment_for(request, pk)
     _hit_clip_for(assignment, clip_id)
     try:
-        view = services.video_hint_open(assignment=assignment, worker=request.user, clip_id=clip_id)
+        view = services.video_hint_open(
+            assignment=assignment, worker=signed_in_user(request), clip_id=clip_id
+        )
     except ValidationError as exc:
         return _refused(exc)
     url = reverse("assignment_clip_video", args=[pk, clip_id])
@@ -284,7 +290,7 @@ def assignment_report(request: HttpRequest, pk: int) -> HttpResponse:
     _hit_clip_for(assignment, form.cleaned_data["clip_id"])
     try:
         report = services.clip_report(
-            assignment=assignment, worker=request.user, **form.cleaned_data
+            assignment=assignment, worker=signed_in_user(request), **form.cleaned_data
         )
     except ValidationError as exc:
         messages.error(request, f"Report not sent: {' '.join(exc.messages)}")
@@ -312,7 +318,9 @@ def batch_list(request: HttpRequest, slug: str) -> HttpResponse:
     form = BatchForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         try:
-            batch = services.batch_publish(created_by=request.user, **form.publish_kwargs())
+            batch = services.batch_publish(
+                created_by=signed_in_user(request), **form.publish_kwargs()
+            )
         except ValidationError as exc:
             form.add_error(None, exc.messages)
         else:
@@ -358,7 +366,7 @@ def batch_state(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         if not form.is_valid():
             raise ValidationError("Unknown batch state.")
         batch = services.batch_move(
-            batch=batch, state=form.cleaned_data["state"], user=request.user
+            batch=batch, state=form.cleaned_data["state"], user=signed_in_user(request)
         )
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))

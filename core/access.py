@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
@@ -19,7 +18,7 @@ from core.services import require_role
 
 
 def project_membership(
-    user: AbstractBaseUser | AnonymousUser, slug: str, *roles: str, staff_see_all: bool = True
+    user: User | AnonymousUser, slug: str, *roles: str, staff_see_all: bool = True
 ) -> tuple[Project, Role]:
     """The project and the user's role in it. Raises Http404 when there is no such project or
     the user is not in it, PermissionDenied when the role is not one of `roles` (any role

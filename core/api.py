@@ -45,7 +45,7 @@ def project_list(request: HttpRequest) -> list[dict[str, str]]:
 @projects.get("/{slug}", response={200: ProjectOut, 404: ErrorOut})
 def project_get(request: HttpRequest, slug: str) -> Any:
     project = get_object_or_404(Project, slug=slug)
-    role = project.role_of(request.user)
+    role = project.role_of(signed_in_user(request))
     if role is None:
         return Status(404, {"detail": "No such project."})
     return {
@@ -57,14 +57,14 @@ def project_get(request: HttpRequest, slug: str) -> Any:
 
 
 def _visible_job(request: HttpRequest, job_id: int) -> Job:
-    return get_object_or_404(Job.objects.visible_to(request.user), pk=job_id)
+    return get_object_or_404(Job.objects.visible_to(signed_in_user(request)), pk=job_id)
 
 
 @jobs.get("/", response=list[JobOut])
 def job_list(
     request: HttpRequest, state: str | None = None, project: str | None = None, limit: int = 50
 ) -> Any:
-    rows = Job.objects.visible_to(request.user).select_related("project")
+    rows = Job.objects.visible_to(signed_in_user(request)).select_related("project")
     if state:
         rows = rows.filter(state=state)
     if project:
@@ -81,7 +81,7 @@ def job_get(request: HttpRequest, job_id: int) -> Job:
 def job_retry(request: HttpRequest, job_id: int) -> Any:
     job = _visible_job(request, job_id)
     try:
-        return Status(201, services.job_retry(job=job, user=request.user))
+        return Status(201, services.job_retry(job=job, user=signed_in_user(request)))
     except ValidationError as exc:
         return Status(409, {"detail": "; ".join(exc.messages)})
 

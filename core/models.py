@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -66,7 +67,7 @@ class Project(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("project_detail", args=[self.slug])
 
-    def role_of(self, user: Any) -> Role | None:
+    def role_of(self, user: User | AnonymousUser) -> Role | None:
         if not user.is_authenticated:
             return None
         role = self.membership_set.filter(user=user).values_list("role", flat=True).first()
@@ -137,7 +138,7 @@ class Invite(models.Model):
 
 
 class JobQuerySet(models.QuerySet["Job"]):
-    def visible_to(self, user: Any) -> JobQuerySet:
+    def visible_to(self, user: User) -> JobQuerySet:
         """Jobs of projects where the user is a researcher, plus site-wide jobs
         (ontology and segment imports) for researchers; staff see everything."""
         if user.is_staff:

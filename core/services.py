@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import AnonymousUser, Group, User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import F
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 def project_create(
     *,
     name: str,
-    created_by: Any,
+    created_by: User,
     description: str = "",
     slug: str = "",
     audio_sample_rate: int = 32_000,
@@ -66,7 +66,7 @@ def project_create(
 
 
 def membership_add(
-    *, project: Project, user: Any, role: str, invite: Invite | None = None
+    *, project: Project, user: User, role: str, invite: Invite | None = None
 ) -> Membership:
     """Adds the user to the project, or changes their role there."""
     with transaction.atomic():
@@ -80,7 +80,7 @@ def membership_add(
 def invite_create(
     *,
     project: Project,
-    created_by: Any,
+    created_by: User,
     role: str = Role.ANNOTATOR,
     expires_in_days: int | None = 30,
     max_uses: int | None = None,
@@ -100,7 +100,7 @@ def invite_revoke(*, invite: Invite) -> None:
         invite.save(update_fields=["revoked_at"])
 
 
-def invite_accept(*, token: str, user: Any) -> Membership:
+def invite_accept(*, token: str, user: User) -> Membership:
     """Joins the user to the invite's project. An existing member keeps their current role:
     an invite link must not be a way to change roles (researchers do that)."""
     with transaction.atomic():
@@ -239,7 +239,7 @@ def job_create(
     *,
     kind: str,
     params: dict[str, Any],
-    created_by: Any = None,
+    created_by: User | None = None,
     project: Project | None = None,
     label: str = "",
     retry_of: Job | None = None,
@@ -258,7 +258,7 @@ def _job_save(
     *,
     kind: str,
     params: dict[str, Any],
-    created_by: Any,
+    created_by: User | None,
     project: Project | None,
     label: str,
     retry_of: Job | None,
@@ -292,7 +292,7 @@ def job_enqueue(
     *,
     kind: str,
     params: dict[str, Any],
-    created_by: Any = None,
+    created_by: User | None = None,
     project: Project | None = None,
     label: str = "",
     retry_of: Job | None = None,
@@ -368,7 +368,7 @@ def _job_finish(
     job.save()
 
 
-def job_retry(*, job: Job, user: Any) -> Job:
+def job_retry(*, job: Job, user: User) -> Job:
     if not job.can_retry:
         raise ValidationError(f"Job #{job.pk} is {job.state}; only failed or cancelled jobs retry.")
     return job_enqueue(
@@ -416,7 +416,7 @@ def jobs_fail_lost(*, now: datetime | None = None) -> int:
     return lost
 
 
-def require_role(project: Project, user: Any, *roles: str) -> Role:
+def require_role(project: Project, user: User | AnonymousUser, *roles: str) -> Role:
     """Raises PermissionDenied unless the user holds one of `roles` on the project."""
     role = project.role_of(user)
     if user.is_staff and role is None:
@@ -430,7 +430,7 @@ def job_run_inline(
     *,
     kind: str,
     params: dict[str, Any],
-    created_by: Any = None,
+    created_by: User | None = None,
     project: Project | None = None,
     label: str = "",
     echo: Callable[[str], None] | None = None,

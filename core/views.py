@@ -21,7 +21,7 @@ def _job_for(request: HttpRequest, pk: int) -> Job:
     """403 for users who see no jobs at all (as on the jobs list), 404 for others' jobs."""
     if not request.user.has_perm("core.view_job"):
         raise PermissionDenied("Only researchers see jobs.")
-    return get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
+    return get_object_or_404(Job.objects.visible_to(signed_in_user(request)), pk=pk)
 
 
 @login_required
@@ -36,7 +36,9 @@ def project_new(request: HttpRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            project = services.project_create(created_by=request.user, **form.cleaned_data)
+            project = services.project_create(
+                created_by=signed_in_user(request), **form.cleaned_data
+            )
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -67,7 +69,9 @@ def invite_new(request: HttpRequest, slug: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, f"Invite not created: {form.errors.as_text()}")
         return redirect(project)
-    invite = services.invite_create(project=project, created_by=request.user, **form.cleaned_data)
+    invite = services.invite_create(
+        project=project, created_by=signed_in_user(request), **form.cleaned_data
+    )
     messages.success(request, f"Invite link created for {invite.get_role_display().lower()}s.")
     return redirect(project)
 
@@ -93,7 +97,7 @@ def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
             user = form.save()
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         try:
-            services.invite_accept(token=token, user=request.user)
+            services.invite_accept(token=token, user=signed_in_user(request))
         except ValidationError as exc:
             reason = "; ".join(exc.messages)
         else:
@@ -108,7 +112,7 @@ def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
 def job_list(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm("core.view_job"):
         raise PermissionDenied("Only researchers see jobs.")
-    jobs = Job.objects.visible_to(request.user).select_related("project", "created_by")
+    jobs = Job.objects.visible_to(signed_in_user(request)).select_related("project", "created_by")
     state = request.GET.get("state", "")
     if state in Job.State.values:
         jobs = jobs.filter(state=state)
@@ -131,7 +135,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def job_retry(request: HttpRequest, pk: int) -> HttpResponse:
     job = _job_for(request, pk)
     try:
-        new_job = services.job_retry(job=job, user=request.user)
+        new_job = services.job_retry(job=job, user=signed_in_user(request))
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
         return redirect(job)

@@ -19,7 +19,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
-from core.access import project_for_api
+from core.access import project_for_api, signed_in_user
 from core.media import media_response
 from core.models import Role
 from core.schemas import ErrorOut, JobOut
@@ -139,7 +139,7 @@ def snapshot_create(request: HttpRequest, slug: str, payload: SnapshotIn) -> Any
             fmt=payload.format,
             text=payload.text,
             splits=payload.splits,
-            created_by=request.user,
+            created_by=signed_in_user(request),
         )
     except ValidationError as exc:
         return Status(400, {"detail": "; ".join(exc.messages)})
@@ -226,7 +226,7 @@ def statistics_compute(request: HttpRequest, slug: str, payload: StatisticsIn) -
         kind="corpus_statistics",
         params=params,
         project=project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Statistics of {project.slug}"
         + (f" v{payload.snapshot}" if payload.snapshot else ""),
     )

@@ -15,7 +15,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
-from core.access import Refusals, project_for_api
+from core.access import Refusals, project_for_api, signed_in_user
 from core.models import Role
 from core.schemas import ErrorOut, JobOut
 from core.services import job_enqueue
@@ -107,7 +107,7 @@ def evaluation_create(request: HttpRequest, slug: str, payload: EvaluationIn) ->
             "metrics": _metrics(payload.metrics),
         },
         project=project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Evaluate {len(predictions)} captions"
         + (f" against the {payload.split} split" if payload.split else ""),
     )
@@ -132,7 +132,7 @@ def human_bound_create(request: HttpRequest, slug: str, payload: HumanBoundIn) -
             "metrics": _metrics(payload.metrics),
         },
         project=project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label="Human upper bound" + (f" of the {payload.split} split" if payload.split else ""),
     )
     return Status(201, job)

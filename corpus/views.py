@@ -12,7 +12,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from core.access import project_for_page
+from core.access import project_for_page, signed_in_user
 from core.media import media_response
 from core.models import Role
 from core.services import job_enqueue
@@ -56,7 +56,7 @@ def snapshot_new(request: HttpRequest, slug: str) -> HttpResponse:
                 fmt=form.cleaned_data["format"],
                 text=form.cleaned_data["text"],
                 splits=form.cleaned_data["splits"],
-                created_by=request.user,
+                created_by=signed_in_user(request),
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -134,7 +134,7 @@ def statistics_compute(request: HttpRequest, slug: str) -> HttpResponse:
         kind="corpus_statistics",
         params=params,
         project=project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Statistics of {project.slug}" + (f" v{version}" if version else ""),
     )
     messages.success(request, f"Computing statistics as job #{job.pk}.")

@@ -20,7 +20,7 @@ from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 
 from annotation.models import Assignment, Caption
-from core.access import project_for_api
+from core.access import project_for_api, signed_in_user
 from core.schemas import ErrorOut, FieldErrorsOut, page_or_404, refusal
 from crowd import services
 from crowd.models import REVIEWERS, RejectReason
@@ -209,7 +209,9 @@ def review_approve(request: HttpRequest, slug: str, assignment_id: int, payload:
     assignment = _project_assignment(request, slug, assignment_id)
     try:
         services.review_approve(
-            assignment=assignment, reviewer=request.user, feedback=payload.feedback.strip()
+            assignment=assignment,
+            reviewer=signed_in_user(request),
+            feedback=payload.feedback.strip(),
         )
     except ValidationError as exc:
         return refusal(exc)
@@ -228,7 +230,7 @@ def review_reject(request: HttpRequest, slug: str, assignment_id: int, payload: 
     try:
         services.review_reject(
             assignment=assignment,
-            reviewer=request.user,
+            reviewer=signed_in_user(request),
             reason=payload.reason,
             feedback=payload.feedback,
         )
@@ -248,7 +250,7 @@ def review_fix(request: HttpRequest, slug: str, assignment_id: int, payload: Fix
     try:
         services.review_approve(
             assignment=assignment,
-            reviewer=request.user,
+            reviewer=signed_in_user(request),
             feedback=payload.feedback.strip(),
             fixes=payload.fixes,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import Count, F, IntegerField, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
@@ -22,7 +23,7 @@ def _count(assignments: QuerySet[Assignment]) -> Coalesce:
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
-def requirements_unmet(*, worker: Any) -> QuerySet[BatchRequirements]:
+def requirements_unmet(*, worker: User | int) -> QuerySet[BatchRequirements]:
     """Requirements the worker falls short of: a qualification not passed, too few
     approved assignments, or an approval rate below the minimum (a worker with nothing
     reviewed yet has 100 %)."""
@@ -49,7 +50,7 @@ def requirements_unmet(*, worker: Any) -> QuerySet[BatchRequirements]:
     )
 
 
-def hits_open_to(hits: QuerySet[Hit], *, worker: Any) -> QuerySet[Hit]:
+def hits_open_to(hits: QuerySet[Hit], *, worker: User | int) -> QuerySet[Hit]:
     """Narrows `hits` to those the worker may claim: no active block on the batch's
     project, and every requirement of the batch met."""
     blocked = Block.objects.active().filter(worker=worker).values("project_id")
@@ -57,7 +58,7 @@ def hits_open_to(hits: QuerySet[Hit], *, worker: Any) -> QuerySet[Hit]:
     return hits.exclude(batch__project_id__in=blocked).exclude(batch_id__in=unmet)
 
 
-def worker_record(*, worker: Any) -> dict[str, Any]:
+def worker_record(*, worker: User) -> dict[str, Any]:
     """The worker's site-wide record, as the requirements gate reads it."""
     counts = dict(
         Assignment.objects.filter(
@@ -77,11 +78,11 @@ def worker_record(*, worker: Any) -> dict[str, Any]:
     }
 
 
-def blocks_of(*, worker: Any) -> QuerySet[Block]:
+def blocks_of(*, worker: User) -> QuerySet[Block]:
     return Block.objects.active().filter(worker=worker).select_related("project")
 
 
-def blocked_everywhere(*, worker: Any) -> bool:
+def blocked_everywhere(*, worker: User) -> bool:
     """Whether every project the worker annotates has blocked them (the block page)."""
     projects = set(
         Membership.objects.filter(user=worker, role=Role.ANNOTATOR).values_list(

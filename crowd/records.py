@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from annotation.models import Assignment, Caption
 from crowd.models import Flag, LedgerEntry, Review
 
@@ -15,7 +17,7 @@ from crowd.models import Flag, LedgerEntry, Review
 def review_record(
     *,
     assignment: Assignment,
-    reviewer: Any | None,
+    reviewer: User | None,
     approve: bool,
     reason: str,
     feedback: str,

@@ -156,7 +156,9 @@ def review_approve(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     form = FeedbackForm(request.POST)
     feedback = form.cleaned_data["feedback"] if form.is_valid() else ""
     try:
-        services.review_approve(assignment=assignment, reviewer=request.user, feedback=feedback)
+        services.review_approve(
+            assignment=assignment, reviewer=signed_in_user(request), feedback=feedback
+        )
     except ValidationError as exc:
         messages.error(request, f"Assignment #{pk} not approved: {_messages(exc)}")
     else:
@@ -174,7 +176,9 @@ def review_reject(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         messages.error(request, f"Assignment #{pk} not rejected: choose a reason.")
         return _back(request, reverse("review_queue", args=[slug]))
     try:
-        services.review_reject(assignment=assignment, reviewer=request.user, **form.cleaned_data)
+        services.review_reject(
+            assignment=assignment, reviewer=signed_in_user(request), **form.cleaned_data
+        )
     except ValidationError as exc:
         messages.error(request, f"Assignment #{pk} not rejected: {_messages(exc)}")
     else:
@@ -192,7 +196,9 @@ def review_fix(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     assignment = _project_assignment(project, pk)
     fixes = _numbered_fields(request, "fix-")
     try:
-        services.review_approve(assignment=assignment, reviewer=request.user, fixes=fixes)
+        services.review_approve(
+            assignment=assignment, reviewer=signed_in_user(request), fixes=fixes
+        )
     except ValidationError as exc:
         messages.error(request, f"Assignment #{pk} not fixed: {_messages(exc)}")
     else:
@@ -257,7 +263,9 @@ def worker_approve_all(request: HttpRequest, slug: str, user_id: int) -> HttpRes
     project, _ = project_for_page(request, slug, *REVIEWERS)
     worker = _worker_for(project, user_id)
     try:
-        n = services.worker_approve_all(project=project, worker=worker, reviewer=request.user)
+        n = services.worker_approve_all(
+            project=project, worker=worker, reviewer=signed_in_user(request)
+        )
     except ValidationError as exc:
         messages.error(request, f"Nothing approved: {_messages(exc)}")
     else:
@@ -275,7 +283,10 @@ def worker_block(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
         if not form.is_valid():
             raise ValidationError("Say why: the worker is shown the reason.")
         services.worker_block(
-            project=project, worker=worker, by=request.user, reason=form.cleaned_data["reason"]
+            project=project,
+            worker=worker,
+            by=signed_in_user(request),
+            reason=form.cleaned_data["reason"],
         )
     except ValidationError as exc:
         messages.error(request, f"Not blocked: {_messages(exc)}")
@@ -292,7 +303,9 @@ def worker_unblock(request: HttpRequest, slug: str, user_id: int) -> HttpRespons
     form = UnblockForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
     try:
-        services.worker_unblock(project=project, worker=worker, by=request.user, reason=reason)
+        services.worker_unblock(
+            project=project, worker=worker, by=signed_in_user(request), reason=reason
+        )
     except ValidationError as exc:
         messages.error(request, _messages(exc))
     else:
@@ -310,7 +323,7 @@ def worker_bonus(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
         if not form.is_valid():
             raise ValidationError(f"Check the bonus: {form.errors.as_text()}")
         entry, created = services.bonus_pay(
-            project=project, worker=worker, by=request.user, **form.cleaned_data
+            project=project, worker=worker, by=signed_in_user(request), **form.cleaned_data
         )
     except ValidationError as exc:
         messages.error(request, f"No bonus paid: {_messages(exc)}")
@@ -347,7 +360,7 @@ def ledger(request: HttpRequest, slug: str) -> HttpResponse:
 def ledger_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     project, _ = project_for_page(request, slug, Role.RESEARCHER)
     response = StreamingHttpResponse(
-        services.ledger_csv(project=project, user=request.user), content_type="text/csv"
+        services.ledger_csv(project=project, user=signed_in_user(request)), content_type="text/csv"
     )
     response["Content-Disposition"] = f'attachment; filename="{project.slug}-ledger.csv"'
     return response
@@ -364,7 +377,7 @@ def qualification_list(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             qualification = services.qualification_create(
-                project=project, created_by=request.user, **form.cleaned_data
+                project=project, created_by=signed_in_user(request), **form.cleaned_data
             )
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():
@@ -390,7 +403,7 @@ def qualification_detail(request: HttpRequest, slug: str, pk: int) -> HttpRespon
         golds = _numbered_fields(request, "gold-")
         try:
             n = services.qualification_set_gold(
-                qualification=qualification, by=request.user, golds=golds
+                qualification=qualification, by=signed_in_user(request), golds=golds
             )
         except ValidationError as exc:
             messages.error(request, _messages(exc))
@@ -443,7 +456,7 @@ def attempt_grade(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
             raise ValidationError("Choose pass or fail.")
         attempt = services.qualification_grade(
             attempt=attempt,
-            reviewer=request.user,
+            reviewer=signed_in_user(request),
             approve=form.cleaned_data["decision"] == "approve",
             feedback=form.cleaned_data["feedback"],
         )
@@ -470,7 +483,9 @@ def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse
     form = RequirementsForm(request.POST or None, initial=initial, project=project)
     if request.method == "POST" and form.is_valid():
         try:
-            services.batch_requirements_set(batch=batch, by=request.user, **form.cleaned_data)
+            services.batch_requirements_set(
+                batch=batch, by=signed_in_user(request), **form.cleaned_data
+            )
         except ValidationError as exc:
             form.add_error(None, exc.messages)
         else:
@@ -497,9 +512,9 @@ def _annotated_qualification(request: HttpRequest, pk: int) -> Qualification:
 @require_GET
 def my_qualifications(request: HttpRequest) -> HttpResponse:
     context = {
-        "rows": services.qualifications_for(worker=request.user),
-        "record": worker_record(worker=request.user),
-        "blocks": blocks_of(worker=request.user),
+        "rows": services.qualifications_for(worker=signed_in_user(request)),
+        "record": worker_record(worker=signed_in_user(request)),
+        "blocks": blocks_of(worker=signed_in_user(request)),
     }
     return render(request, "crowd/my_qualifications.html", context)
 
@@ -569,5 +584,5 @@ def my_earnings(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def work_blocked(request: HttpRequest) -> HttpResponse:
-    blocks = blocks_of(worker=request.user)
+    blocks = blocks_of(worker=signed_in_user(request))
     return render(request, "crowd/blocked.html", {"blocks": blocks})

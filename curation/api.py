@@ -252,7 +252,7 @@ def recipe_put(request: HttpRequest, slug: str, recipe_slug: str, payload: Recip
             name=payload.name or (existing.name if existing else recipe_slug),
             spec=spec,
             slug=recipe_slug,
-            created_by=existing.created_by if existing else request.user,
+            created_by=existing.created_by if existing else signed_in_user(request),
         )
     except (RecipeError, TypeError) as exc:
         return _spec_error(ValidationError(str(exc)))
@@ -274,7 +274,7 @@ def recipe_build(
         kind="subset_build",
         params={"recipe_id": recipe.pk, "name": payload.name.strip() if payload else ""},
         project=recipe.project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Build subset from {recipe.name}",
     )
     return Status(201, job)
@@ -364,7 +364,7 @@ def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> Any:
         kind="clips_fetch",
         params={"subset_id": subset.pk},
         project=subset.project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Fetch clips of {subset.name}",
     )
     return Status(201, job)

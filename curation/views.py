@@ -23,7 +23,7 @@ from django.utils.text import slugify
 from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_GET, require_POST
 
-from core.access import project_for_page
+from core.access import project_for_page, signed_in_user
 from core.jobs import JOB_KINDS
 from core.media import media_response
 from core.models import Project, Role
@@ -145,7 +145,7 @@ def recipe_new(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             try:
                 recipe = services.recipe_save(
-                    project=project, name=name, spec=form.spec(), created_by=request.user
+                    project=project, name=name, spec=form.spec(), created_by=signed_in_user(request)
                 )
             except ValidationError as exc:
                 form.add_error("name", exc)
@@ -174,7 +174,7 @@ def recipe_import(request: HttpRequest, slug: str) -> HttpResponse:
         spec, name = _uploaded_recipe(request)
         replaced = project.recipes.filter(slug=slugify(name)[:80]).exists()
         recipe = services.recipe_save(
-            project=project, name=name, spec=spec, created_by=request.user
+            project=project, name=name, spec=spec, created_by=signed_in_user(request)
         )
     except ValidationError as exc:
         messages.error(request, f"Not imported: {'; '.join(exc.messages)}")
@@ -268,7 +268,7 @@ def recipe_build(request: HttpRequest, slug: str, recipe_slug: str) -> HttpRespo
         kind="subset_build",
         params={"recipe_id": recipe.pk, "name": name},
         project=recipe.project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Build subset from {recipe.name}",
     )
     messages.success(request, f"Building a subset from {recipe.name} as job #{job.pk}.")
@@ -336,7 +336,7 @@ def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> HttpRespo
         kind="clips_fetch",
         params=params,
         project=subset.project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Fetch clips of {subset.name}",
     )
     messages.success(request, f"Fetching the clips of {subset.name} as job #{job.pk}.")
@@ -413,7 +413,7 @@ def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
                     "subset_name": form.cleaned_data["subset_name"],
                 },
                 project=project,
-                created_by=request.user,
+                created_by=signed_in_user(request),
                 label=f"Import audio from {upload.name}",
             )
             messages.success(request, f"Importing {upload.name} as job #{job.pk}.")

@@ -7,6 +7,7 @@ from typing import Any, TypedDict
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 
 from core.models import Job, Project, Role
 from core.services import job_run_inline, membership_add, project_create
@@ -97,7 +98,7 @@ def demo_seed(*, echo: Any = None) -> Project:
     return project
 
 
-def _demo_training_data(project: Project, researcher: Any, *, echo: Any = None) -> None:
+def _demo_training_data(project: Project, researcher: User, *, echo: Any = None) -> None:
     """SynthScenes with reference captions and a JSON-lines snapshot of them, so a
     researcher can queue a training run (Training runs → Train a captioner) at once."""
     from corpus.models import Snapshot
@@ -121,7 +122,7 @@ def _demo_training_data(project: Project, researcher: Any, *, echo: Any = None) 
         )
 
 
-def _demo_batch(project: Project, researcher: Any) -> None:
+def _demo_batch(project: Project, researcher: User) -> None:
     """A published caption batch over the demo's train split, so "Work" has HITs at once."""
     from datetime import timedelta
 
@@ -144,7 +145,7 @@ def _demo_batch(project: Project, researcher: Any) -> None:
     )
 
 
-def _demo_curation(project: Project, researcher: Any) -> None:
+def _demo_curation(project: Project, researcher: User) -> None:
     """A hand-picked subset of the local clips, so the subset, clip and audio pages have
     something to show (a project plays only clips in its subsets), and a starter recipe."""
     from curation.models import Clip, Subset

@@ -16,7 +16,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
-from core.access import Refusals, project_for_api
+from core.access import Refusals, project_for_api, signed_in_user
 from core.models import Project, Role
 from core.schemas import ErrorOut, JobOut
 from core.services import job_cancel, job_enqueue
@@ -146,7 +146,7 @@ def run_create(request: HttpRequest, slug: str, payload: RunIn) -> Any:
             project=project,
             model_name=payload.model,
             snapshot=snapshot,
-            created_by=request.user,
+            created_by=signed_in_user(request),
             preset=payload.preset,
             overrides=payload.overrides,
         )
@@ -182,7 +182,7 @@ def run_cancel(request: HttpRequest, slug: str, run_id: int) -> Any:
 def run_resume(request: HttpRequest, slug: str, run_id: int) -> Any:
     run = _run(project_for_api(request, slug, *WRITE, refusals=REFUSALS), run_id)
     try:
-        return Status(200, _out(services.run_resume(run=run, user=request.user)))
+        return Status(200, _out(services.run_resume(run=run, user=signed_in_user(request))))
     except ValidationError as exc:
         return Status(409, {"detail": _messages(exc)})
 
@@ -233,7 +233,7 @@ def run_suggest(request: HttpRequest, slug: str, run_id: int, payload: SuggestIn
             "beam_size": payload.beam_size,
         },
         project=project,
-        created_by=request.user,
+        created_by=signed_in_user(request),
         label=f"Suggest captions with run #{run.pk}",
     )
     return Status(201, job)

@@ -4,6 +4,7 @@ from typing import Any, cast
 
 from django import forms
 
+from core.models import Project
 from corpus.models import Snapshot
 from curation.models import Subset
 from modeling.ml.presets import MODEL_PRESETS
@@ -37,7 +38,7 @@ class RunForm(forms.Form):
         help_text="One key=value per line (train.*, model.*, vocab.*, features.*).",
     )
 
-    def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         snapshot = cast(SnapshotChoiceField, self.fields["snapshot"])
         snapshot.queryset = Snapshot.objects.filter(
@@ -67,7 +68,7 @@ class SuggestForm(forms.Form):
     )
     beam_size = forms.IntegerField(min_value=1, max_value=10, initial=3)
 
-    def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         subset = cast(forms.ModelChoiceField, self.fields["subset"])
         subset.queryset = project.subsets.order_by("name")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.db import transaction
@@ -161,7 +162,7 @@ def run_start(
     project: Project,
     model_name: str,
     snapshot: Snapshot,
-    created_by: Any,
+    created_by: User | None,
     preset: str = "small",
     overrides: Sequence[str] = (),
     enqueue: bool = True,
@@ -200,7 +201,7 @@ def run_start(
     return run
 
 
-def run_resume(*, run: TrainingRun, user: Any) -> TrainingRun:
+def run_resume(*, run: TrainingRun, user: User | None) -> TrainingRun:
     """Queues a cancelled or failed run again; training continues from its last checkpoint."""
     if run.state not in (TrainingRun.State.CANCELLED, TrainingRun.State.FAILED):
         raise ValidationError(f"Run #{run.pk} is {run.state}; only a stopped run resumes.")

@@ -12,6 +12,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 
 # scenes generated and imported at a time: bounds the temporary WAVs on disk (~0.6 MB each)
@@ -26,7 +27,7 @@ def synthscenes_slug(*, seed: int, train: int, val: int, test: int) -> str:
 
 def synthscenes_make(
     *,
-    project: Any,
+    project: Project,
     train: int,
     val: int,
     test: int,
@@ -158,7 +159,7 @@ def synthscenes_make(
 
 
 def _record_import(
-    *, project: Any, subset: Any, splits: dict[int, str], seed: int, new: list[Any]
+    *, project: Project, subset: Any, splits: dict[int, str], seed: int, new: list[Any]
 ) -> None:
     from corpus.models import CorpusFormat, CorpusImport
 
@@ -180,7 +181,7 @@ def _record_import(
 
 def synthscenes_make_job(
     *,
-    job: Any,
+    job: Job,
     progress: ProgressFn,
     train: int,
     val: int,

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from core.access import project_for_page
+from core.access import project_for_page, signed_in_user
 from core.models import Job, Project, Role
 from core.services import job_cancel, job_enqueue
 from modeling import services
@@ -60,7 +60,7 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
                 project=project,
                 model_name=data["model_name"],
                 snapshot=data["snapshot"],
-                created_by=request.user,
+                created_by=signed_in_user(request),
                 preset=data["preset"],
                 overrides=data["overrides"],
             )
@@ -168,7 +168,7 @@ def run_cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def run_resume(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     run, _ = _run_for(request, slug, pk, *WRITE)
     try:
-        services.run_resume(run=run, user=request.user)
+        services.run_resume(run=run, user=signed_in_user(request))
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
@@ -207,7 +207,7 @@ def run_suggest(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
                 "beam_size": form.cleaned_data["beam_size"],
             },
             project=run.project,
-            created_by=request.user,
+            created_by=signed_in_user(request),
             label=f"Suggest captions for {form.cleaned_data['subset'].name} (run #{run.pk})",
         )
         messages.success(request, f"Captioning as job #{job.pk}.")

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
@@ -263,7 +264,7 @@ def caption_for_project(*, project: Project, caption_id: int) -> Caption:
 
 
 def processed_grammar_revert(
-    *, processed: ProcessedCaption, project: Project, user: Any
+    *, processed: ProcessedCaption, project: Project, user: User
 ) -> ProcessedCaption:
     """Undoes LanguageTool's correction of one caption: the final text goes back to the
     text before the grammar step, tokens and training text follow, and re-processing

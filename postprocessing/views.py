@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotation.models import Caption
-from core.access import project_for_page
+from core.access import project_for_page, signed_in_user
 from core.models import Job, Project, Role
 from core.services import job_enqueue
 from postprocessing import services
@@ -67,7 +67,7 @@ def run(request: HttpRequest, slug: str) -> HttpResponse:
         kind, params = "vocabulary_rebuild", {"project_id": project.pk}
     else:
         kind, params = "captions_postprocess", {"project_id": project.pk}
-    job = job_enqueue(kind=kind, params=params, created_by=request.user, project=project)
+    job = job_enqueue(kind=kind, params=params, created_by=signed_in_user(request), project=project)
     messages.success(request, f"{job.label} queued (job #{job.pk}).")
     return redirect("postprocessing_overview", slug=project.slug)
 
@@ -98,7 +98,7 @@ def grammar_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     else:
         try:
             services.processed_grammar_revert(
-                processed=processed, project=project, user=request.user
+                processed=processed, project=project, user=signed_in_user(request)
             )
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))

@@ -4,8 +4,8 @@ trains, whether growth starts one) and a batch's (ranking strategy, pre-suggesti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from active.models import BatchConfig, ProjectConfig
@@ -27,7 +27,7 @@ def project_config(*, project: Project) -> ProjectConfig:
 def project_configure(
     *,
     project: Project,
-    user: Any,
+    user: User,
     model_name: str,
     preset: str = "small",
     overrides: Sequence[str] = (),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -30,7 +31,7 @@ def curve_series(*, project: Project) -> list[dict[str, Any]]:
     ]
 
 
-def curve_import(*, project: Project, user: Any, data: dict[str, Any]) -> int:
+def curve_import(*, project: Project, user: User | None, data: dict[str, Any]) -> int:
     """Imports a simulation's curves (benchmarks/active_learning.py --json) as points:
     {"label": str, "metric": "CIDEr-D", "curves": {strategy: [{"round", "captions",
     "value"}, …]}}. Replaces earlier points of the same label; nothing is written when a

@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -99,7 +100,7 @@ def _covered_labels(project: Project, exclude: Iterable[int]) -> dict[str, int]:
 
 
 def batch_configure(
-    *, batch: Batch, user: Any, strategy: str, presuggest: str, seed: int | None = None
+    *, batch: Batch, user: User, strategy: str, presuggest: str, seed: int | None = None
 ) -> BatchConfig:
     """Chooses the batch's ranking strategy and pre-suggestion mode (researchers), then
     ranks its HITs with the strategy."""

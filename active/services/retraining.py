@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -145,7 +146,7 @@ def retrain_start(
     project: Project,
     trigger: str,
     reason: str,
-    user: Any = None,
+    user: User | None = None,
     now: datetime | None = None,
     debounce: bool = True,
 ) -> Retrain:

@@ -12,6 +12,7 @@ from active.forms import BatchActiveForm
 from active.models import BatchConfig, ClipScore
 from active.services.flags import batch_flag_rate
 from active.services.suggestions import edit_stats, suggestions_for_review
+from core.models import Project
 
 register = template.Library()
 SHOWN_SCORES = 50
@@ -41,7 +42,7 @@ def active_batch_panel(batch: Any, role: str) -> dict[str, Any]:
 
 
 @register.simple_tag
-def review_suggestions(cards: Iterable[dict[str, Any]], project: Any) -> dict[int, Any]:
+def review_suggestions(cards: Iterable[dict[str, Any]], project: Project) -> dict[int, Any]:
     """The promoted run's suggestion for every clip on the review page, in one query."""
     clip_ids = {item["caption"].clip_id for card in cards for item in card["captions"]}
     return suggestions_for_review(clip_ids, project)

@@ -19,6 +19,7 @@ import functools
 from datetime import UTC, datetime
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, QuerySet
@@ -42,7 +43,9 @@ from crowd.records import review_record
 EXPIRE_CHUNK = 500
 
 
-def claimable_hits(*, worker: Any, now: datetime, batch: Batch | None = None) -> QuerySet[Hit]:
+def claimable_hits(
+    *, worker: User | int, now: datetime, batch: Batch | None = None
+) -> QuerySet[Hit]:
     """HITs the worker may take now, best first: open batches of projects where the worker
     annotates, with a free slot, and none of whose clips the worker already holds, did or
     had rejected (in any batch)."""
@@ -105,7 +108,7 @@ def _claim_sql(alias: str, one_batch: bool) -> tuple[str, tuple[Any, ...]]:
     return sql, tuple(params)
 
 
-def _claimable_hit_id(*, worker: Any, now: datetime, batch: Batch | None) -> int | None:
+def _claimable_hit_id(*, worker: User, now: datetime, batch: Batch | None) -> int | None:
     """The id of the first of claimable_hits(), locked; None when there is none."""
     alias = router.db_for_write(Hit)
     connection = connections[alias]
@@ -124,7 +127,7 @@ def _claimable_hit_id(*, worker: Any, now: datetime, batch: Batch | None) -> int
 
 
 def hit_claim(
-    *, worker: Any, batch: Batch | None = None, now: datetime | None = None
+    *, worker: User, batch: Batch | None = None, now: datetime | None = None
 ) -> Assignment | None:
     """The worker's current assignment, or a new one on the best HIT they may do, or None.
 
@@ -161,7 +164,7 @@ def hit_claim(
 # takes to run them. The tables and columns are the models'; annotation's tests cover them.
 
 
-def _open_assignment(worker: Any, *, lock: bool) -> Assignment | None:
+def _open_assignment(worker: User, *, lock: bool) -> Assignment | None:
     """The worker's accepted assignment (at most one: assignment_one_open), row-locked
     when `lock` is set and the database can."""
     table = Assignment._meta.db_table
@@ -174,7 +177,7 @@ def _open_assignment(worker: Any, *, lock: bool) -> Assignment | None:
     return next(iter(rows), None)
 
 
-def _assignment_open(*, hit_id: int, worker: Any, now: datetime) -> Assignment | None:
+def _assignment_open(*, hit_id: int, worker: User, now: datetime) -> Assignment | None:
     """Takes a slot of the (locked) HIT and opens the worker's assignment on it; None when
     the HIT turned out to be full."""
     alias = router.db_for_write(Hit)
@@ -235,7 +238,7 @@ def caption_problem(text: str, *, min_words: int, max_words: int) -> str | None:
 
 
 def assignment_submit(
-    *, assignment: Assignment, worker: Any, captions: dict[int, str], now: datetime | None = None
+    *, assignment: Assignment, worker: User, captions: dict[int, str], now: datetime | None = None
 ) -> Assignment:
     """Stores one caption per clip of the HIT and marks the assignment submitted.
 
@@ -266,7 +269,7 @@ def assignment_submit(
     return assignment
 
 
-def _locked_own(assignment: Assignment, worker: Any) -> Assignment:
+def _locked_own(assignment: Assignment, worker: User) -> Assignment:
     """The worker's assignment re-read under its row lock, with its HIT and batch (the
     project loads on first use); PermissionDenied when it is not the worker's. In SQL, like
     the claim's statements: every submit runs it (the ORM's select_related query took
@@ -330,7 +333,7 @@ def _checked_captions(assignment: Assignment, captions: dict[int, str]) -> dict[
 
 
 def assignment_return(
-    *, assignment: Assignment, worker: Any, now: datetime | None = None
+    *, assignment: Assignment, worker: User, now: datetime | None = None
 ) -> Assignment:
     """The worker gives the HIT back without submitting; its slot goes back to the pool."""
     if assignment.worker_id != worker.pk:
@@ -344,7 +347,7 @@ def assignment_return(
 def assignment_review(
     *,
     assignment: Assignment,
-    reviewer: Any | None,
+    reviewer: User | None,
     approve: bool,
     feedback: str = "",
     reason: str = "",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count
@@ -35,7 +35,7 @@ def batch_publish(
     reward_cents: int,
     time_allotted: timedelta,
     lifetime: timedelta,
-    created_by: Any,
+    created_by: User | None,
     captions_per_clip: int | None = None,
     auto_approve_delay: timedelta = timedelta(days=3),
     min_words: int = 3,
@@ -136,7 +136,7 @@ def _check_batch_numbers(
         raise ValidationError(errors)
 
 
-def batch_move(*, batch: Batch, state: str, user: Any) -> Batch:
+def batch_move(*, batch: Batch, state: str, user: User) -> Batch:
     """Publishes, pauses, resumes or finishes a batch (researchers of its project).
     Pausing or finishing stops new claims; accepted assignments keep their time, as on
     MTurk, and may still be submitted."""

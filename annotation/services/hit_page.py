@@ -4,8 +4,8 @@ clips reported as broken. Each checks the clip belongs to the worker's open assi
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -22,7 +22,7 @@ from annotation.services.assignments import assignment_locked, slot_release
 from curation.models import Clip
 
 
-def _clip_in_hit(assignment: Assignment, worker: Any, clip_id: int) -> Clip:
+def _clip_in_hit(assignment: Assignment, worker: User, clip_id: int) -> Clip:
     """The clip, when the worker holds this assignment open and the clip is in its HIT."""
     if assignment.worker_id != worker.pk:
         raise PermissionDenied("This is another worker's assignment.")
@@ -41,7 +41,7 @@ def _clip_in_hit(assignment: Assignment, worker: Any, clip_id: int) -> Clip:
 
 
 def clip_heard(
-    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
+    *, assignment: Assignment, worker: User, clip_id: int, now: datetime | None = None
 ) -> ClipListen:
     """Records that the worker heard the clip to the end; the caption box unlocks from it.
     Idempotent: the first time is kept."""
@@ -53,7 +53,7 @@ def clip_heard(
 
 
 def video_hint_open(
-    *, assignment: Assignment, worker: Any, clip_id: int, now: datetime | None = None
+    *, assignment: Assignment, worker: User, clip_id: int, now: datetime | None = None
 ) -> VideoHintView:
     """Logs that the worker opened the clip's video hint (first opening kept), which
     reviewers see; only then is the video served."""
@@ -69,7 +69,7 @@ def video_hint_open(
 def clip_report(
     *,
     assignment: Assignment,
-    worker: Any,
+    worker: User,
     clip_id: int,
     problem: str,
     note: str = "",

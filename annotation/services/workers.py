@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import Count, Sum
 
 from annotation.models import (
@@ -41,7 +41,7 @@ class WorkerSummary:
         return self.earned_cents + self.bonus_cents
 
 
-def worker_summary(*, worker: Any) -> WorkerSummary:
+def worker_summary(*, worker: User) -> WorkerSummary:
     rows = {
         state: (n, cents or 0)
         for state, n, cents in Assignment.objects.filter(

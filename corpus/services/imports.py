@@ -16,7 +16,7 @@ from django.db.models import Count
 
 from annotation.models import Caption
 from core.bulk import allocate_ids, insert_rows
-from core.models import Project
+from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from corpus import formats
 from corpus.formats import CorpusFileError
@@ -320,7 +320,7 @@ def _import_subset_report(subset: Subset) -> None:
 
 
 def captions_import_job(
-    *, job: Any, progress: ProgressFn, project_id: int, path: str, format: str, split: str
+    *, job: Job, progress: ProgressFn, project_id: int, path: str, format: str, split: str
 ) -> dict[str, Any]:
     record = captions_import(
         project=Project.objects.get(pk=project_id),

@@ -14,13 +14,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from core.models import Project
+from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from corpus import formats, queries, stats
 from corpus.models import CorpusStatistics, Snapshot
@@ -73,7 +74,7 @@ def snapshot_check(*, project: Project, fmt: str, text: str, splits: list[str]) 
 
 
 def snapshot_create(
-    *, project: Project, fmt: str, text: str, splits: list[str], created_by: Any = None
+    *, project: Project, fmt: str, text: str, splits: list[str], created_by: User | None = None
 ) -> Snapshot:
     """Checks the request and numbers a new snapshot (state building); the snapshot_build
     job writes it."""
@@ -97,7 +98,7 @@ def snapshot_create(
 
 
 def snapshot_start(
-    *, project: Project, fmt: str, text: str, splits: list[str], created_by: Any = None
+    *, project: Project, fmt: str, text: str, splits: list[str], created_by: User | None = None
 ) -> Snapshot:
     """A new snapshot, built in the background by a snapshot_build job."""
     from core.services import job_enqueue
@@ -383,7 +384,7 @@ def _snapshot_write(snapshot: Snapshot, out_dir: Path | None, progress: Progress
 
 
 def snapshot_build_job(
-    *, job: Any, progress: ProgressFn, snapshot_id: int, out_dir: str = ""
+    *, job: Job, progress: ProgressFn, snapshot_id: int, out_dir: str = ""
 ) -> dict[str, Any]:
     snapshot = Snapshot.objects.select_related("project").get(pk=snapshot_id)
     if snapshot.job_id is None:

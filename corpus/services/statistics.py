@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 
-from core.models import Project
+from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from corpus import queries, stats
 from corpus.models import CorpusStatistics, Snapshot
@@ -80,7 +80,7 @@ def statistics_compute(
     project: Project,
     snapshot: Snapshot | None = None,
     with_pos: bool = True,
-    job: Any = None,
+    job: Job | None = None,
     progress: ProgressFn = no_progress,
 ) -> CorpusStatistics:
     """Computes and stores the statistics of the project's corpus now, or of a snapshot
@@ -229,7 +229,7 @@ def _snapshot_texts(snapshot: Snapshot) -> Iterator[str]:
 
 
 def statistics_compute_job(
-    *, job: Any, progress: ProgressFn, project_id: int, snapshot_id: int | None = None
+    *, job: Job, progress: ProgressFn, project_id: int, snapshot_id: int | None = None
 ) -> dict[str, Any]:
     project = Project.objects.get(pk=project_id)
     snapshot = Snapshot.objects.get(pk=snapshot_id, project=project) if snapshot_id else None

@@ -7,6 +7,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import (
@@ -30,8 +31,8 @@ MAX_BONUS_CENTS = 100_00  # a typo guard: $100 in one bonus
 def bonus_pay(
     *,
     project: Project,
-    worker: Any,
-    by: Any,
+    worker: User,
+    by: User,
     amount_cents: int,
     reason: str,
     idempotency_key: str,
@@ -131,7 +132,7 @@ def _cell(value: Any) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def ledger_csv(*, project: Project, user: Any) -> Iterable[str]:
+def ledger_csv(*, project: Project, user: User) -> Iterable[str]:
     """The project's ledger as CSV lines (researchers only), oldest first."""
     require_role(project, user, Role.RESEARCHER)
     entries = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import (
@@ -43,7 +44,7 @@ def _parse_clip_ids(raw: str) -> list[int]:
 def qualification_create(
     *,
     project: Project,
-    created_by: Any,
+    created_by: User,
     name: str,
     clip_ids: str,
     instructions: str = "",
@@ -77,7 +78,7 @@ def qualification_create(
     return qualification
 
 
-def qualification_set_gold(*, qualification: Qualification, by: Any, golds: dict[int, str]) -> int:
+def qualification_set_gold(*, qualification: Qualification, by: User, golds: dict[int, str]) -> int:
     """Stores reference captions (clip id -> text; empty removes it); returns how many
     changed. Reviewers see them beside the worker's answers, workers never do."""
     require_role(qualification.project, by, Role.RESEARCHER)
@@ -95,7 +96,7 @@ def qualification_set_gold(*, qualification: Qualification, by: Any, golds: dict
 
 
 def qualification_submit(
-    *, qualification: Qualification, worker: Any, answers: dict[int, str]
+    *, qualification: Qualification, worker: User, answers: dict[int, str]
 ) -> QualificationAttempt:
     """Stores the worker's caption for every clip of the test, checked by the same rules
     as a HIT, and queues the attempt for a reviewer. Refused while an attempt is in review
@@ -134,7 +135,7 @@ def qualification_submit(
 
 
 def qualification_grade(
-    *, attempt: QualificationAttempt, reviewer: Any, approve: bool, feedback: str = ""
+    *, attempt: QualificationAttempt, reviewer: User, approve: bool, feedback: str = ""
 ) -> QualificationAttempt:
     require_role(attempt.qualification.project, reviewer, *REVIEWERS)
     feedback = feedback.strip()
@@ -159,7 +160,7 @@ def qualification_grade(
 def batch_requirements_set(
     *,
     batch: Batch,
-    by: Any,
+    by: User,
     qualifications: Iterable[Qualification],
     min_approval_percent: int,
     min_approved: int,
@@ -183,7 +184,7 @@ def batch_requirements_set(
     return requirements
 
 
-def qualifications_for(*, worker: Any) -> list[dict[str, Any]]:
+def qualifications_for(*, worker: User) -> list[dict[str, Any]]:
     """Qualifications of the projects the worker annotates, with the worker's latest
     attempt and the open batches that require each: what to take to unlock work."""
     projects = Membership.objects.filter(user=worker, role=Role.ANNOTATOR).values("project_id")

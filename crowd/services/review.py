@@ -10,8 +10,8 @@ commands and the API share one rule.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import (
@@ -49,7 +49,7 @@ def review_queue(*, project: Project) -> QuerySet[Assignment]:
 def review_approve(
     *,
     assignment: Assignment,
-    reviewer: Any,
+    reviewer: User,
     feedback: str = "",
     fixes: dict[int, str] | None = None,
     now: datetime | None = None,
@@ -67,7 +67,7 @@ def review_approve(
 
 
 def _captions_fix(
-    *, assignment: Assignment, reviewer: Any, fixes: dict[int, str], now: datetime
+    *, assignment: Assignment, reviewer: User, fixes: dict[int, str], now: datetime
 ) -> None:
     if assignment.state != Assignment.State.SUBMITTED:
         raise ValidationError(
@@ -100,7 +100,7 @@ def _captions_fix(
 def review_reject(
     *,
     assignment: Assignment,
-    reviewer: Any,
+    reviewer: User,
     reason: str,
     feedback: str = "",
     now: datetime | None = None,
@@ -122,7 +122,7 @@ def review_reject(
 
 
 def worker_approve_all(
-    *, project: Project, worker: Any, reviewer: Any, now: datetime | None = None
+    *, project: Project, worker: User, reviewer: User, now: datetime | None = None
 ) -> int:
     """Approves every submitted assignment of `worker` in the project's batches, and
     nothing else; returns how many."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import (
@@ -77,7 +78,7 @@ def _rates(by_state: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def worker_summary(*, project: Project, worker: Any) -> dict[str, Any]:
+def worker_summary(*, project: Project, worker: User) -> dict[str, Any]:
     by_state = dict(
         Assignment.objects.filter(hit__batch__project=project, worker=worker)
         .values_list("state")
@@ -98,13 +99,13 @@ def worker_summary(*, project: Project, worker: Any) -> dict[str, Any]:
     }
 
 
-def worker_of_project_check(project: Project, worker: Any) -> None:
+def worker_of_project_check(project: Project, worker: User) -> None:
     """ValidationError unless the worker annotates (or has annotated) in the project."""
     if not project_workers(project=project).filter(pk=worker.pk).exists():
         raise ValidationError(f"{worker} is not a worker of {project}.")
 
 
-def worker_block(*, project: Project, worker: Any, by: Any, reason: str) -> Block:
+def worker_block(*, project: Project, worker: User, by: User, reason: str) -> Block:
     """Bars the worker from the project's HITs (hit_claim skips them) with the reason
     they are shown. Work already submitted stays in the review queue."""
     require_role(project, by, *REVIEWERS)
@@ -122,7 +123,7 @@ def worker_block(*, project: Project, worker: Any, by: Any, reason: str) -> Bloc
     return block
 
 
-def worker_unblock(*, project: Project, worker: Any, by: Any, reason: str = "") -> Block:
+def worker_unblock(*, project: Project, worker: User, by: User, reason: str = "") -> Block:
     require_role(project, by, *REVIEWERS)
     with transaction.atomic():
         block = (

@@ -18,6 +18,7 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
+from core.models import Job
 from core.progress import ProgressFn, no_progress
 from curation import fetch, media
 from curation.models import Clip, Subset
@@ -327,7 +328,7 @@ def clips_fetch(
 
 def clips_fetch_job(
     *,
-    job: Any,
+    job: Job,
     progress: ProgressFn,
     subset_id: int | None = None,
     clip_ids: list[int] | None = None,

@@ -15,6 +15,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils.text import slugify
 
+from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from curation import media
 from curation.models import Clip, Label, Subset
@@ -145,7 +146,7 @@ def _store_local_clip(item: dict[str, Any], labels: list[Label], video: Path | N
 
 def clips_import_local_job(
     *,
-    job: Any,
+    job: Job,
     progress: ProgressFn,
     paths: list[str],
     labels: dict[str, list[str]] | None = None,
@@ -186,7 +187,7 @@ def archive_upload_store(*, upload: Any) -> str:
 
 def clips_import_archive(
     *,
-    project: Any,
+    project: Project,
     stored_name: str,
     upload_name: str,
     subset_name: str = "",
@@ -237,7 +238,7 @@ def clips_import_archive(
 
 def clips_import_archive_job(
     *,
-    job: Any,
+    job: Job,
     progress: ProgressFn,
     stored_name: str,
     upload_name: str,

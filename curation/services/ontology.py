@@ -12,6 +12,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
+from core.models import Job
 from core.progress import ProgressFn, no_progress
 from curation.models import Clip, Label, LabelSourceCount, SuperCategory, WordLabel
 
@@ -109,7 +110,7 @@ def ontology_import(*, path: Path, progress: ProgressFn = no_progress) -> dict[s
     return {"classes": total, "created": created, "updated": updated, "unchanged": unchanged}
 
 
-def ontology_import_job(*, job: Any, progress: ProgressFn, path: str) -> dict[str, int]:
+def ontology_import_job(*, job: Job, progress: ProgressFn, path: str) -> dict[str, int]:
     return ontology_import(path=Path(path), progress=progress)
 
 

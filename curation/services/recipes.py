@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.utils.text import slugify
 
+from core.models import Project
 from curation.models import Recipe
 from curation.recipes import RecipeError, RecipeSpec, recipe_from_text, spec_to_text
 
@@ -19,10 +21,10 @@ RECIPE_FILE_MAX_BYTES = 64 * 1024  # a recipe is a few hundred bytes; anything b
 
 def recipe_save(
     *,
-    project: Any,
+    project: Project,
     name: str,
     spec: RecipeSpec | dict[str, Any],
-    created_by: Any = None,
+    created_by: User | None = None,
     slug: str = "",
 ) -> Recipe:
     """Creates the project's recipe with this slug, or replaces its spec."""
@@ -46,7 +48,7 @@ def recipe_save(
     return recipe
 
 
-def recipe_import(*, project: Any, path: Path, created_by: Any = None) -> Recipe:
+def recipe_import(*, project: Project, path: Path, created_by: User | None = None) -> Recipe:
     """Reads a recipe from a .toml or .json file; its `name` field (or the file name) names it."""
     path = Path(path)
     try:

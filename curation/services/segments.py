@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
 from core.bulk import allocate_ids, insert_many
+from core.models import Job
 from core.progress import ProgressFn, no_progress
 from curation.models import Clip, Label
 from curation.segments import SegmentFormatError, count_lines, read_segments
@@ -322,6 +323,6 @@ def _insert_youtube_clips(rows: list[tuple[int, str, Decimal, Decimal]], segment
 
 
 def segments_import_job(
-    *, job: Any, progress: ProgressFn, path: str, segment_list: str
+    *, job: Job, progress: ProgressFn, path: str, segment_list: str
 ) -> dict[str, int]:
     return segments_import(path=Path(path), segment_list=segment_list, progress=progress)

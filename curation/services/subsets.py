@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from core.bulk import insert_many
+from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from curation.models import Clip, Label, Recipe, Subset, SubsetClip
 from curation.recipes import (
@@ -130,7 +131,7 @@ def _subset_select(
 
 
 def subset_preview(
-    *, project: Any, spec: RecipeSpec | dict[str, Any], top_labels: int = 10
+    *, project: Project, spec: RecipeSpec | dict[str, Any], top_labels: int = 10
 ) -> dict[str, Any]:
     """What building this spec would select now — the build's report, with only the
     `top_labels` largest labels — without storing anything. `project` is where the
@@ -195,7 +196,7 @@ def _subset_store(subset: Subset, selection: Selection, chart: bytes) -> Subset:
 
 def subset_from_clips(
     *,
-    project: Any,
+    project: Project,
     name: str,
     clip_ids: Iterable[int],
     slug: str = "",
@@ -301,7 +302,7 @@ def _subset_chart(table: dict[str, Any], selection: Selection, *, title: str) ->
 
 
 def subset_build_job(
-    *, job: Any, progress: ProgressFn, recipe_id: int, name: str = "", slug: str = ""
+    *, job: Job, progress: ProgressFn, recipe_id: int, name: str = "", slug: str = ""
 ) -> dict[str, Any]:
     recipe = Recipe.objects.select_related("project").get(pk=recipe_id)
     subset = subset_build(recipe=recipe, name=name, slug=slug, progress=progress)
