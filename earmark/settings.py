@@ -28,7 +28,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # wheel (setup.py copies them there; site-packages has no project root).
 _PACKAGE_DIR = Path(__file__).resolve().parent
 SITE_FILES_DIR = _PACKAGE_DIR if (_PACKAGE_DIR / "templates").is_dir() else BASE_DIR
-VAR_DIR = Path(env_str("EARMARK_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+# A checkout keeps its state in var/ beside manage.py; an installed copy (BASE_DIR is then
+# site-packages, where nothing should be written) keeps it in var/ under the working folder.
+_DEFAULT_VAR_DIR = BASE_DIR / "var" if (BASE_DIR / "manage.py").is_file() else Path.cwd() / "var"
+VAR_DIR = Path(env_str("EARMARK_VAR_DIR", str(_DEFAULT_VAR_DIR))).resolve()
 
 DEBUG = env_bool("DEBUG", default=False)
 

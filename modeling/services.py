@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -460,7 +461,9 @@ def _torchrun_command(
         "torch.distributed.run",  # torchrun, from the worker's own environment
         "--standalone",
         f"--nproc_per_node={nproc}",
-        str(Path(settings.BASE_DIR) / "manage.py"),
+        # `python -m django` rather than a manage.py path: an installed copy has no manage.py.
+        "--module",
+        "django",
         "train_run",
         str(run.pk),
         "--job",
@@ -471,11 +474,21 @@ def _torchrun_command(
     return [*command, "--resume"] if resume else command
 
 
+def _torchrun_environment() -> dict[str, str]:
+    """The worker's environment, plus what the ranks need to load the same settings: the
+    settings module and the folder holding the embedded database and media."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "earmark.settings"),
+        "EARMARK_VAR_DIR": str(settings.VAR_DIR),
+    }
+
+
 def run_execute_torchrun(
     *, run: TrainingRun, job: Job, nproc: int, resume: bool = False
 ) -> RunOutcome:
     """Trains the run data-parallel in `nproc` processes (one per GPU) that torchrun starts
-    with `manage.py train_run`, and waits for them. Rank 0 keeps the run row, its learning
+    with `python -m django train_run`, and waits for them. Rank 0 keeps the run row, its learning
     curve and the job's progress current and polls the job's cancel flag, as in-process
     training does; the processes share a work folder made (and removed) here."""
     work = Path(tempfile.mkdtemp(prefix=f"earmark-run-{run.pk}-"))
@@ -485,7 +498,11 @@ def run_execute_torchrun(
         command = _torchrun_command(nproc=nproc, run=run, job=job, work=work, resume=resume)
         log.info("run %s: %s", run.pk, " ".join(command))
         done = subprocess.run(
-            command, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            command,
+            cwd=settings.BASE_DIR,
+            env=_torchrun_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

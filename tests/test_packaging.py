@@ -167,3 +167,27 @@ def test_it_runs_installed_outside_the_checkout(wheel: Path, tmp_path: Path) -> 
     assert Path(home) == site / "earmark" / "templates" / "core" / "home.html"
     assert Path(css) == site / "earmark" / "static" / "earmark.css"
     assert demo_data == "True"
+
+
+def test_an_installed_copy_keeps_its_state_under_the_working_folder(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """Without EARMARK_VAR_DIR an installed copy writes var/ where it runs, never into
+    site-packages (a checkout keeps var/ beside manage.py)."""
+    site = tmp_path / "site-packages"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+         "--disable-pip-version-check", "--target", str(site), str(wheel)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout + install.stderr
+    run_dir = tmp_path / "elsewhere"
+    run_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("EARMARK_VAR_DIR", "MEDIA_ROOT")}
+    env |= {"PYTHONPATH": str(site), "DJANGO_SETTINGS_MODULE": "earmark.settings_test"}
+    probe = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; print(settings.VAR_DIR)"],
+        cwd=run_dir, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    assert Path(probe.stdout.strip().splitlines()[-1]) == (run_dir / "var").resolve()

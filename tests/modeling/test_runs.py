@@ -4,6 +4,7 @@ suggestions, through the same services the gpu-queue job calls (tiny models, CPU
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -352,6 +353,7 @@ def test_a_worker_with_several_processes_trains_through_torchrun(
     )
     job = job_create(kind="training_run", params={"run_id": run.pk})
     launched: list[list[str]] = []
+    environments: list[dict[str, str]] = []
     real_run = subprocess.run
 
     def torchrun(command: list[str], **kwargs: Any) -> Any:
@@ -359,6 +361,7 @@ def test_a_worker_with_several_processes_trains_through_torchrun(
         if "torch.distributed.run" not in command:
             return real_run(command, **kwargs)  # the evaluation's tokenizer
         launched.append(command)
+        environments.append(kwargs["env"])
         work = Path(command[command.index("--work-dir") + 1])
         assert work.is_dir()
         call_command(*command[command.index("train_run") :])
@@ -369,6 +372,13 @@ def test_a_worker_with_several_processes_trains_through_torchrun(
 
     (command,) = launched
     assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    # the ranks start through `python -m django` (an installed copy has no manage.py) with
+    # this process's settings module and state folder
+    assert command[5:8] == ["--module", "django", "train_run"]
+    assert not any(part.endswith("manage.py") for part in command)
+    (environment,) = environments
+    assert environment["DJANGO_SETTINGS_MODULE"] == os.environ["DJANGO_SETTINGS_MODULE"]
+    assert environment["EARMARK_VAR_DIR"] == str(settings.VAR_DIR)
     assert command[command.index("train_run") + 1 :][:3] == [str(run.pk), "--job", str(job.pk)]
     assert not Path(command[command.index("--work-dir") + 1]).exists()  # removed afterwards
     assert result["state"] == TrainingRun.State.SUCCEEDED
