@@ -8,8 +8,9 @@ and stored by annotation.services (the HIT page's rules) and the worker's browse
 the assignment back to `turkSubmitTo`, which completes it on MTurk.
 
 MTurk decides who works on which HIT, so a batch on MTurk is no longer offered by the
-local engine (hit_claim). An MTurk worker becomes a local user "mturk-<WorkerId>" and an
-annotator of the project, so review, blocks and worker pages work unchanged. Reviews are
+local engine (hit_claim). An MTurk worker becomes a local user (an MTurkWorker row holds
+their WorkerId; the account is named "mturk-<WorkerId>", a prefix reserved to the site)
+and an annotator of the project, so review, blocks and worker pages work unchanged. Reviews are
 sent back with mturk_reviews_send (ApproveAssignment / RejectAssignment), which MTurk's
 own payment follows; it is idempotent and retried until MTurk takes each decision.
 Assignments returned or abandoned on MTurk give their local slot back through
@@ -29,7 +30,6 @@ from xml.sax.saxutils import escape
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core import signing
 from django.core.exceptions import ValidationError
@@ -38,10 +38,11 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Assignment, Batch, Hit
+from annotation.models import Assignment, Batch, Hit, MTurkWorker
 from core.models import Job, Membership, Project, Role
 from core.progress import ProgressFn, no_progress
 from core.services import membership_add, require_role
+from core.usernames import MTURK_PREFIX
 from crowd.models import BatchRequirements
 
 PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -54,7 +55,7 @@ QUESTION_XMLNS = (
 PERCENT_APPROVED = "000000000000000000L0"
 NUMBER_APPROVED = "00000000000000000040"
 TOKEN_SALT = "annotation.mturk"
-USERNAME_PREFIX = "mturk-"
+USERNAME_PREFIX = MTURK_PREFIX  # a label only: identity is MTurkWorker.worker_id
 
 logger = logging.getLogger(__name__)
 
@@ -198,18 +199,48 @@ def submit_to_checked(turk_submit_to: str) -> str:
     return origin
 
 
-def mturk_worker(*, worker_id: str, project: Project) -> Any:
-    """The local user standing for an MTurk worker, an annotator of the project."""
+def _worker_id_checked(worker_id: str) -> str:
     if not (worker_id.isalnum() and 1 <= len(worker_id) <= 64):
         raise ValidationError(f"workerId {worker_id!r} is not an MTurk worker id.")
-    users = get_user_model().objects
-    user, created = users.get_or_create(username=USERNAME_PREFIX + worker_id)
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
+    return worker_id
+
+
+def mturk_worker_user(*, worker_id: str) -> User | None:
+    """The local account of the MTurk worker, if they have one: found by the worker id
+    kept in MTurkWorker, never by a username."""
+    found = MTurkWorker.objects.select_related("user").filter(worker_id=worker_id).first()
+    return found.user if found is not None else None
+
+
+def mturk_worker(*, worker_id: str, project: Project) -> User:
+    """The local user standing for an MTurk worker, an annotator of the project; made on
+    their first assignment, named `mturk-<WorkerId>` (a reserved prefix no sign-up form
+    accepts), or `mturk-<WorkerId>-<n>` where an older account holds that name."""
+    _worker_id_checked(worker_id)
+    user = mturk_worker_user(worker_id=worker_id)
+    if user is None:
+        try:
+            with transaction.atomic():
+                user = User.objects.create_user(
+                    username=_free_username(USERNAME_PREFIX + worker_id), password=None
+                )
+                MTurkWorker.objects.create(user=user, worker_id=worker_id)
+        except IntegrityError:  # the same worker's other request made it meanwhile
+            user = mturk_worker_user(worker_id=worker_id)
+            if user is None:
+                raise
     if not Membership.objects.filter(project=project, user=user).exists():
         membership_add(project=project, user=user, role=Role.ANNOTATOR)
     return user
+
+
+def _free_username(wanted: str) -> str:
+    users = User.objects
+    name, n = wanted, 1
+    while users.filter(username__iexact=name).exists():
+        n += 1
+        name = f"{wanted}-{n}"
+    return name
 
 
 def mturk_assignment_start(
@@ -219,11 +250,11 @@ def mturk_assignment_start(
     reloads the page), taking a slot of the HIT as hit_claim would."""
     if not (assignment_id.isalnum() and 1 <= len(assignment_id) <= 64):
         raise ValidationError(f"assignmentId {assignment_id!r} is not an MTurk assignment id.")
+    _worker_id_checked(worker_id)
     existing = Assignment.objects.filter(mturk_assignment_id=assignment_id).first()
     if existing is not None:
-        if existing.hit_id != hit.pk or existing.worker.get_username() != (
-            USERNAME_PREFIX + worker_id
-        ):
+        owner = MTurkWorker.objects.filter(user_id=existing.worker_id).first()
+        if existing.hit_id != hit.pk or owner is None or owner.worker_id != worker_id:
             raise ValidationError("This assignment belongs to another HIT or worker.")
         return existing
     batch = hit.batch

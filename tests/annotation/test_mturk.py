@@ -3,6 +3,7 @@ the framed page (preview, accept, submit, post back to turkSubmitTo) and sending
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,13 +13,15 @@ from urllib.parse import urlencode
 
 import pytest
 from botocore.exceptions import ClientError
+from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 
 from annotation import rules
-from annotation.models import Assignment, Batch, Caption, Hit
+from annotation.models import Assignment, Batch, Caption, Hit, MTurkWorker
 from annotation.mturk import (
     PREVIEW,
     batch_mturk_publish,
@@ -36,7 +39,7 @@ from crowd.services import (
 )
 from tests.annotation.conftest import CAPTION, MakeBatch, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, fake_mturk
-from tests.conftest import streamed
+from tests.conftest import make_user, streamed
 
 SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
@@ -234,6 +237,45 @@ def test_accepting_makes_a_local_worker_and_assignment(on_mturk: Batch) -> None:
     client.get(_page_url(hit))  # a reload is the same assignment
     assert Assignment.objects.count() == 1
     assert Hit.objects.get(pk=hit.pk).taken == 1
+
+
+def test_the_worker_id_is_kept_in_its_own_field(on_mturk: Batch) -> None:
+    _accept(_hit(on_mturk))
+    worker = Assignment.objects.get().worker
+    assert MTurkWorker.objects.get(worker_id="AWORKER1").user == worker
+
+
+def test_an_account_named_like_a_worker_is_not_that_worker(on_mturk: Batch) -> None:
+    # made through a sign-up form before the prefix was reserved
+    squatter = make_user("mturk-AWORKER1")
+    _accept(_hit(on_mturk))
+    worker = Assignment.objects.get().worker
+    assert worker != squatter
+    assert worker.get_username() == "mturk-AWORKER1-2"
+    assert MTurkWorker.objects.get(worker_id="AWORKER1").user == worker
+    assert not squatter.assignments.exists()
+
+
+def test_a_renamed_worker_account_keeps_its_assignments(on_mturk: Batch) -> None:
+    hit = _hit(on_mturk)
+    _accept(hit)
+    worker = Assignment.objects.get().worker
+    worker.username = "someone-else"
+    worker.save()
+    _accept(hit)  # the reload finds the same assignment: identity is not the name
+    assert Assignment.objects.get().worker == worker
+
+
+def test_the_migration_links_the_accounts_the_mturk_page_made(db: None) -> None:
+    made_by_the_page = get_user_model().objects.create_user("mturk-AOLD1", password=None)
+    signed_up = make_user("mturk-ASQUAT1")  # a usable password: a person chose this name
+    make_user("mturkey")
+    migration = importlib.import_module("annotation.migrations.0005_mturk_worker_identity")
+    migration.link_existing_mturk_accounts(apps, None)
+    assert list(MTurkWorker.objects.values_list("worker_id", "user")) == [
+        ("AOLD1", made_by_the_page.pk)
+    ]
+    assert not MTurkWorker.objects.filter(user=signed_up).exists()
 
 
 def test_a_wrong_hit_id_is_404(on_mturk: Batch) -> None:
