@@ -46,7 +46,7 @@ from core.models import Job, Membership, Project, Role
 from core.progress import ProgressFn, no_progress
 from core.services import membership_add, require_role
 from core.usernames import MTURK_PREFIX
-from crowd.models import BatchRequirements
+from crowd.models import BatchRequirements, Block
 
 PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 FRAME_HEIGHT = 0  # MTurk sizes the frame to the page
@@ -475,6 +475,14 @@ def mturk_assignment_start(
     )
     if status != IN_PROGRESS:
         raise ValidationError(f"This assignment is already {status.lower()} on MTurk.")
+    known = mturk_worker_user(worker_id=worker_id)
+    if (
+        known is not None
+        and Block.objects.active().filter(worker=known, project=batch.project).exists()
+    ):
+        raise ValidationError(
+            "You are blocked from this project's HITs; please return this one on MTurk."
+        )
     _unseen_there_check(client, hit, now)
     assignment = _mturk_assignment_open(hit, worker_id, assignment_id, now)
     if assignment is None and _given_up_there(client, hit, now):

@@ -154,8 +154,11 @@ def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
             assignment=assignment, worker=assignment.worker, captions=captions
         )
     except ValidationError as exc:
-        if not hasattr(exc, "error_dict"):  # late or already submitted
-            return _page(request, hit, problem=" ".join(exc.messages), status=409)
+        if not hasattr(exc, "error_dict"):  # late, blocked or already submitted
+            problem = " ".join(exc.messages)
+            if getattr(exc, "code", None) == "blocked":
+                problem += " Please return the HIT on MTurk."
+            return _page(request, hit, problem=problem, status=409)
         return _page(
             request,
             hit,

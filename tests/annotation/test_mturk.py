@@ -37,6 +37,7 @@ from crowd.services import (
     qualification_create,
     review_approve,
     review_reject,
+    worker_block,
 )
 from tests.annotation.conftest import CAPTION, MakeBatch, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, fake_mturk
@@ -469,6 +470,37 @@ def test_a_page_under_the_id_of_a_worker_at_work_leaves_their_assignment_alone(
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0002", worker_id="AWORKER1"))
     assert response.status_code == 409
     assert _state("ASSIGN0001") == Assignment.State.ACCEPTED
+    assert Assignment.objects.count() == 1
+
+
+def test_a_blocked_worker_cannot_submit_the_hit_already_held(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    worker = Assignment.objects.get().worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    assert response.status_code == 409
+    html = response.content.decode()
+    assert "You are blocked from this project&#x27;s HITs" in html
+    assert "Please return the HIT on MTurk." in html
+    assert "externalSubmit" not in html
+    assert not Caption.objects.exists()
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+
+
+def test_a_blocked_worker_opens_no_new_assignment(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    _submitted(mturk, hit, "ASSIGN0001", "AWORKER1")
+    worker = Assignment.objects.get().worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0002", "AWORKER1")
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0002", worker_id="AWORKER1"))
+    assert response.status_code == 409
+    assert "blocked from this project" in response.content.decode()
     assert Assignment.objects.count() == 1
 
 
