@@ -9,6 +9,7 @@ from annotation.models import (
     ClipListen,
     ClipReport,
     Hit,
+    MTurkWorker,
     VideoHintView,
 )
 
@@ -58,3 +59,10 @@ class VideoHintViewAdmin(admin.ModelAdmin):
 class ClipListenAdmin(admin.ModelAdmin):
     list_display = ["__str__", "assignment", "clip", "heard_at"]
     raw_id_fields = ["assignment", "clip"]
+
+
+@admin.register(MTurkWorker)
+class MTurkWorkerAdmin(admin.ModelAdmin):
+    list_display = ["worker_id", "user", "created_at"]
+    search_fields = ["worker_id", "user__username"]
+    raw_id_fields = ["user"]

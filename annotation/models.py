@@ -415,3 +415,27 @@ class ClipReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_problem_display()} (clip {self.clip_id})"
+
+
+class MTurkWorker(models.Model):
+    """The local account standing for one Amazon Mechanical Turk worker (MTurk mode).
+
+    Identity is this row, never the account's name: annotation.mturk finds a worker by
+    `worker_id` (which MTurk confirmed, see mturk_assignment_start) and names new accounts
+    `mturk-<WorkerId>` only as a label, a prefix no sign-up form accepts
+    (core.usernames)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mturk_worker"
+    )
+    worker_id = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "MTurk worker"
+        constraints = [
+            models.CheckConstraint(condition=~Q(worker_id=""), name="mturkworker_has_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"MTurk worker {self.worker_id}"

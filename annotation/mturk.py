@@ -8,8 +8,9 @@ and stored by annotation.services (the HIT page's rules) and the worker's browse
 the assignment back to `turkSubmitTo`, which completes it on MTurk.
 
 MTurk decides who works on which HIT, so a batch on MTurk is no longer offered by the
-local engine (hit_claim). An MTurk worker becomes a local user "mturk-<WorkerId>" and an
-annotator of the project, so review, blocks and worker pages work unchanged. Reviews are
+local engine (hit_claim). An MTurk worker becomes a local user (an MTurkWorker row holds
+their WorkerId; the account is named "mturk-<WorkerId>", a prefix reserved to the site)
+and an annotator of the project, so review, blocks and worker pages work unchanged. Reviews are
 sent back with mturk_reviews_send (ApproveAssignment / RejectAssignment), which MTurk's
 own payment follows; it is idempotent and retried until MTurk takes each decision.
 Assignments returned or abandoned on MTurk give their local slot back through
@@ -22,27 +23,30 @@ unless configured otherwise; credentials are boto3's usual (AWS_ACCESS_KEY_ID, â
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core import signing
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Assignment, Batch, Hit
+from annotation.models import Assignment, Batch, Hit, MTurkWorker
 from core.models import Job, Membership, Project, Role
 from core.progress import ProgressFn, no_progress
 from core.services import membership_add, require_role
-from crowd.models import BatchRequirements
+from core.usernames import MTURK_PREFIX
+from crowd.models import BatchRequirements, Block
 
 PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 FRAME_HEIGHT = 0  # MTurk sizes the frame to the page
@@ -54,16 +58,26 @@ QUESTION_XMLNS = (
 PERCENT_APPROVED = "000000000000000000L0"
 NUMBER_APPROVED = "00000000000000000040"
 TOKEN_SALT = "annotation.mturk"
-USERNAME_PREFIX = "mturk-"
+USERNAME_PREFIX = MTURK_PREFIX  # a label only: identity is MTurkWorker.worker_id
 
 logger = logging.getLogger(__name__)
+
+
+# The worker's page waits on MTurk's answers: a few seconds at most, not boto3's default
+# of a minute per try and five tries, which would hold a web process that long.
+CLIENT_CONFIG = Config(
+    connect_timeout=5, read_timeout=15, retries={"mode": "standard", "max_attempts": 3}
+)
 
 
 def mturk_client() -> Any:
     import boto3
 
     return boto3.client(
-        "mturk", endpoint_url=settings.MTURK_ENDPOINT_URL, region_name=settings.MTURK_REGION
+        "mturk",
+        endpoint_url=settings.MTURK_ENDPOINT_URL,
+        region_name=settings.MTURK_REGION,
+        config=CLIENT_CONFIG,
     )
 
 
@@ -198,32 +212,255 @@ def submit_to_checked(turk_submit_to: str) -> str:
     return origin
 
 
-def mturk_worker(*, worker_id: str, project: Project) -> Any:
-    """The local user standing for an MTurk worker, an annotator of the project."""
+def _worker_id_checked(worker_id: str) -> str:
     if not (worker_id.isalnum() and 1 <= len(worker_id) <= 64):
         raise ValidationError(f"workerId {worker_id!r} is not an MTurk worker id.")
-    users = get_user_model().objects
-    user, created = users.get_or_create(username=USERNAME_PREFIX + worker_id)
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
+    return worker_id
+
+
+def mturk_worker_user(*, worker_id: str) -> User | None:
+    """The local account of the MTurk worker, if they have one: found by the worker id
+    kept in MTurkWorker, never by a username."""
+    found = MTurkWorker.objects.select_related("user").filter(worker_id=worker_id).first()
+    return found.user if found is not None else None
+
+
+def mturk_worker(*, worker_id: str, project: Project) -> User:
+    """The local user standing for an MTurk worker, an annotator of the project; made on
+    their first assignment, named `mturk-<WorkerId>` (a reserved prefix no sign-up form
+    accepts), or `mturk-<WorkerId>-<n>` where an older account holds that name."""
+    _worker_id_checked(worker_id)
+    user = mturk_worker_user(worker_id=worker_id)
+    if user is None:
+        try:
+            with transaction.atomic():
+                user = User.objects.create_user(
+                    username=_free_username(USERNAME_PREFIX + worker_id), password=None
+                )
+                MTurkWorker.objects.create(user=user, worker_id=worker_id)
+        except IntegrityError:  # the same worker's other request made it meanwhile
+            user = mturk_worker_user(worker_id=worker_id)
+            if user is None:
+                raise
     if not Membership.objects.filter(project=project, user=user).exists():
         membership_add(project=project, user=user, role=Role.ANNOTATOR)
     return user
 
 
+def _free_username(wanted: str) -> str:
+    users = User.objects
+    name, n = wanted, 1
+    while users.filter(username__iexact=name).exists():
+        n += 1
+        name = f"{wanted}-{n}"
+    return name
+
+
+# Who is asking: what MTurk confirms --------------------------------------------------------
+#
+# The page's query string (assignmentId, hitId, workerId) comes from the visitor's browser,
+# and anyone who has seen a HIT's preview knows its URL, so nothing in it is believed
+# until MTurk's requester API (signed with our credentials) backs it:
+#
+# - GetAssignment answers only for assignments a worker has submitted (Submitted,
+#   Approved, Rejected: boto3's AssignmentStatus has no other value). For one still in
+#   progress, accepted and not yet submitted, which is what a page opening for work
+#   holds, MTurk answers a RequestError saying the operation "can be called with a status
+#   of: Reviewable,Approved,Rejected"; for an id it has no assignment under, a RequestError
+#   saying so. assignment_verify tells the three apart: an assignment MTurk returns must
+#   be this HIT's and this worker's; the in-progress refusal is the one error that lets
+#   a page open (matched on that wording, so a change there fails closed: workers are
+#   refused, nothing is created); any other RequestError refuses the request; MTurk out
+#   of reach or failing (a ServiceFault, a timeout) refuses it for now (MTurkUnconfirmed).
+# - An assignment in progress names no HIT and no worker there, so a new one must also
+#   fit MTurk's count: GetHIT's NumberOfAssignmentsPending must exceed the local
+#   assignments already open on the HIT, after freeing those MTurk, asked about each by
+#   its own id, says were given up (_given_up_there). Someone holding one real assignment
+#   cannot fill another HIT's slots with it, open a second local assignment for one slot,
+#   or push out a worker still at work (whose local assignment MTurk still has).
+# - The page is asked again on submit (the form's signed token names the local
+#   assignment): MTurk must still have it in progress, or submitted by this worker on
+#   this HIT.
+# - Once the worker's browser has posted to MTurk, GetAssignment names the HIT and the
+#   worker: mturk_reviews_send checks them before it sends a decision, and an assignment
+#   submitted here under another worker's id is logged and never reviewed there.
+# - Until MTurk backs a request nothing is written: no account, membership or assignment.
+#   The page's requests that may reach MTurk (opening an assignment, submitting one) are
+#   counted per client address and per HIT in Django's cache (page_rate_check).
+
+IN_PROGRESS = "in progress"
+FINISHED = ("Submitted", "Approved", "Rejected")
+IN_PROGRESS_WORDING = "can be called with a status of"
+
+
+class MTurkUnconfirmed(ValidationError):
+    """MTurk could not be asked, or failed to answer: try again later."""
+
+
+class TooManyRequests(ValidationError):
+    """The page was asked too often from one address, or for one HIT."""
+
+
+def page_rate_check(*, address: str, hit: Hit) -> None:
+    """Counts a request of the MTurk page that may reach MTurk or write rows, per client
+    address and per HIT, over a fixed window (MTURK_PAGE_LIMIT_*); TooManyRequests past
+    either limit. The counts live in Django's cache, so several web processes share them
+    only through a shared cache backend."""
+    window = settings.MTURK_PAGE_LIMIT_WINDOW_SECONDS
+    bucket = int(time.time() // window)
+    over = [
+        what
+        for what, key, limit in (
+            ("address", f"ip:{address}", settings.MTURK_PAGE_LIMIT_PER_ADDRESS),
+            ("HIT", f"hit:{hit.pk}", settings.MTURK_PAGE_LIMIT_PER_HIT),
+        )
+        if _counted(f"mturk-page:{key}:{bucket}", window) > limit
+    ]
+    if over:
+        logger.warning(
+            "MTurk page of HIT #%s: too many requests per %s", hit.pk, " and ".join(over)
+        )
+        raise TooManyRequests(
+            "Too many requests for this HIT just now; please wait a few minutes and reload."
+        )
+
+
+def _counted(key: str, window: int) -> int:
+    cache.add(key, 0, timeout=window)
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=window)
+        return 1
+
+
+def assignment_verify(*, client: Any, hit: Hit, assignment_id: str, worker_id: str) -> str:
+    """How MTurk has `assignment_id`: IN_PROGRESS, or its AssignmentStatus (Submitted,
+    Approved, Rejected) once it has been submitted there by `worker_id` on `hit`.
+    ValidationError when MTurk has no such assignment or it is another HIT's or worker's;
+    MTurkUnconfirmed when MTurk cannot say just now. The design is above."""
+    try:
+        answer = client.get_assignment(AssignmentId=assignment_id)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code == "RequestError" and IN_PROGRESS_WORDING in _error(exc):
+            return IN_PROGRESS
+        if code == "RequestError":
+            logger.warning(
+                "MTurk page of HIT #%s: MTurk refused assignment %s of worker %s: %s",
+                hit.pk,
+                assignment_id,
+                worker_id,
+                _error(exc),
+            )
+            raise ValidationError(
+                "MTurk has no assignment of yours on this HIT under this id; accept the HIT "
+                "on MTurk first."
+            ) from None
+        logger.warning("MTurk did not say how assignment %s stands: %s", assignment_id, _error(exc))
+        raise MTurkUnconfirmed(
+            "MTurk could not confirm your assignment just now; please try again in a minute."
+        ) from None
+    except BotoCoreError as exc:
+        logger.warning("MTurk did not say how assignment %s stands: %s", assignment_id, exc)
+        raise MTurkUnconfirmed(
+            "MTurk could not confirm your assignment just now; please try again in a minute."
+        ) from None
+    there = answer.get("Assignment", {})
+    if (there.get("HITId"), there.get("WorkerId")) != (hit.mturk_hit_id, worker_id):
+        logger.warning(
+            "MTurk page of HIT #%s: assignment %s claimed for worker %s is worker %s's on "
+            "HIT %s there",
+            hit.pk,
+            assignment_id,
+            worker_id,
+            there.get("WorkerId"),
+            there.get("HITId"),
+        )
+        raise ValidationError("This assignment belongs to another HIT or worker.")
+    status = str(there.get("AssignmentStatus", ""))
+    if status not in FINISHED:
+        raise MTurkUnconfirmed(f"MTurk gave assignment {assignment_id} an unknown status.")
+    return status
+
+
+def _open_here(hit: Hit) -> int:
+    """The HIT's local MTurk assignments in progress."""
+    return (
+        Assignment.objects.filter(hit=hit, state=Assignment.State.ACCEPTED)
+        .exclude(mturk_assignment_id="")
+        .count()
+    )
+
+
+def _pending_there(client: Any, hit: Hit) -> int:
+    try:
+        return int(client.get_hit(HITId=hit.mturk_hit_id)["HIT"]["NumberOfAssignmentsPending"])
+    except (ClientError, BotoCoreError) as exc:
+        logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, _error(exc))
+        raise MTurkUnconfirmed(
+            "MTurk could not confirm your assignment just now; please try again in a minute."
+        ) from None
+
+
+def _given_up_there(client: Any, hit: Hit, now: datetime) -> int:
+    """Frees the slots of the HIT's local assignments in progress that MTurk says it no
+    longer has (returned or abandoned there: GetAssignment answers neither with the
+    assignment nor with the in-progress refusal). Each is asked about by its own id, so a
+    newcomer's page, whatever it claims, frees no one still at work there. It runs only
+    after MTurk has just given the newcomer's own assignment the in-progress refusal, so
+    that refusal still reads as this code expects: were MTurk to reword it, nothing would
+    get this far, rather than every assignment at work reading as given up. Returns how
+    many were freed."""
+    released = 0
+    mine = Assignment.objects.filter(hit=hit, state=Assignment.State.ACCEPTED).exclude(
+        mturk_assignment_id=""
+    )
+    for assignment in mine:
+        try:
+            client.get_assignment(AssignmentId=assignment.mturk_assignment_id)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "RequestError" and IN_PROGRESS_WORDING not in _error(exc):
+                released += _released_there(assignment, now)
+        except BotoCoreError:
+            pass  # unknown: it keeps its slot
+    return released
+
+
+def _unseen_there_check(client: Any, hit: Hit, now: datetime) -> None:
+    """MTurk has more assignments in progress on the HIT than are open here, so one of
+    them can be the one opening; local ones MTurk no longer has are settled first."""
+    pending = _pending_there(client, hit)
+    if pending > _open_here(hit):
+        return
+    if _given_up_there(client, hit, now) and pending > _open_here(hit):
+        return
+    raise ValidationError(
+        "MTurk shows no assignment of this HIT in progress besides those already open here. "
+        "If you accepted it just now, reload the page in a minute; otherwise please return it."
+    )
+
+
 def mturk_assignment_start(
-    *, hit: Hit, assignment_id: str, worker_id: str, now: datetime | None = None
+    *,
+    hit: Hit,
+    assignment_id: str,
+    worker_id: str,
+    now: datetime | None = None,
+    client: Any = None,
 ) -> Assignment:
     """The local assignment for MTurk's `assignment_id` (the same one when the worker
-    reloads the page), taking a slot of the HIT as hit_claim would."""
+    reloads the page), taking a slot of the HIT as hit_claim would. A new one is made
+    only once MTurk confirms it (see above); nothing is written for a refused request."""
     if not (assignment_id.isalnum() and 1 <= len(assignment_id) <= 64):
         raise ValidationError(f"assignmentId {assignment_id!r} is not an MTurk assignment id.")
+    _worker_id_checked(worker_id)
     existing = Assignment.objects.filter(mturk_assignment_id=assignment_id).first()
     if existing is not None:
-        if existing.hit_id != hit.pk or existing.worker.get_username() != (
-            USERNAME_PREFIX + worker_id
-        ):
+        # MTurk confirmed it when it was made here; a reload asks nothing more of MTurk
+        owner = MTurkWorker.objects.filter(user_id=existing.worker_id).first()
+        if existing.hit_id != hit.pk or owner is None or owner.worker_id != worker_id:
             raise ValidationError("This assignment belongs to another HIT or worker.")
         return existing
     batch = hit.batch
@@ -231,31 +468,78 @@ def mturk_assignment_start(
         raise ValidationError("This HIT is not on MTurk.")
     if not batch.is_open(now):
         raise ValidationError("This batch is closed; please return the HIT.")
-    worker = mturk_worker(worker_id=worker_id, project=batch.project)
     now = now or timezone.now()
-    assignment = _mturk_assignment_take(hit, worker, assignment_id, now)
-    if assignment is None and _hit_returns_sync(hit, now, newcomers=1)["released"]:
+    client = client or mturk_client()
+    status = assignment_verify(
+        client=client, hit=hit, assignment_id=assignment_id, worker_id=worker_id
+    )
+    if status != IN_PROGRESS:
+        raise ValidationError(f"This assignment is already {status.lower()} on MTurk.")
+    known = mturk_worker_user(worker_id=worker_id)
+    if (
+        known is not None
+        and Block.objects.active().filter(worker=known, project=batch.project).exists()
+    ):
+        raise ValidationError(
+            "You are blocked from this project's HITs; please return this one on MTurk."
+        )
+    _unseen_there_check(client, hit, now)
+    assignment = _mturk_assignment_open(hit, worker_id, assignment_id, now)
+    if assignment is None and _given_up_there(client, hit, now):
         # MTurk let this worker accept, so a slot is free there: one whose worker
         # returned it, which the periodic sync had not caught up with yet
-        assignment = _mturk_assignment_take(hit, worker, assignment_id, now)
+        assignment = _mturk_assignment_open(hit, worker_id, assignment_id, now)
     if assignment is None:
         raise ValidationError("This HIT has all the captions it wants; please return it.")
     return assignment
 
 
+def mturk_submit_check(*, assignment: Assignment, client: Any = None) -> None:
+    """Asks MTurk again before the page stores captions: the assignment must still be in
+    progress there, or submitted there by its worker on its HIT."""
+    owner = MTurkWorker.objects.filter(user_id=assignment.worker_id).first()
+    if owner is None:
+        raise ValidationError("This assignment is not an MTurk worker's.")
+    status = assignment_verify(
+        client=client or mturk_client(),
+        hit=assignment.hit,
+        assignment_id=assignment.mturk_assignment_id,
+        worker_id=owner.worker_id,
+    )
+    if status not in (IN_PROGRESS, "Submitted"):
+        raise ValidationError(f"This assignment is already {status.lower()} on MTurk.")
+
+
+class _HitFull(Exception):
+    """Raised inside the transaction that makes a worker's rows, to undo them."""
+
+
+def _mturk_assignment_open(
+    hit: Hit, worker_id: str, assignment_id: str, now: datetime
+) -> Assignment | None:
+    """The worker's account (made on first need) and a new assignment on a slot of the
+    HIT, in one transaction: None, with nothing written, when the HIT is full here."""
+    try:
+        with transaction.atomic():
+            worker = mturk_worker(worker_id=worker_id, project=hit.batch.project)
+            assignment = _mturk_assignment_take(hit, worker, assignment_id, now)
+            if assignment is None:
+                raise _HitFull
+            return assignment
+    except _HitFull:
+        return None
+
+
 def _mturk_assignment_take(
     hit: Hit, worker: User, assignment_id: str, now: datetime
 ) -> Assignment | None:
-    """A new local assignment on a slot of the HIT; None when the HIT is full here."""
+    """A new local assignment on a slot of the HIT; None when the HIT is full here. The
+    worker's old assignment of the HIT, when they come back with a new assignmentId, was
+    freed by _given_up_there (MTurk gives a worker one assignment of a HIT at a time, and
+    the new one is not counted in GetHIT's pending until the old one left); one MTurk still
+    has in progress keeps the new one out (assignment_one_open)."""
     try:
         with transaction.atomic():
-            # MTurk gives a worker one assignment of a HIT at a time: the same worker back
-            # on the same HIT with a new assignmentId returned (or let lapse) the old one
-            # there, so its local twin gives its slot back before the new one takes one.
-            for old in Assignment.objects.filter(
-                hit=hit, worker=worker, state=Assignment.State.ACCEPTED
-            ).exclude(mturk_assignment_id=assignment_id):
-                _released_there(old, now)
             took = Hit.objects.filter(pk=hit.pk, taken__lt=F("max_assignments")).update(
                 taken=F("taken") + 1
             )
@@ -297,35 +581,85 @@ def page_token_read(token: str, *, max_age: int) -> tuple[Assignment, str]:
 
 def mturk_reviews_send(*, batch: Batch | None = None, client: Any = None) -> dict[str, int]:
     """Sends MTurk the local decisions on its assignments not sent yet: ApproveAssignment
-    or RejectAssignment with the reviewer's feedback. A call MTurk refuses leaves the
-    assignment for the next run; returns how many were sent and refused."""
+    or RejectAssignment with the reviewer's feedback. Each is first looked up there
+    (GetAssignment): a decision MTurk already holds (its own auto-approval may come first,
+    after the same delay as ours) is not sent again, and one whose assignment MTurk gives
+    to another worker or HIT than the page recorded is not sent at all: the page was
+    opened under someone else's worker id, which only MTurk's answer after the submit can
+    show (see "Who is asking" above). An assignment MTurk will not give, or a decision it
+    refuses, is left for the next run. Returns how many were sent, refused and mismatched."""
     pending = Assignment.objects.filter(
         state__in=[Assignment.State.APPROVED, Assignment.State.REJECTED],
         mturk_review_sent_at__isnull=True,
     ).exclude(mturk_assignment_id="")
     if batch is not None:
         pending = pending.filter(hit__batch=batch)
-    pending = pending.order_by("reviewed_at", "pk")
+    pending = pending.select_related("hit", "worker__mturk_worker").order_by("reviewed_at", "pk")
+    counts = {"sent": 0, "refused": 0, "mismatched": 0}
     if not pending.exists():
-        return {"sent": 0, "refused": 0}
+        return counts
     client = client or mturk_client()
-    sent = refused = 0
     for assignment in pending.iterator(chunk_size=200):
-        try:
-            _review_send(client, assignment)
-        except Exception as exc:  # botocore errors: kept for the next run
-            if not _decided_there(client, assignment):
+        there = _there(client, assignment)
+        if there is None:
+            counts["refused"] += 1
+            continue
+        if not _same_worker_and_hit(there, assignment):
+            counts["mismatched"] += 1
+            continue
+        if there.get("AssignmentStatus") == "Submitted":
+            try:
+                _review_send(client, assignment)
+            except (ClientError, BotoCoreError) as exc:  # kept for the next run
                 logger.warning(
                     "MTurk refused the review of assignment #%s (%s): %s",
                     assignment.pk,
                     assignment.mturk_assignment_id,
                     _error(exc),
                 )
-                refused += 1
+                counts["refused"] += 1
                 continue
+        elif not _decided_there(there, assignment):
+            counts["refused"] += 1
+            continue
         Assignment.objects.filter(pk=assignment.pk).update(mturk_review_sent_at=timezone.now())
-        sent += 1
-    return {"sent": sent, "refused": refused}
+        counts["sent"] += 1
+    return counts
+
+
+def _there(client: Any, assignment: Assignment) -> dict[str, Any] | None:
+    """MTurk's record of a submitted assignment; None (logged) when MTurk will not give it
+    (not submitted there, refused, unreachable): asked again next run."""
+    try:
+        answer = client.get_assignment(AssignmentId=assignment.mturk_assignment_id)
+    except (ClientError, BotoCoreError) as exc:
+        logger.warning(
+            "MTurk did not say how assignment #%s (%s) stands: %s",
+            assignment.pk,
+            assignment.mturk_assignment_id,
+            _error(exc),
+        )
+        return None
+    there: dict[str, Any] = answer.get("Assignment", {})
+    return there
+
+
+def _same_worker_and_hit(there: dict[str, Any], assignment: Assignment) -> bool:
+    owner = getattr(assignment.worker, "mturk_worker", None)
+    here = (assignment.hit.mturk_hit_id, owner.worker_id if owner is not None else None)
+    if (there.get("HITId"), there.get("WorkerId")) == here:
+        return True
+    logger.error(
+        "Assignment #%s (%s) was submitted here as worker %s's on HIT %s, but MTurk has it "
+        "as worker %s's on HIT %s: its review is not sent. Check it on MTurk.",
+        assignment.pk,
+        assignment.mturk_assignment_id,
+        here[1],
+        here[0],
+        there.get("WorkerId"),
+        there.get("HITId"),
+    )
+    return False
 
 
 def _review_send(client: Any, assignment: Assignment) -> None:
@@ -340,21 +674,10 @@ def _review_send(client: Any, assignment: Assignment) -> None:
         )
 
 
-def _decided_there(client: Any, assignment: Assignment) -> bool:
-    """Whether MTurk already holds a final decision (its own auto-approval may come first,
-    after the same delay as ours); nothing more can be sent then. A decision other than
-    ours is logged: MTurk's stands."""
-    try:
-        status = client.get_assignment(AssignmentId=assignment.mturk_assignment_id)
-    except (ClientError, BotoCoreError) as exc:  # refused or unreachable: asked again next run
-        logger.warning(
-            "MTurk did not say how assignment #%s (%s) stands: %s",
-            assignment.pk,
-            assignment.mturk_assignment_id,
-            _error(exc),
-        )
-        return False
-    decided = status.get("Assignment", {}).get("AssignmentStatus")
+def _decided_there(there: dict[str, Any], assignment: Assignment) -> bool:
+    """Whether MTurk already holds a final decision; nothing more can be sent then. A
+    decision other than ours is logged: MTurk's stands."""
+    decided = there.get("AssignmentStatus")
     if decided not in ("Approved", "Rejected"):
         return False
     if decided.lower() != assignment.state:
@@ -398,8 +721,8 @@ def mturk_returns_sync(
     more local accepted assignments than that is left for a later run (counted as
     `unsettled`): guessing which one was returned could throw away a caption in progress.
     mturk_assignment_start settles a HIT at once when a worker comes back to it with a new
-    assignmentId, or when a new worker opens the page of a HIT full here (MTurk let them
-    accept, so a slot is free there).
+    assignmentId, or when a new worker opens the page of a HIT full here, by asking MTurk
+    about each local assignment in progress (_given_up_there).
     """
     now = now or timezone.now()
     accepted = Assignment.objects.filter(state=Assignment.State.ACCEPTED).exclude(
@@ -418,11 +741,8 @@ def mturk_returns_sync(
     return counts
 
 
-def _hit_returns_sync(
-    hit: Hit, now: datetime, client: Any = None, newcomers: int = 0
-) -> dict[str, int]:
-    """mturk_returns_sync for one HIT. `newcomers`: assignments in progress on MTurk that
-    have no local row yet (the one whose page is opening), so not local ones."""
+def _hit_returns_sync(hit: Hit, now: datetime, client: Any = None) -> dict[str, int]:
+    """mturk_returns_sync for one HIT."""
     # read before asking MTurk: an assignment accepted after GetHIT is not in this list
     mine = list(
         Assignment.objects.filter(hit=hit, state=Assignment.State.ACCEPTED).exclude(
@@ -439,7 +759,6 @@ def _hit_returns_sync(
         logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, _error(exc))
         return {"released": 0, "unsettled": 0, "failed": 1}
     gone = [a for a in mine if a.mturk_assignment_id not in done]
-    pending = max(pending - newcomers, 0)
     if pending > 0:
         return {"released": 0, "unsettled": int(len(gone) > pending), "failed": 0}
     released = sum(_released_there(a, now) for a in gone)

@@ -4,6 +4,10 @@ MTurk frames the page on its own site, so these views allow framing by MTurk alo
 they carry no session: the browser sends no cookies of ours to a third-party frame. The
 form is protected by a signed token naming the assignment instead, which is why the
 submit is exempt from Django's cookie-based CSRF check.
+
+The query string is the visitor's word only: opening an assignment and submitting it are
+confirmed with MTurk first, and counted per client address and per HIT
+(annotation.mturk, "Who is asking").
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotation import mturk, rules, services
 from annotation.models import Assignment, Hit, HitClip
 from core.media import media_response
+from core.net import client_address
 
 # a page's token outlives any time allotted; the assignment's own deadline still applies
 TOKEN_MAX_AGE = 24 * 3600
@@ -71,6 +76,14 @@ def _page(
     return _framed(render(request, "annotation/mturk_hit.html", context, status=status))
 
 
+def _refusal_status(exc: ValidationError, default: int) -> int:
+    if isinstance(exc, mturk.TooManyRequests):
+        return 429
+    if isinstance(exc, mturk.MTurkUnconfirmed):
+        return 503
+    return default
+
+
 def _mturk_hit(hit_id: int) -> Hit:
     hits = Hit.objects.select_related("batch__project").exclude(mturk_hit_id="")
     return get_object_or_404(hits, pk=hit_id)
@@ -90,12 +103,14 @@ def mturk_hit(request: HttpRequest, hit_id: int) -> HttpResponse:
     if assignment_id == mturk.PREVIEW:
         return _page(request, hit)  # the preview: instructions and clips, no boxes
     try:
+        mturk.page_rate_check(address=client_address(request), hit=hit)
         submit_to = mturk.submit_to_checked(params.get("turkSubmitTo", ""))
         assignment = mturk.mturk_assignment_start(
             hit=hit, assignment_id=assignment_id, worker_id=params.get("workerId", "")
         )
     except ValidationError as exc:
-        return _page(request, hit, problem=" ".join(exc.messages), status=409)
+        status = _refusal_status(exc, 409)
+        return _page(request, hit, problem=" ".join(exc.messages), status=status)
     if assignment.state != Assignment.State.ACCEPTED:
         problem = f"This assignment is already {assignment.get_state_display().lower()}."
         return _page(request, hit, problem=problem, status=409)
@@ -117,12 +132,33 @@ def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
         if key.startswith("caption-") and key.removeprefix("caption-").isdigit()
     }
     try:
+        mturk.page_rate_check(address=client_address(request), hit=hit)
+        if assignment.state == Assignment.State.ACCEPTED:  # else assignment_submit says why
+            mturk.mturk_submit_check(assignment=assignment)
+    except ValidationError as exc:
+        status = _refusal_status(exc, 409)
+        if status == 409:
+            return _page(request, hit, problem=" ".join(exc.messages), status=status)
+        # a refusal for now: the form stays, with the captions typed, to send again
+        return _page(
+            request,
+            hit,
+            assignment=assignment,
+            token=token,
+            texts=captions,
+            problem=" ".join(exc.messages),
+            status=status,
+        )
+    try:
         services.assignment_submit(
             assignment=assignment, worker=assignment.worker, captions=captions
         )
     except ValidationError as exc:
-        if not hasattr(exc, "error_dict"):  # late or already submitted
-            return _page(request, hit, problem=" ".join(exc.messages), status=409)
+        if not hasattr(exc, "error_dict"):  # late, blocked or already submitted
+            problem = " ".join(exc.messages)
+            if getattr(exc, "code", None) == "blocked":
+                problem += " Please return the HIT on MTurk."
+            return _page(request, hit, problem=problem, status=409)
         return _page(
             request,
             hit,

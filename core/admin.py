@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
 
+from core.forms import UserAddForm, UserEditForm
 from core.models import ApiToken, Invite, Job, Membership, Project, WorkerHeartbeat
 
 
@@ -41,3 +44,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "queues", "pid", "last_seen"]
+
+
+# Django's own user admin with forms that keep reserved names (core.usernames) free
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class ReservedNamesUserAdmin(UserAdmin):
+    add_form = UserAddForm
+    form = UserEditForm

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from django import forms
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm, UserCreationForm
 
 from core.models import Role, SampleRate
+from core.usernames import username_reserved_check
 
 
 class ProjectForm(forms.Form):
@@ -25,7 +26,30 @@ class InviteForm(forms.Form):
 
 
 class SignupForm(UserCreationForm):
-    pass
+    def clean_username(self) -> str:
+        username = super().clean_username()
+        username_reserved_check(username)
+        return username
+
+
+class UserAddForm(AdminUserCreationForm):
+    """The admin's "add user" form: staff cannot make an `mturk-` account either."""
+
+    def clean_username(self) -> str:
+        username = super().clean_username()
+        username_reserved_check(username)
+        return username
+
+
+class UserEditForm(UserChangeForm):
+    """The admin's user form: a name may not become a reserved one; the site's own
+    `mturk-` accounts keep theirs while staff edit other fields."""
+
+    def clean_username(self) -> str:
+        username: str = self.cleaned_data["username"]
+        if username != self.initial.get("username"):
+            username_reserved_check(username)
+        return username
 
 
 class ApiTokenForm(forms.Form):

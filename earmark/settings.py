@@ -45,6 +45,10 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Proxies in front of the site that append the client's address to X-Forwarded-For
+# (core.net.client_address). 0: the connection's own address is the client's, and
+# X-Forwarded-For, which any client can write, is ignored.
+NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -236,6 +240,12 @@ MTURK_EXTERNAL_URL = env_str("MTURK_EXTERNAL_URL")
 MTURK_SUBMIT_HOSTS = env_list(
     "MTURK_SUBMIT_HOSTS", ["https://workersandbox.mturk.com", "https://www.mturk.com"]
 )
+# The MTurk page's requests that ask MTurk or write (opening an assignment, submitting
+# one) allowed per client address and per HIT in each window; past either, 429. Counted
+# in Django's cache (annotation.mturk.page_rate_check).
+MTURK_PAGE_LIMIT_PER_ADDRESS = env_int("MTURK_PAGE_LIMIT_PER_ADDRESS", 120, minimum=1)
+MTURK_PAGE_LIMIT_PER_HIT = env_int("MTURK_PAGE_LIMIT_PER_HIT", 60, minimum=1)
+MTURK_PAGE_LIMIT_WINDOW_SECONDS = env_int("MTURK_PAGE_LIMIT_WINDOW_SECONDS", 600, minimum=1)
 
 # External tools -----------------------------------------------------------------------
 FFMPEG_BINARY = env_str("FFMPEG_BINARY", "ffmpeg")

@@ -37,6 +37,7 @@ from annotation.models import (
 from annotation.signals import assignment_approved, assignment_submitted
 from core.models import Membership, Role
 from core.services import require_role
+from crowd.models import Block
 from crowd.queries import hits_open_to
 from crowd.records import review_record
 
@@ -243,17 +244,24 @@ def assignment_submit(
     """Stores one caption per clip of the HIT and marks the assignment submitted.
 
     Refused (ValidationError, nothing stored) when a clip lacks a caption, a caption is
-    refused by caption_problem, or the time ran out; in that last case the assignment is
-    expired and its slot released.
+    refused by caption_problem, the time ran out, or the worker was blocked from the
+    project since taking the HIT; in those last two cases the assignment is expired or
+    returned and its slot released.
     """
     now = now or timezone.now()
     late = False
+    blocked_for: str | None = None
     with transaction.atomic():
         # the worker's own assignment, locked; someone else's is refused before any write
         assignment = _locked_own(assignment, worker)
         if assignment.state == Assignment.State.ACCEPTED and assignment.is_late(now):
             slot_release(assignment, Assignment.State.EXPIRED, now)
             late = True
+        elif assignment.state == Assignment.State.ACCEPTED and (
+            blocked_for := getattr(assignment.hit.batch, "worker_blocked_for", None)
+        ):
+            # a block stops the HIT already held too, not only the next claim
+            slot_release(assignment, Assignment.State.RETURNED, now)
         else:
             texts = _checked_captions(assignment, captions)
             assignment.move_to(Assignment.State.SUBMITTED, now=now)
@@ -266,14 +274,21 @@ def assignment_submit(
             assignment_submitted.send(sender=Assignment, assignment=assignment)
     if late:
         raise ValidationError("The time allotted for this HIT ran out; it went back to the pool.")
+    if blocked_for is not None:
+        raise ValidationError(
+            "You are blocked from this project's HITs, so this one was not submitted and went "
+            f"back to the pool. The reason given: {blocked_for}",
+            code="blocked",
+        )
     return assignment
 
 
 def _locked_own(assignment: Assignment, worker: User) -> Assignment:
     """The worker's assignment re-read under its row lock, with its HIT and batch (the
-    project loads on first use); PermissionDenied when it is not the worker's. In SQL, like
-    the claim's statements: every submit runs it (the ORM's select_related query took
-    ≈ 1 ms of Python to build)."""
+    project loads on first use); PermissionDenied when it is not the worker's. The batch
+    carries `worker_blocked_for`: the reason of the worker's active block on the batch's
+    project, or None. In SQL, like the claim's statements: every submit runs it (the ORM's
+    select_related query took ≈ 1 ms of Python to build)."""
     alias = router.db_for_write(Assignment)
     for_update = " FOR UPDATE" if connections[alias].features.has_select_for_update else ""
     found = Assignment.objects.db_manager(alias).raw(
@@ -291,11 +306,14 @@ def _locked_own(assignment: Assignment, worker: User) -> Assignment:
             )
         )
     )
+    batches, blocks = Batch._meta.db_table, Block._meta.db_table
     locked.hit.batch = next(
         iter(
             Batch.objects.db_manager(alias).raw(
-                f"SELECT * FROM {Batch._meta.db_table} WHERE id = %s",
-                [locked.hit.batch_id],
+                f"SELECT b.*, (SELECT k.reason FROM {blocks} k WHERE k.project_id = b.project_id"
+                " AND k.worker_id = %s AND k.lifted_at IS NULL) AS worker_blocked_for"
+                f" FROM {batches} b WHERE b.id = %s",
+                [worker.pk, locked.hit.batch_id],
             )
         )
     )

@@ -106,8 +106,9 @@ def worker_of_project_check(project: Project, worker: User) -> None:
 
 
 def worker_block(*, project: Project, worker: User, by: User, reason: str) -> Block:
-    """Bars the worker from the project's HITs (hit_claim skips them) with the reason
-    they are shown. Work already submitted stays in the review queue."""
+    """Bars the worker from the project's HITs (hit_claim skips them, and a HIT they
+    hold can no longer be submitted: it goes back to the pool) with the reason they are
+    shown. Work already submitted stays in the review queue."""
     require_role(project, by, *REVIEWERS)
     worker_of_project_check(project, worker)
     reason = reason.strip()

@@ -4,6 +4,14 @@ It speaks the JSON protocol boto3 uses for MTurk (AWS JSON 1.1: POST / with
 `X-Amz-Target: MTurkRequesterServiceV20170117.<Operation>`) for the operations
 annotation.mturk calls, records every call, and can be told to refuse an operation after
 a number of successes. Signatures are not checked.
+
+Assignments live as on MTurk: a worker accepts one (accept), works on it, and either
+submits it from the HIT page (submit) or returns it or lets its time run out there
+(give_back), after which MTurk forgets it. As MTurk does, GetAssignment answers only for
+submitted, approved and rejected assignments: one in progress gets a RequestError saying
+which statuses the operation serves, an unknown one a RequestError saying it does not
+exist. GetHIT counts the assignments in progress (NumberOfAssignmentsPending) and
+ListAssignmentsForHIT lists the finished ones.
 """
 
 from __future__ import annotations
@@ -17,6 +25,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 PREFIX = "MTurkRequesterServiceV20170117."
+IN_PROGRESS = "Accepted"  # the fake's name for a state MTurk's API never names
+FINISHED = ("Submitted", "Approved", "Rejected")
+# what MTurk answers GetAssignment for an assignment still in progress
+NOT_FINISHED_MESSAGE = "This operation can be called with a status of: Reviewable,Approved,Rejected"
+
+Answer = tuple[int, dict[str, Any]]
+
+
+def _request_error(message: str) -> Answer:
+    return 400, {"__type": "RequestError", "Message": f"{message} (1700000000000)"}
+
+
+@dataclass
+class FakeAssignment:
+    hit_id: str
+    worker_id: str
+    status: str = IN_PROGRESS
 
 
 @dataclass
@@ -27,36 +52,63 @@ class FakeMTurk:
     hits: dict[str, dict[str, Any]] = field(default_factory=dict)  # by HITId
     by_token: dict[str, str] = field(default_factory=dict)  # UniqueRequestToken -> HITId
     reviews: dict[str, str] = field(default_factory=dict)  # AssignmentId -> decision
-    # AssignmentId -> AssignmentStatus for GetAssignment (Submitted when not set)
-    statuses: dict[str, str] = field(default_factory=dict)
-    # HITId -> NumberOfAssignmentsPending for GetHIT (0 when not set)
-    pending: dict[str, int] = field(default_factory=dict)
-    # HITId -> AssignmentIds submitted there, for ListAssignmentsForHIT (statuses above)
-    listed: dict[str, list[str]] = field(default_factory=dict)
+    assignments: dict[str, FakeAssignment] = field(default_factory=dict)  # by AssignmentId
     # operation -> successes still allowed before it answers with a RequestError
     refuse_after: dict[str, int] = field(default_factory=dict)
+    # operation -> successes still allowed before it answers with a ServiceFault (MTurk's
+    # own trouble, which a caller may retry)
+    fail_after: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # what workers do on MTurk's site -------------------------------------------------
+
+    def accept(self, hit_id: str, assignment_id: str, worker_id: str) -> None:
+        with self.lock:
+            self.assignments[assignment_id] = FakeAssignment(hit_id, worker_id)
+
+    def submit(self, assignment_id: str) -> None:
+        """The worker's browser posts the assignment to turkSubmitTo's externalSubmit."""
+        with self.lock:
+            assert self.assignments[assignment_id].status == IN_PROGRESS
+            self.assignments[assignment_id].status = "Submitted"
+
+    def give_back(self, assignment_id: str) -> None:
+        """Returned by its worker, or abandoned (its time ran out): MTurk forgets it."""
+        with self.lock:
+            del self.assignments[assignment_id]
+
+    def set_status(self, assignment_id: str, status: str) -> None:
+        """A decision MTurk took itself, such as its auto-approval."""
+        with self.lock:
+            self.assignments[assignment_id].status = status
+
+    # the requester API -----------------------------------------------------------------
 
     def of(self, operation: str) -> list[dict[str, Any]]:
         return [body for name, body in self.calls if name == operation]
 
-    def handle(self, operation: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def handle(self, operation: str, body: dict[str, Any]) -> Answer:
         with self.lock:
             self.calls.append((operation, body))
             if operation in self.refuse_after:
                 if self.refuse_after[operation] <= 0:
-                    return 400, {"__type": "RequestError", "Message": f"{operation} refused"}
+                    return _request_error(f"{operation} refused")
                 self.refuse_after[operation] -= 1
-            return getattr(self, f"_{operation}")(body)
+            if operation in self.fail_after:
+                if self.fail_after[operation] <= 0:
+                    return 500, {"__type": "ServiceFault", "Message": "MTurk is unavailable"}
+                self.fail_after[operation] -= 1
+            answer: Answer = getattr(self, f"_{operation}")(body)
+            return answer
 
-    def _CreateHITType(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _CreateHITType(self, body: dict[str, Any]) -> Answer:
         type_id = f"TYPE{len(self.hit_types) + 1:016d}"
         self.hit_types[type_id] = body
         return 200, {"HITTypeId": type_id}
 
-    def _CreateHITWithHITType(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _CreateHITWithHITType(self, body: dict[str, Any]) -> Answer:
         if body["HITTypeId"] not in self.hit_types:
-            return 400, {"__type": "RequestError", "Message": "No such HIT type."}
+            return _request_error("No such HIT type.")
         token = body.get("UniqueRequestToken", "")
         if token in self.by_token:  # MTurk's idempotency: the same request, the same HIT
             return 200, {"HIT": self.hits[self.by_token[token]]}
@@ -67,44 +119,73 @@ class FakeMTurk:
             self.by_token[token] = hit_id
         return 200, {"HIT": hit}
 
-    def _ApproveAssignment(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if self.statuses.get(body["AssignmentId"], "Submitted") != "Submitted":
-            message = "This operation can be called with a status of: Submitted"
-            return 400, {"__type": "RequestError", "Message": message}
-        self.reviews[body["AssignmentId"]] = "approved"
+    def _finished(self, assignment_id: str) -> FakeAssignment | Answer:
+        found = self.assignments.get(assignment_id)
+        if found is None:
+            return _request_error(f"Assignment {assignment_id} does not exist.")
+        if found.status not in FINISHED:
+            return _request_error(NOT_FINISHED_MESSAGE)
+        return found
+
+    def _decide(self, body: dict[str, Any], status: str) -> Answer:
+        found = self._finished(body["AssignmentId"])
+        if isinstance(found, tuple):
+            return found
+        if found.status != "Submitted":
+            return _request_error("This operation can be called with a status of: Submitted")
+        found.status = status
+        self.reviews[body["AssignmentId"]] = status.lower()
         return 200, {}
 
-    def _GetAssignment(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        status = self.statuses.get(body["AssignmentId"], "Submitted")
-        return 200, {"Assignment": {"AssignmentId": body["AssignmentId"],
-                                    "AssignmentStatus": status}}  # fmt: skip
+    def _ApproveAssignment(self, body: dict[str, Any]) -> Answer:
+        return self._decide(body, "Approved")
 
-    def _GetHIT(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _RejectAssignment(self, body: dict[str, Any]) -> Answer:
+        if not body.get("RequesterFeedback"):
+            return 400, {"__type": "ValidationException", "Message": "RequesterFeedback"}
+        return self._decide(body, "Rejected")
+
+    def _GetAssignment(self, body: dict[str, Any]) -> Answer:
+        found = self._finished(body["AssignmentId"])
+        if isinstance(found, tuple):
+            return found
+        assignment = {
+            "AssignmentId": body["AssignmentId"],
+            "HITId": found.hit_id,
+            "WorkerId": found.worker_id,
+            "AssignmentStatus": found.status,
+        }
+        return 200, {"Assignment": assignment, "HIT": self.hits.get(found.hit_id, {})}
+
+    def _GetHIT(self, body: dict[str, Any]) -> Answer:
         if body["HITId"] not in self.hits:
-            return 400, {"__type": "RequestError", "Message": "No such HIT."}
-        hit = {**self.hits[body["HITId"]],
-               "NumberOfAssignmentsPending": self.pending.get(body["HITId"], 0)}  # fmt: skip
-        return 200, {"HIT": hit}
+            return _request_error("No such HIT.")
+        pending = sum(
+            a.hit_id == body["HITId"] and a.status == IN_PROGRESS for a in self.assignments.values()
+        )
+        return 200, {"HIT": {**self.hits[body["HITId"]], "NumberOfAssignmentsPending": pending}}
 
-    def _ListAssignmentsForHIT(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _ListAssignmentsForHIT(self, body: dict[str, Any]) -> Answer:
         """Two per page, so callers must follow NextToken."""
-        ids = self.listed.get(body["HITId"], [])
+        ids = [
+            assignment_id
+            for assignment_id, a in self.assignments.items()
+            if a.hit_id == body["HITId"] and a.status in FINISHED
+        ]
         start = int(body.get("NextToken") or 0)
         page = [
-            {"AssignmentId": a, "HITId": body["HITId"],
-             "AssignmentStatus": self.statuses.get(a, "Submitted")}
-            for a in ids[start : start + 2]
-        ]  # fmt: skip
+            {
+                "AssignmentId": assignment_id,
+                "HITId": body["HITId"],
+                "WorkerId": self.assignments[assignment_id].worker_id,
+                "AssignmentStatus": self.assignments[assignment_id].status,
+            }
+            for assignment_id in ids[start : start + 2]
+        ]
         answer: dict[str, Any] = {"NumResults": len(page), "Assignments": page}
         if start + 2 < len(ids):
             answer["NextToken"] = str(start + 2)
         return 200, answer
-
-    def _RejectAssignment(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if not body.get("RequesterFeedback"):
-            return 400, {"__type": "ValidationException", "Message": "RequesterFeedback"}
-        self.reviews[body["AssignmentId"]] = "rejected"
-        return 200, {}
 
 
 @contextmanager

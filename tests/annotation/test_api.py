@@ -534,6 +534,21 @@ def test_a_late_submit_is_409_and_frees_the_slot(world: World, ann: Any) -> None
     assert Hit.objects.get(pk=world.assignment.hit_id).taken == 1  # Abe's submitted work
 
 
+def test_a_blocked_worker_cannot_submit_the_hit_already_held(
+    world: World, ann: Any, rey: Any
+) -> None:
+    worker_block(project=world.project, worker=ann, by=rey, reason="Copies the hints.")
+    response = _work(login(ann), "submit", world)
+    assert response.status_code == 409
+    detail = response.json()["detail"]
+    assert "You are blocked from this project's HITs" in detail
+    assert "Copies the hints." in detail
+    assert not world.assignment.captions.exists()
+    world.assignment.refresh_from_db()
+    assert world.assignment.state == Assignment.State.RETURNED
+    assert Hit.objects.get(pk=world.assignment.hit_id).taken == 1  # Abe's submitted work
+
+
 def test_a_worker_returns_a_hit(world: World, ann: Any) -> None:
     response = _work(login(ann), "return", world)
     assert response.status_code == 200

@@ -3,6 +3,7 @@ the framed page (preview, accept, submit, post back to turkSubmitTo) and sending
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,13 +13,16 @@ from urllib.parse import urlencode
 
 import pytest
 from botocore.exceptions import ClientError
+from django.apps import apps
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 
 from annotation import rules
-from annotation.models import Assignment, Batch, Caption, Hit
+from annotation.models import Assignment, Batch, Caption, Hit, MTurkWorker
 from annotation.mturk import (
     PREVIEW,
     batch_mturk_publish,
@@ -33,10 +37,11 @@ from crowd.services import (
     qualification_create,
     review_approve,
     review_reject,
+    worker_block,
 )
 from tests.annotation.conftest import CAPTION, MakeBatch, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, fake_mturk
-from tests.conftest import streamed
+from tests.conftest import make_user, streamed
 
 SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
@@ -47,6 +52,7 @@ def mturk(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMTurk]
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    cache.clear()  # the page's request counts (page_rate_check)
     with fake_mturk() as fake:
         settings.MTURK_ENDPOINT_URL = fake.url
         settings.MTURK_EXTERNAL_URL = SITE
@@ -84,9 +90,14 @@ def _token(html: str) -> str:
     return match.group(1)
 
 
-def _accept(hit: Hit, **ids: str) -> tuple[Client, str]:
+def _accept(
+    mturk: FakeMTurk, hit: Hit, assignment_id: str = "ASSIGN0001", worker_id: str = "AWORKER1"
+) -> tuple[Client, str]:
+    """The worker accepts the HIT on MTurk, whose frame then opens our page."""
+    if assignment_id not in mturk.assignments:  # not a reload
+        mturk.accept(hit.mturk_hit_id, assignment_id, worker_id)
     client = Client(enforce_csrf_checks=True)
-    response = client.get(_page_url(hit, **ids))
+    response = client.get(_page_url(hit, assignment_id, worker_id))
     assert response.status_code == 200, response.content
     return client, _token(response.content.decode())
 
@@ -221,8 +232,9 @@ def test_the_page_may_be_framed_by_mturk_only(on_mturk: Batch) -> None:
     )
 
 
-def test_accepting_makes_a_local_worker_and_assignment(on_mturk: Batch) -> None:
+def test_accepting_makes_a_local_worker_and_assignment(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
     client = Client()
     html = client.get(_page_url(hit)).content.decode()
     assignment = Assignment.objects.get(mturk_assignment_id="ASSIGN0001")
@@ -234,6 +246,47 @@ def test_accepting_makes_a_local_worker_and_assignment(on_mturk: Batch) -> None:
     client.get(_page_url(hit))  # a reload is the same assignment
     assert Assignment.objects.count() == 1
     assert Hit.objects.get(pk=hit.pk).taken == 1
+
+
+def test_the_worker_id_is_kept_in_its_own_field(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    _accept(mturk, _hit(on_mturk))
+    worker = Assignment.objects.get().worker
+    assert MTurkWorker.objects.get(worker_id="AWORKER1").user == worker
+
+
+def test_an_account_named_like_a_worker_is_not_that_worker(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    # made through a sign-up form before the prefix was reserved
+    squatter = make_user("mturk-AWORKER1")
+    _accept(mturk, _hit(on_mturk))
+    worker = Assignment.objects.get().worker
+    assert worker != squatter
+    assert worker.get_username() == "mturk-AWORKER1-2"
+    assert MTurkWorker.objects.get(worker_id="AWORKER1").user == worker
+    assert not squatter.assignments.exists()
+
+
+def test_a_renamed_worker_account_keeps_its_assignments(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    _accept(mturk, hit)
+    worker = Assignment.objects.get().worker
+    worker.username = "someone-else"
+    worker.save()
+    _accept(mturk, hit)  # the reload finds the same assignment: identity is not the name
+    assert Assignment.objects.get().worker == worker
+
+
+def test_the_migration_links_the_accounts_the_mturk_page_made(db: None) -> None:
+    made_by_the_page = get_user_model().objects.create_user("mturk-AOLD1", password=None)
+    signed_up = make_user("mturk-ASQUAT1")  # a usable password: a person chose this name
+    make_user("mturkey")
+    migration = importlib.import_module("annotation.migrations.0005_mturk_worker_identity")
+    migration.link_existing_mturk_accounts(apps, None)
+    assert list(MTurkWorker.objects.values_list("worker_id", "user")) == [
+        ("AOLD1", made_by_the_page.pk)
+    ]
+    assert not MTurkWorker.objects.filter(user=signed_up).exists()
 
 
 def test_a_wrong_hit_id_is_404(on_mturk: Batch) -> None:
@@ -251,9 +304,11 @@ def test_a_foreign_turk_submit_to_is_refused(on_mturk: Batch) -> None:
     assert not Assignment.objects.exists()
 
 
-def test_a_worker_submits_and_the_browser_posts_back_to_mturk(on_mturk: Batch) -> None:
+def test_a_worker_submits_and_the_browser_posts_back_to_mturk(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
     hit = _hit(on_mturk)
-    client, token = _accept(hit)
+    client, token = _accept(mturk, hit)
     response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
     assert response.status_code == 200, response.content
     html = response.content.decode()
@@ -264,9 +319,11 @@ def test_a_worker_submits_and_the_browser_posts_back_to_mturk(on_mturk: Batch) -
     assert list(assignment.captions.values_list("text", flat=True)) == [CAPTION, CAPTION]
 
 
-def test_a_caption_breaking_the_rules_is_shown_its_message(on_mturk: Batch) -> None:
+def test_a_caption_breaking_the_rules_is_shown_its_message(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
     hit = _hit(on_mturk)
-    client, token = _accept(hit)
+    client, token = _accept(mturk, hit)
     bad = "there is a dog barking"
     response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit, bad)})
     assert response.status_code == 400
@@ -276,18 +333,18 @@ def test_a_caption_breaking_the_rules_is_shown_its_message(on_mturk: Batch) -> N
     assert Assignment.objects.get().state == Assignment.State.ACCEPTED
 
 
-def test_an_altered_token_stores_nothing(on_mturk: Batch) -> None:
+def test_an_altered_token_stores_nothing(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
-    client, token = _accept(hit)
+    client, token = _accept(mturk, hit)
     response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token + "x", **_captions(hit)})
     assert response.status_code == 400
     assert "expired or was altered" in response.content.decode()
     assert not Caption.objects.exists()
 
 
-def test_another_worker_cannot_take_over_an_assignment(on_mturk: Batch) -> None:
+def test_another_worker_cannot_take_over_an_assignment(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0001", worker_id="AWORKER2"))
     assert response.status_code == 409
     assert "belongs to another HIT or worker" in response.content.decode()
@@ -301,7 +358,7 @@ def test_a_token_of_one_hit_submits_nothing_to_another(
     batch = make_batch(clips=2)
     batch_mturk_publish(batch=batch, by=alice)
     first, second = batch.hits.order_by("pk")
-    client, token = _accept(first)
+    client, token = _accept(mturk, first)
     response = client.post(f"/mturk/hits/{second.pk}/", {"token": token, **_captions(second)})
     assert response.status_code == 400
     assert "belongs to another HIT" in response.content.decode()
@@ -314,7 +371,8 @@ def test_a_second_hit_waits_until_the_first_is_done(
     batch = make_batch(clips=2)
     batch_mturk_publish(batch=batch, by=alice)
     first, second = batch.hits.order_by("pk")
-    _accept(first, assignment_id="ASSIGN0001")
+    _accept(mturk, first, assignment_id="ASSIGN0001")
+    mturk.accept(second.mturk_hit_id, "ASSIGN0002", "AWORKER1")
     response = Client().get(_page_url(second, assignment_id="ASSIGN0002"))
     assert response.status_code == 409
     assert "submit or return the other first" in response.content.decode()
@@ -322,14 +380,14 @@ def test_a_second_hit_waits_until_the_first_is_done(
 
 
 def test_the_page_plays_its_clips_to_the_token_holder_only(
-    on_mturk: Batch, settings: Any, tmp_path: Path
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any, tmp_path: Path
 ) -> None:
     settings.MEDIA_ROOT = tmp_path
     hit = _hit(on_mturk)
     hit_clip = hit.hit_clips.order_by("position").first()
     assert hit_clip is not None
     hit_clip.clip.audio.save("clip.wav", ContentFile(b"RIFF-fake-wave"))
-    client, token = _accept(hit)
+    client, token = _accept(mturk, hit)
     url = f"/mturk/hits/{hit.pk}/{hit_clip.clip_id}/audio"
     response = client.get(url, {"t": token})
     assert response.status_code == 200
@@ -338,67 +396,299 @@ def test_the_page_plays_its_clips_to_the_token_holder_only(
     assert client.get(url, {"t": token[:-2]}).status_code == 404
 
 
+# What MTurk confirms ---------------------------------------------------------------------------
+
+
+def _nothing_made() -> bool:
+    return (
+        not Assignment.objects.exists()
+        and not MTurkWorker.objects.exists()
+        and not get_user_model().objects.filter(username__startswith="mturk-").exists()
+    )
+
+
+def test_a_made_up_assignment_creates_nothing(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    response = Client().get(_page_url(hit, assignment_id="MADEUP0001", worker_id="AFAKE1"))
+    assert response.status_code == 409
+    assert "accept the HIT on MTurk first" in response.content.decode()
+    assert _nothing_made()
+    assert Hit.objects.get(pk=hit.pk).taken == 0
+
+
+def test_made_up_ids_cannot_fill_a_hits_slots(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    for n in range(3):
+        Client().get(_page_url(hit, assignment_id=f"MADEUP000{n}", worker_id=f"AFAKE{n}"))
+    assert _nothing_made()
+    _accept(mturk, hit)  # a real worker still finds a slot
+
+
+def test_a_submitted_assignment_is_checked_against_its_worker_and_hit(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0005", "AWORKER5")
+    mturk.submit("ASSIGN0005")
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0005", worker_id="AWORKER6"))
+    assert response.status_code == 409
+    assert "belongs to another HIT or worker" in response.content.decode()
+    assert _nothing_made()
+
+
+def test_an_assignment_of_another_hit_takes_no_slot_here(
+    make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
+) -> None:
+    batch = make_batch(clips=2)
+    batch_mturk_publish(batch=batch, by=alice)
+    first, second = batch.hits.order_by("pk")
+    mturk.accept(first.mturk_hit_id, "ASSIGN0001", "AEVIL1")  # real, but on the first HIT
+    response = Client().get(_page_url(second, assignment_id="ASSIGN0001", worker_id="AEVIL1"))
+    assert response.status_code == 409
+    assert "no assignment of this HIT in progress" in response.content.decode()
+    assert _nothing_made()
+    assert Hit.objects.get(pk=second.pk).taken == 0
+
+
+def test_one_assignment_in_progress_there_opens_one_here(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    # an assignment in progress on another HIT, passed off as a second one of this HIT
+    mturk.accept("HITELSEWHERE", "ASSIGN0002", "AEVIL1")
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0002", worker_id="AEVIL1"))
+    assert response.status_code == 409
+    assert Assignment.objects.count() == 1
+    assert not MTurkWorker.objects.filter(worker_id="AEVIL1").exists()
+
+
+def test_a_page_under_the_id_of_a_worker_at_work_leaves_their_assignment_alone(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0002", "AEVIL1")  # a real assignment of their own
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0002", worker_id="AWORKER1"))
+    assert response.status_code == 409
+    assert _state("ASSIGN0001") == Assignment.State.ACCEPTED
+    assert Assignment.objects.count() == 1
+
+
+def test_a_blocked_worker_cannot_submit_the_hit_already_held(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    worker = Assignment.objects.get().worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    assert response.status_code == 409
+    html = response.content.decode()
+    assert "You are blocked from this project&#x27;s HITs" in html
+    assert "Please return the HIT on MTurk." in html
+    assert "externalSubmit" not in html
+    assert not Caption.objects.exists()
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+
+
+def test_a_blocked_worker_opens_no_new_assignment(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    _submitted(mturk, hit, "ASSIGN0001", "AWORKER1")
+    worker = Assignment.objects.get().worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0002", "AWORKER1")
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0002", worker_id="AWORKER1"))
+    assert response.status_code == 409
+    assert "blocked from this project" in response.content.decode()
+    assert Assignment.objects.count() == 1
+
+
+def test_a_worker_refused_a_full_hit_gets_no_account(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0003", "AWORKER3")  # MTurk let a third one in
+    response = Client().get(_page_url(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3"))
+    assert response.status_code == 409
+    assert "all the captions it wants" in response.content.decode()
+    assert not MTurkWorker.objects.filter(worker_id="AWORKER3").exists()
+    assert not get_user_model().objects.filter(username="mturk-AWORKER3").exists()
+
+
+def test_mturk_out_of_reach_refuses_for_now_and_creates_nothing(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    mturk.fail_after["GetAssignment"] = 0
+    response = Client().get(_page_url(hit))
+    assert response.status_code == 503
+    assert "try again in a minute" in response.content.decode()
+    assert _nothing_made()
+
+
+def test_the_submit_is_checked_with_mturk_again(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    mturk.give_back("ASSIGN0001")  # returned on MTurk, the page still open here
+    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    assert response.status_code == 409
+    assert "accept the HIT on MTurk first" in response.content.decode()
+    assert not Caption.objects.exists()
+    assert Assignment.objects.get().state == Assignment.State.ACCEPTED
+
+
+def test_a_submit_mturk_cannot_confirm_keeps_the_captions_typed(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    mturk.fail_after["GetAssignment"] = 0
+    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    assert response.status_code == 503
+    html = response.content.decode()
+    assert "try again in a minute" in html
+    assert html.count(f">{CAPTION}</textarea>") == 2
+    assert not Caption.objects.exists()
+
+
+def test_a_review_is_not_sent_for_an_assignment_mturk_gives_another_worker(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    hit = _hit(on_mturk)
+    # AEVIL1's real assignment, in progress: MTurk names no worker for it until submitted
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AEVIL1")
+    client, token = _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AVICTIM1")
+    client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    mturk.submit("ASSIGN0001")
+    review_approve(assignment=Assignment.objects.get(), reviewer=rey)
+    assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 1}
+    assert not mturk.of("ApproveAssignment")
+    assert "MTurk has it as worker AEVIL1's" in caplog.text
+    with pytest.raises(CommandError, match="under another worker's id"):
+        call_command("mturk_send_reviews")
+
+
+# Request limits -----------------------------------------------------------------------------
+
+
+def test_too_many_requests_from_one_address_are_refused(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any
+) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_ADDRESS = 2
+    hit = _hit(on_mturk)
+    for n in range(2):
+        Client().get(_page_url(hit, assignment_id=f"MADEUP000{n}"))
+    calls = len(mturk.calls)
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    response = Client().get(_page_url(hit))
+    assert response.status_code == 429
+    assert "Too many requests" in response.content.decode()
+    assert len(mturk.calls) == calls  # MTurk is not asked
+    assert _nothing_made()
+    other = Client(REMOTE_ADDR="192.0.2.7").get(_page_url(hit))
+    assert other.status_code == 200
+
+
+def test_too_many_requests_for_one_hit_are_refused(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any
+) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_HIT = 2
+    hit = _hit(on_mturk)
+    for n in range(2):
+        Client(REMOTE_ADDR=f"192.0.2.{n}").get(_page_url(hit, assignment_id=f"MADEUP000{n}"))
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    response = Client(REMOTE_ADDR="192.0.2.9").get(_page_url(hit))
+    assert response.status_code == 429
+    assert _nothing_made()
+
+
+def test_previews_are_not_counted(on_mturk: Batch, mturk: FakeMTurk, settings: Any) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_ADDRESS = settings.MTURK_PAGE_LIMIT_PER_HIT = 1
+    hit = _hit(on_mturk)
+    for _ in range(3):
+        assert Client().get(_page_url(hit, assignment_id=PREVIEW)).status_code == 200
+    _accept(mturk, hit)
+
+
+def test_the_limits_count_per_window(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_ADDRESS = 1
+    hit = _hit(on_mturk)
+    monkeypatch.setattr("annotation.mturk.time.time", lambda: 1_000_000.0)
+    Client().get(_page_url(hit, assignment_id="MADEUP0001"))
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    assert Client().get(_page_url(hit)).status_code == 429
+    later = 1_000_000.0 + settings.MTURK_PAGE_LIMIT_WINDOW_SECONDS
+    monkeypatch.setattr("annotation.mturk.time.time", lambda: later)
+    assert Client().get(_page_url(hit)).status_code == 200
+
+
 # Reviews -------------------------------------------------------------------------------------
 
 
-def _submitted(hit: Hit, assignment_id: str, worker_id: str) -> Assignment:
-    client, token = _accept(hit, assignment_id=assignment_id, worker_id=worker_id)
-    client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+def _submitted(mturk: FakeMTurk, hit: Hit, assignment_id: str, worker_id: str) -> Assignment:
+    client, token = _accept(mturk, hit, assignment_id=assignment_id, worker_id=worker_id)
+    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    assert response.status_code == 200, response.content
+    mturk.submit(assignment_id)  # the worker's browser posts the form on to MTurk
     return Assignment.objects.get(mturk_assignment_id=assignment_id)
 
 
 def test_reviews_are_sent_to_mturk_once(on_mturk: Batch, mturk: FakeMTurk, rey: Any) -> None:
     hit = _hit(on_mturk)
-    good = _submitted(hit, "ASSIGN0001", "AWORKER1")
-    bad = _submitted(hit, "ASSIGN0002", "AWORKER2")
+    good = _submitted(mturk, hit, "ASSIGN0001", "AWORKER1")
+    bad = _submitted(mturk, hit, "ASSIGN0002", "AWORKER2")
     review_approve(assignment=good, reviewer=rey)
     review_reject(assignment=bad, reviewer=rey, reason=RejectReason.TRANSCRIBES_SPEECH)
-    assert mturk_reviews_send() == {"sent": 2, "refused": 0}
+    assert mturk_reviews_send() == {"sent": 2, "refused": 0, "mismatched": 0}
     assert mturk.reviews == {"ASSIGN0001": "approved", "ASSIGN0002": "rejected"}
     [rejection] = mturk.of("RejectAssignment")
     assert rejection["RequesterFeedback"].startswith("Please describe that someone speaks")
-    assert mturk_reviews_send() == {"sent": 0, "refused": 0}
+    assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
     assert len(mturk.of("ApproveAssignment")) == 1
 
 
 def test_a_review_mturk_refuses_is_sent_again_later(
     on_mturk: Batch, mturk: FakeMTurk, rey: Any
 ) -> None:
-    assignment = _submitted(_hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    assignment = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1")
     review_approve(assignment=assignment, reviewer=rey)
     mturk.refuse_after["ApproveAssignment"] = 0
-    assert mturk_reviews_send() == {"sent": 0, "refused": 1}
+    assert mturk_reviews_send() == {"sent": 0, "refused": 1, "mismatched": 0}
     assignment.refresh_from_db()
     assert assignment.mturk_review_sent_at is None
     del mturk.refuse_after["ApproveAssignment"]
-    assert mturk_reviews_send() == {"sent": 1, "refused": 0}
+    assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
 
 
-def test_a_decision_mturk_already_took_is_not_sent_again(
+def test_a_decision_mturk_already_took_is_not_sent(
     on_mturk: Batch, mturk: FakeMTurk, rey: Any
 ) -> None:
-    assignment = _submitted(_hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    assignment = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1")
     review_approve(assignment=assignment, reviewer=rey)
-    mturk.statuses["ASSIGN0001"] = "Approved"  # MTurk's own auto-approval came first
-    assert mturk_reviews_send() == {"sent": 1, "refused": 0}
-    assert mturk_reviews_send() == {"sent": 0, "refused": 0}
-    assert len(mturk.of("ApproveAssignment")) == 1
+    mturk.set_status("ASSIGN0001", "Approved")  # MTurk's own auto-approval came first
+    assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
+    assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
+    assert not mturk.of("ApproveAssignment")
 
 
 def test_a_status_mturk_will_not_give_leaves_the_review_for_later(
     on_mturk: Batch, mturk: FakeMTurk, rey: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assignment = _submitted(_hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    assignment = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1")
     review_approve(assignment=assignment, reviewer=rey)
     mturk.refuse_after["ApproveAssignment"] = 0
     mturk.refuse_after["GetAssignment"] = 0
-    assert mturk_reviews_send() == {"sent": 0, "refused": 1}
+    assert mturk_reviews_send() == {"sent": 0, "refused": 1, "mismatched": 0}
     assert f"assignment #{assignment.pk} (ASSIGN0001) stands" in caplog.text
     assert "GetAssignment refused" in caplog.text
 
 
 class _BrokenClient:
-    """MTurk refuses the decision, and asking how the assignment stands hits a bug."""
+    """Asking MTurk how the assignment stands hits a bug."""
 
     def approve_assignment(self, **_: Any) -> None:
         raise ClientError(
@@ -412,7 +702,7 @@ class _BrokenClient:
 def test_an_unexpected_error_asking_mturk_is_raised_not_counted_as_undecided(
     on_mturk: Batch, mturk: FakeMTurk, rey: Any
 ) -> None:
-    assignment = _submitted(_hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    assignment = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1")
     review_approve(assignment=assignment, reviewer=rey)
     with pytest.raises(TypeError, match="a bug"):
         mturk_reviews_send(client=_BrokenClient())
@@ -429,18 +719,17 @@ def _state(assignment_id: str) -> str:
 
 def test_a_hit_returned_on_mturk_gives_its_slot_back(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
-    _submitted(hit, "ASSIGN0002", "AWORKER2")
-    # AWORKER1 returned the HIT on MTurk: nothing in progress there, one submitted
-    mturk.listed[hit.mturk_hit_id] = ["ASSIGN0002"]
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _submitted(mturk, hit, "ASSIGN0002", "AWORKER2")
+    mturk.give_back("ASSIGN0001")  # nothing in progress there now, one submitted
     assert mturk_returns_sync() == {"released": 1, "unsettled": 0, "failed": 0}
     assert _state("ASSIGN0001") == Assignment.State.RETURNED
     assert _state("ASSIGN0002") == Assignment.State.SUBMITTED
     assert Hit.objects.get(pk=hit.pk).taken == 1
     # the slot MTurk gave to a third worker is there for them here too
-    _accept(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
+    _accept(mturk, hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
     assert Hit.objects.get(pk=hit.pk).taken == 2
-    mturk.pending[hit.mturk_hit_id] = 1  # AWORKER3 at work there
+    # AWORKER3 at work there
     assert mturk_returns_sync() == {"released": 0, "unsettled": 0, "failed": 0}
     assert _state("ASSIGN0003") == Assignment.State.ACCEPTED
 
@@ -449,7 +738,8 @@ def test_an_assignment_whose_time_ran_out_there_is_abandoned(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    mturk.give_back("ASSIGN0001")
     later = Assignment.objects.get().deadline + timedelta(seconds=1)
     assert mturk_returns_sync(now=later)["released"] == 1
     assert _state("ASSIGN0001") == Assignment.State.ABANDONED
@@ -460,11 +750,11 @@ def test_it_leaves_a_hit_alone_while_it_cannot_tell_who_returned(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
-    _accept(hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
-    mturk.pending[hit.mturk_hit_id] = 1  # one of the two returned; which, MTurk won't say
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
+    mturk.give_back("ASSIGN0001")  # one of the two returned; which, MTurk won't say
     assert mturk_returns_sync() == {"released": 0, "unsettled": 1, "failed": 0}
-    mturk.pending[hit.mturk_hit_id] = 2  # both still at work there
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")  # both at work there
     assert mturk_returns_sync() == {"released": 0, "unsettled": 0, "failed": 0}
     assert {_state("ASSIGN0001"), _state("ASSIGN0002")} == {Assignment.State.ACCEPTED}
     assert Hit.objects.get(pk=hit.pk).taken == 2
@@ -472,19 +762,25 @@ def test_it_leaves_a_hit_alone_while_it_cannot_tell_who_returned(
 
 def test_it_follows_mturks_pages_of_assignments(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    for other in ("OTHER0001", "OTHER0002"):
+        mturk.accept(hit.mturk_hit_id, other, f"A{other}")
+        mturk.submit(other)
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
     # submitted there, on the last of MTurk's pages, though not yet here
-    mturk.listed[hit.mturk_hit_id] = ["OTHER0001", "OTHER0002", "ASSIGN0001"]
+    mturk.submit("ASSIGN0001")
     assert mturk_returns_sync() == {"released": 0, "unsettled": 0, "failed": 0}
     assert len(mturk.of("ListAssignmentsForHIT")) == 2
     assert _state("ASSIGN0001") == Assignment.State.ACCEPTED
 
 
-def test_a_worker_back_on_the_same_hit_leaves_the_old_assignment(on_mturk: Batch) -> None:
+def test_a_worker_back_on_the_same_hit_leaves_the_old_assignment(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
     # returned on MTurk, then accepted again: MTurk gives a new assignmentId
-    client, token = _accept(hit, assignment_id="ASSIGN0009", worker_id="AWORKER1")
+    mturk.give_back("ASSIGN0001")
+    client, token = _accept(mturk, hit, assignment_id="ASSIGN0009", worker_id="AWORKER1")
     assert _state("ASSIGN0001") == Assignment.State.RETURNED
     assert _state("ASSIGN0009") == Assignment.State.ACCEPTED
     assert Hit.objects.get(pk=hit.pk).taken == 1
@@ -497,7 +793,8 @@ def test_returns_are_synced_again_when_mturk_does_not_answer(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    mturk.give_back("ASSIGN0001")
     mturk.refuse_after["GetHIT"] = 0
     with pytest.raises(CommandError, match="did not answer"):
         call_command("mturk_sync_returns")
@@ -516,14 +813,27 @@ def test_a_new_worker_on_a_full_hit_takes_the_slot_returned_there(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
-    _submitted(hit, "ASSIGN0002", "AWORKER2")
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _submitted(mturk, hit, "ASSIGN0002", "AWORKER2")
     # AWORKER1 returned it there and MTurk gave the slot to AWORKER3, whose page opens
-    mturk.listed[hit.mturk_hit_id] = ["ASSIGN0002"]
-    mturk.pending[hit.mturk_hit_id] = 1
-    _accept(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
+    mturk.give_back("ASSIGN0001")
+    _accept(mturk, hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
     assert _state("ASSIGN0001") == Assignment.State.RETURNED
     assert _state("ASSIGN0003") == Assignment.State.ACCEPTED
+    assert Hit.objects.get(pk=hit.pk).taken == 2
+
+
+def test_a_new_worker_on_a_full_hit_takes_the_slot_of_the_one_who_left(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
+    # AWORKER1 left, and AWORKER3 took the slot there
+    mturk.give_back("ASSIGN0001")
+    _accept(mturk, hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
+    assert _state("ASSIGN0001") == Assignment.State.RETURNED
+    assert _state("ASSIGN0002") == Assignment.State.ACCEPTED
     assert Hit.objects.get(pk=hit.pk).taken == 2
 
 
@@ -531,10 +841,14 @@ def test_a_new_worker_on_a_full_hit_is_refused_while_mturk_leaves_a_doubt(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:
     hit = _hit(on_mturk)
-    _accept(hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
-    _accept(hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
-    mturk.pending[hit.mturk_hit_id] = 2  # one of them and AWORKER3: which one left?
+    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
+    _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
+    mturk.give_back("ASSIGN0001")
+    mturk.accept(hit.mturk_hit_id, "ASSIGN0003", "AWORKER3")
+    # MTurk answers for AWORKER3's assignment, then cannot say how the others stand
+    mturk.fail_after["GetAssignment"] = 1
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3"))
     assert response.status_code == 409
-    assert "all the captions it wants" in response.content.decode()
+    assert "reload the page in a minute" in response.content.decode()
     assert {_state("ASSIGN0001"), _state("ASSIGN0002")} == {Assignment.State.ACCEPTED}
+    assert not MTurkWorker.objects.filter(worker_id="AWORKER3").exists()

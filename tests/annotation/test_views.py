@@ -33,6 +33,7 @@ from annotation.models import (
 from annotation.services import assignment_submit, hit_claim
 from core.models import Project, Role
 from core.services import membership_add
+from crowd.services import worker_block
 from curation.models import Subset
 from tests.annotation.conftest import CAPTION, MakeBatch, captions_for, make_clips, make_subset
 from tests.conftest import login, make_user, streamed
@@ -273,6 +274,20 @@ def test_it_moves_on_to_the_next_hit_after_submitting(world: World, ann: Any) ->
     following = Assignment.objects.get(worker=ann, state=Assignment.State.ACCEPTED)
     assert response["Location"] == following.get_absolute_url()
     assert list(Caption.objects.values_list("text", flat=True)) == [CAPTION]
+
+
+def test_it_refuses_the_submit_of_a_worker_blocked_since_claiming(
+    world: World, ann: Any, rey: Any
+) -> None:
+    worker_block(project=world.project, worker=ann, by=rey, reason="Copies the hints.")
+    client = login(ann)
+    response = client.post(URLS["assignment_submit"](world), _post_data(world), follow=True)
+    html = response.content.decode()
+    assert "You are blocked from this project&#x27;s HITs" in html
+    assert "Copies the hints." in html
+    assert not Caption.objects.exists()
+    world.assignment.refresh_from_db()
+    assert world.assignment.state == Assignment.State.RETURNED
 
 
 def test_it_goes_back_to_work_after_the_last_hit(make_batch: MakeBatch, ann: Any) -> None:

@@ -156,6 +156,16 @@ def test_it_logs_the_new_user_in(invite: Invite) -> None:
     assert b'<span data-testid="username">newt</span>' in response.content
 
 
+@pytest.mark.parametrize("username", ["mturk-A1B2C3D4E5F6G7", "MTurk-A1B2C3D4E5F6G7"])
+def test_it_refuses_a_username_reserved_for_mturk_workers(invite: Invite, username: str) -> None:
+    _, response = _signup(invite, {**SIGNUP, "username": username})
+    assert response.status_code == 200
+    assert "are reserved for Amazon Mechanical Turk workers" in response.content.decode()
+    assert not get_user_model().objects.filter(username__iexact=username).exists()
+    invite.refresh_from_db()
+    assert invite.uses == 0
+
+
 def test_it_keeps_the_form_on_a_bad_signup(invite: Invite) -> None:
     _, response = _signup(invite, {**SIGNUP, "password2": "something-else-entirely"})
     assert response.status_code == 200

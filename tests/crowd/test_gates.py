@@ -10,8 +10,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation.models import Batch
-from annotation.services import assignment_review, hit_claim
+from annotation.models import Assignment, Batch
+from annotation.services import assignment_review, assignment_submit, hit_claim
 from core.models import Project, Role
 from core.services import membership_add
 from crowd.models import Block, Qualification
@@ -24,7 +24,7 @@ from crowd.services import (
     worker_block,
     worker_unblock,
 )
-from tests.annotation.conftest import make_clips, make_subset
+from tests.annotation.conftest import captions_for, make_clips, make_subset
 from tests.crowd.conftest import MakeBatch, Submit
 
 
@@ -94,6 +94,22 @@ def test_it_blocks_only_on_the_blocking_project(
 def test_it_keeps_other_workers_working(batch: Batch, ann: Any, abe: Any, rey: Any) -> None:
     worker_block(project=batch.project, worker=ann, by=rey, reason="Copies the hints.")
     assert hit_claim(worker=abe) is not None
+
+
+def test_a_block_stops_the_hit_already_held(batch: Batch, ann: Any, rey: Any) -> None:
+    assignment = hit_claim(worker=ann)
+    assert assignment is not None
+    worker_block(project=batch.project, worker=ann, by=rey, reason="Copies the hints.")
+    with pytest.raises(ValidationError, match="blocked from this project's HITs"):
+        assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.RETURNED
+    assert not assignment.captions.exists()
+    # once the block is lifted, the worker's next HIT goes through
+    worker_unblock(project=batch.project, worker=ann, by=rey)
+    again = hit_claim(worker=ann)
+    assert again is not None
+    assignment_submit(assignment=again, worker=ann, captions=captions_for(again))
 
 
 def test_it_needs_a_reason_to_block(batch: Batch, ann: Any, rey: Any) -> None:

@@ -21,6 +21,14 @@ class Command(BaseCommand):
             if batch is None:
                 raise CommandError(f"No batch #{opts['batch']}.")
         result = mturk_reviews_send(batch=batch)
-        self.stdout.write(f"sent {result['sent']}, refused by MTurk {result['refused']}")
+        self.stdout.write(
+            f"sent {result['sent']}, refused by MTurk {result['refused']}, "
+            f"held for another worker or HIT there {result['mismatched']}"
+        )
+        if result["mismatched"]:
+            raise CommandError(
+                "Some assignments were submitted here under another worker's id or HIT than "
+                "MTurk has (see the log); their reviews are not sent."
+            )
         if result["refused"]:
             raise CommandError("Some reviews were refused; they are retried on the next run.")
