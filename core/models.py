@@ -139,16 +139,13 @@ class Invite(models.Model):
 
 class JobQuerySet(models.QuerySet["Job"]):
     def visible_to(self, user: User) -> JobQuerySet:
-        """Jobs of projects where the user is a researcher, plus site-wide jobs
-        (ontology and segment imports) for researchers; staff see everything."""
+        """Jobs of projects where the user is a researcher; staff see everything.
+        Site-wide jobs (ontology and segment imports, project None) are staff-only: their
+        parameters name server paths and their creators belong to no project."""
         if user.is_staff:
             return self
         researcher_projects = Membership.objects.filter(user=user, role=Role.RESEARCHER)
-        if not researcher_projects.exists():
-            return self.none()
-        return self.filter(
-            Q(project__in=researcher_projects.values("project")) | Q(project__isnull=True)
-        )
+        return self.filter(project__in=researcher_projects.values("project"))
 
 
 class Job(models.Model):

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AnonymousUser, Group, User
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import F
@@ -68,12 +68,11 @@ def project_create(
 def membership_add(
     *, project: Project, user: User, role: str, invite: Invite | None = None
 ) -> Membership:
-    """Adds the user to the project, or changes their role there."""
-    with transaction.atomic():
-        membership, _ = Membership.objects.update_or_create(
-            project=project, user=user, defaults={"role": role, "invite": invite}
-        )
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    """Adds the user to the project, or changes their role there (core.roles keeps the
+    user's role groups in step with every membership save)."""
+    membership, _ = Membership.objects.update_or_create(
+        project=project, user=user, defaults={"role": role, "invite": invite}
+    )
     return membership
 
 

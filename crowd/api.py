@@ -2,6 +2,8 @@
 assignment with its captions, hints and flags, and the decisions on it (approve, reject with a
 reason, fix the text then approve).
 
+Also a batch's requirements (who may take its HITs): reviewers read them, researchers set them.
+
 A project you are not in is a 404; its researchers and reviewers read and review; annotators
 get 403. The paths and operation ids are those these endpoints had under annotation.api, so
 scripts and generated clients keep working.
@@ -18,12 +20,14 @@ from django.http import HttpRequest
 from django.urls import reverse
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
+from ninja.responses import Status
 
-from annotation.models import Assignment, Caption
+from annotation.models import Assignment, Batch, Caption
 from core.access import project_for_api, signed_in_user
+from core.models import Role
 from core.schemas import ErrorOut, FieldErrorsOut, page_or_404, refusal
 from crowd import services
-from crowd.models import REVIEWERS, RejectReason
+from crowd.models import REVIEWERS, BatchRequirements, Qualification, RejectReason
 from curation.models import Label
 
 # Tagged and named as when they were part of the annotation API (see the docstring).
@@ -257,3 +261,88 @@ def review_fix(request: HttpRequest, slug: str, assignment_id: int, payload: Fix
     except ValidationError as exc:
         return refusal(exc)
     return _review_out(_project_assignment(request, slug, assignment_id))
+
+
+# Batch requirements ----------------------------------------------------------------------
+
+
+class RequirementsOut(Schema):
+    qualifications: list[int]  # ids of the project's qualification tests to pass
+    min_approval_percent: int
+    min_approved: int
+    # False: the worker's record in this project; True: over every project
+    site_wide_record: bool
+
+
+class RequirementsIn(Schema):
+    qualifications: list[int] = []
+    min_approval_percent: int = 0
+    min_approved: int = 0
+    site_wide_record: bool = Field(
+        False, description="count the worker's reviews in every project, not only this one"
+    )
+
+
+def _project_batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> Batch:
+    project = project_for_api(request, slug, *roles)
+    batch = Batch.objects.filter(project=project, pk=batch_id).select_related("project").first()
+    if batch is None:
+        raise HttpError(404, f"No batch #{batch_id} in project {slug!r}.")
+    return batch
+
+
+def _requirements_out(batch: Batch) -> dict[str, Any]:
+    current = BatchRequirements.objects.filter(batch=batch).first()
+    if current is None:  # no requirements: anyone in the project may work on it
+        return {
+            "qualifications": [],
+            "min_approval_percent": 0,
+            "min_approved": 0,
+            "site_wide_record": False,
+        }
+    return {
+        "qualifications": sorted(current.qualifications.values_list("pk", flat=True)),
+        "min_approval_percent": current.min_approval_percent,
+        "min_approved": current.min_approved,
+        "site_wide_record": current.site_wide_record,
+    }
+
+
+@router.get(
+    "/projects/{slug}/batches/{batch_id}/requirements",
+    response={200: RequirementsOut, 403: ErrorOut, 404: ErrorOut},
+    tags=["crowd"],
+)
+def requirements_get(request: HttpRequest, slug: str, batch_id: int) -> Any:
+    """What a worker needs before the batch's HITs are offered to them."""
+    return _requirements_out(_project_batch(request, slug, batch_id, *REVIEWERS))
+
+
+@router.put(
+    "/projects/{slug}/batches/{batch_id}/requirements",
+    response={200: RequirementsOut, 400: FieldErrorsOut, 403: ErrorOut, 404: ErrorOut},
+    tags=["crowd"],
+)
+def requirements_put(
+    request: HttpRequest, slug: str, batch_id: int, payload: RequirementsIn
+) -> Any:
+    """Replaces the batch's requirements; they apply from the next claim."""
+    batch = _project_batch(request, slug, batch_id, Role.RESEARCHER)
+    qualifications = list(Qualification.objects.filter(project=batch.project))
+    by_id = {q.pk: q for q in qualifications}
+    unknown = sorted(set(payload.qualifications) - set(by_id))
+    if unknown:
+        detail = f"No qualification {unknown} in project {slug!r}."
+        return Status(400, {"detail": detail, "errors": {"qualifications": [detail]}})
+    try:
+        services.batch_requirements_set(
+            batch=batch,
+            by=signed_in_user(request),
+            qualifications=[by_id[pk] for pk in payload.qualifications],
+            min_approval_percent=payload.min_approval_percent,
+            min_approved=payload.min_approved,
+            site_wide_record=payload.site_wide_record,
+        )
+    except ValidationError as exc:
+        return refusal(exc)
+    return _requirements_out(batch)

@@ -76,6 +76,12 @@ class RequirementsForm(forms.Form):
         min_value=0, max_value=100, initial=0, label="Minimum approval rate (%)"
     )
     min_approved = forms.IntegerField(min_value=0, initial=0, label="Minimum approved assignments")
+    site_wide_record = forms.BooleanField(
+        required=False,
+        label="Count the worker's record in every project",
+        help_text="Off: only reviews in this project count, so other projects' reviewers "
+        "cannot lock a worker out of this batch.",
+    )
 
     def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

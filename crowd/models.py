@@ -243,9 +243,11 @@ class QualificationAnswer(models.Model):
 
 
 class BatchRequirements(models.Model):
-    """What a worker needs before hit_claim offers them this batch's HITs. The rate and
-    count are the worker's record over the whole site, as MTurk's system qualifications
-    are (AudioCaps asked for at least 95 % approved and 1,000 approved HITs)."""
+    """What a worker needs before hit_claim offers them this batch's HITs (AudioCaps asked
+    for at least 95 % approved and 1,000 approved HITs). The rate and count are the worker's
+    record in the batch's project, so other projects' reviewers cannot lock a worker out
+    here; `site_wide_record` opts into the record over every project, as MTurk's system
+    qualifications count."""
 
     batch = models.OneToOneField(
         "annotation.Batch", on_delete=models.CASCADE, related_name="requirements"
@@ -257,6 +259,10 @@ class BatchRequirements(models.Model):
     # A worker with nothing reviewed yet counts as 100 %, as on MTurk.
     min_approval_percent = models.PositiveSmallIntegerField(default=0)
     min_approved = models.PositiveIntegerField(default=0)
+    site_wide_record = models.BooleanField(
+        default=False,
+        help_text="Count the worker's reviewed assignments in every project, not only this one.",
+    )
 
     class Meta:
         verbose_name_plural = "batch requirements"

@@ -239,7 +239,8 @@ def worker_detail(request: HttpRequest, slug: str, user_id: int) -> HttpResponse
         "role": role,
         "worker": worker,
         "summary": services.worker_summary(project=project, worker=worker),
-        "record": worker_record(worker=worker),
+        # this project's reviews only: another project's record is not this one's business
+        "record": worker_record(worker=worker, project=project),
         # not "block": the {% block %} tag puts its own "block" in the context
         "active_block": Block.objects.active().filter(project=project, worker=worker).first(),
         "blocks": Block.objects.filter(project=project, worker=worker).select_related(
@@ -479,6 +480,7 @@ def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse
             "qualifications": list(current.qualifications.all()),
             "min_approval_percent": current.min_approval_percent,
             "min_approved": current.min_approved,
+            "site_wide_record": current.site_wide_record,
         }
     form = RequirementsForm(request.POST or None, initial=initial, project=project)
     if request.method == "POST" and form.is_valid():

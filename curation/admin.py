@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from curation.models import Clip, Label
+from curation.models import Clip, Label, LabelCuration
 
 
 @admin.register(Label)
@@ -11,6 +11,13 @@ class LabelAdmin(admin.ModelAdmin):
     list_filter = ["abstract", "blacklisted"]
     search_fields = ["name", "mid", "description"]
     filter_horizontal = ["children"]
+
+
+@admin.register(LabelCuration)
+class LabelCurationAdmin(admin.ModelAdmin):
+    list_display = ["label", "project", "needs_visuals", "needs_expertise", "excluded"]
+    list_filter = ["project", "excluded", "needs_visuals", "needs_expertise"]
+    raw_id_fields = ["label"]
 
 
 @admin.register(Clip)

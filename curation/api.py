@@ -1,5 +1,5 @@
 """Curation API (mounted on /api/ by earmark.api): recipes, previews and builds, subsets and their
-clips, fetching, and the ontology with its curation flags.
+clips, fetching, the shared ontology (read-only) and each project's curation flags.
 
 Access is the pages': a project you are not in is a 404, curation data needs the researcher
 or reviewer role (403 for annotators), and changes need the researcher role.
@@ -24,7 +24,7 @@ from core.models import Membership, Project, Role
 from core.schemas import ErrorOut, JobOut
 from core.services import job_enqueue
 from curation import queries, services
-from curation.models import Clip, Label, Recipe, Split, Subset
+from curation.models import Clip, Label, LabelCuration, Recipe, Split, Subset
 from curation.recipes import RecipeError, RecipeSpec
 
 router = Router(tags=["curation"])
@@ -44,17 +44,7 @@ CLIP_FIELDS = (
     "duration_seconds",
     "silent",
 )
-LABEL_FIELDS = (
-    "mid",
-    "name",
-    "description",
-    "abstract",
-    "blacklisted",
-    "curation_note",
-    "needs_visuals",
-    "needs_expertise",
-    "excluded",
-)
+LABEL_FIELDS = ("mid", "name", "description", "abstract", "blacklisted")
 
 
 class RecipeOut(Schema):
@@ -138,21 +128,35 @@ class ClipPageOut(Schema):
     items: list[ClipOut]
 
 
-class LabelOut(Schema):
+class OntologyLabelOut(Schema):
+    """A label of the shared AudioSet ontology, as every project sees it."""
+
     mid: str
     name: str
     description: str
     abstract: bool
     blacklisted: bool
-    needs_visuals: bool
-    needs_expertise: bool
-    excluded: bool
-    curation_note: str
     word_label: str | None
     super_category: str | None
     children: list[str]
     # clips carrying the label itself per AudioSet list (balanced, eval, unbalanced), cached
     clip_counts: dict[str, int]
+
+
+class LabelOut(OntologyLabelOut):
+    """A label with one project's curation of it (all False and "" until it is judged)."""
+
+    needs_visuals: bool
+    needs_expertise: bool
+    excluded: bool
+    curation_note: str
+
+
+class LabelCurationIn(Schema):
+    needs_visuals: bool = False
+    needs_expertise: bool = False
+    excluded: bool = False
+    note: str = ""
 
 
 # Access ----------------------------------------------------------------------------------
@@ -373,16 +377,7 @@ def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> Any:
 # Ontology -------------------------------------------------------------------------------
 
 
-@router.get("/labels", response={200: list[LabelOut], 403: ErrorOut})
-def label_list(request: HttpRequest, q: str = "") -> Any:
-    """The AudioSet ontology with curation flags; `q` filters by name."""
-    user = signed_in_user(request)
-    curator = Membership.objects.filter(user=user, role__in=READ).exists()
-    if not (curator or user.is_staff):
-        raise HttpError(403, "Only researchers and reviewers see the ontology.")
-    labels = Label.objects.select_related("word_label").order_by("pk")
-    if q.strip():
-        labels = labels.filter(name__icontains=q.strip())
+def _ontology_rows(labels: Any) -> list[dict[str, Any]]:
     children: dict[int, list[str]] = {}
     edges = Label.children.through.objects.order_by("pk")
     for parent, child_mid in edges.values_list("from_label_id", "to_label__mid"):
@@ -391,6 +386,7 @@ def label_list(request: HttpRequest, q: str = "") -> Any:
     return [
         {
             **{f: getattr(label, f) for f in LABEL_FIELDS},
+            "pk": label.pk,
             "word_label": label.word_label.name if label.word_label else None,
             "super_category": label.word_label.super_category if label.word_label else None,
             "children": children.get(label.pk, []),
@@ -398,3 +394,56 @@ def label_list(request: HttpRequest, q: str = "") -> Any:
         }
         for label in labels
     ]
+
+
+def _labels(q: str) -> Any:
+    labels = Label.objects.select_related("word_label").order_by("pk")
+    return labels.filter(name__icontains=q.strip()) if q.strip() else labels
+
+
+def _curated(row: dict[str, Any], curation: LabelCuration | None) -> dict[str, Any]:
+    return {
+        **row,
+        "needs_visuals": curation.needs_visuals if curation else False,
+        "needs_expertise": curation.needs_expertise if curation else False,
+        "excluded": curation.excluded if curation else False,
+        "curation_note": curation.note if curation else "",
+    }
+
+
+@router.get("/labels", response={200: list[OntologyLabelOut], 403: ErrorOut})
+def label_list(request: HttpRequest, q: str = "") -> Any:
+    """The shared AudioSet ontology, read-only; `q` filters by name. Each project's curation
+    flags are at /api/projects/{slug}/labels."""
+    user = signed_in_user(request)
+    curator = Membership.objects.filter(user=user, role__in=READ).exists()
+    if not (curator or user.is_staff):
+        raise HttpError(403, "Only researchers and reviewers see the ontology.")
+    return _ontology_rows(_labels(q))
+
+
+@router.get("/projects/{slug}/labels", response={200: list[LabelOut], 403: ErrorOut, 404: ErrorOut})
+def project_label_list(request: HttpRequest, slug: str, q: str = "") -> Any:
+    """The ontology with this project's curation flags and notes; `q` filters by name."""
+    project = project_for_api(request, slug, *READ)
+    curations = services.label_curations(project=project)
+    return [_curated(row, curations.get(row["pk"])) for row in _ontology_rows(_labels(q))]
+
+
+@router.put(
+    "/projects/{slug}/labels/{path:mid}",
+    response={200: LabelOut, 403: ErrorOut, 404: ErrorOut},
+)
+def project_label_curate(
+    request: HttpRequest, slug: str, mid: str, payload: LabelCurationIn
+) -> Any:
+    """Sets this project's flags and note for the label with AudioSet id `mid`
+    (`…/labels/m/09x0r` or `…/labels//m/09x0r` for /m/09x0r); its recipes exclude labels by
+    them. Other projects are not affected."""
+    project = project_for_api(request, slug, *WRITE)
+    mid = mid if mid.startswith("/") else f"/{mid}"
+    label = Label.objects.select_related("word_label").filter(mid=mid).first()
+    if label is None:
+        raise HttpError(404, f"No AudioSet label {mid!r}.")
+    curation = services.label_curate(project=project, label=label, **payload.dict())
+    return _curated(_ontology_rows([label])[0], curation)

@@ -51,11 +51,8 @@ class Label(models.Model):
     abstract = models.BooleanField(default=False)
     blacklisted = models.BooleanField(default=False)
     children = models.ManyToManyField("self", symmetrical=False, related_name="parents", blank=True)
-    # Researchers' curation: what annotators cannot describe from audio alone.
-    needs_visuals = models.BooleanField(default=False)
-    needs_expertise = models.BooleanField(default=False)
-    excluded = models.BooleanField(default=False)
-    curation_note = models.TextField(blank=True)
+    # Researchers' curation flags live per project, in LabelCuration: the ontology is
+    # shared by every project and only staff change it (the admin, the imports).
     word_label = models.ForeignKey(
         WordLabel, null=True, blank=True, on_delete=models.SET_NULL, related_name="labels"
     )
@@ -71,6 +68,31 @@ class Label(models.Model):
         """The word hint annotators see for this label: its word label ("dog"), or the label's
         own name when it has none. Select `word_label` with the labels to save a query each."""
         return self.word_label.name if self.word_label else self.name
+
+
+class LabelCuration(models.Model):
+    """One project's judgement of a label: what its annotators cannot describe from audio
+    alone. The project's recipes exclude labels by these flags; other projects never see
+    them. No row means no flag and no note."""
+
+    project = models.ForeignKey(
+        "core.Project", on_delete=models.CASCADE, related_name="label_curations"
+    )
+    label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="curations")
+    needs_visuals = models.BooleanField(default=False)
+    needs_expertise = models.BooleanField(default=False)
+    excluded = models.BooleanField(default=False)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "label"], name="labelcuration_once_per_project"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label_id} in {self.project_id}"
 
 
 class Clip(models.Model):

@@ -19,7 +19,7 @@ from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from core.models import Job, Project
-from curation.models import Clip, Label, LabelSourceCount, Subset, SubsetClip
+from curation.models import Clip, Label, LabelCuration, LabelSourceCount, Subset, SubsetClip
 
 SEGMENT_LISTS = tuple(Clip.SegmentList.values)  # balanced, eval, unbalanced
 SUBSET_JOB_KINDS = ("subset_build", "clips_fetch")
@@ -53,6 +53,7 @@ class TreeRow:
     match: bool = False
     focus: bool = False  # the label just curated: its form is shown open
     counts: list[int] = field(default_factory=list)
+    curation: LabelCuration | None = None  # the project's flags and note, if it judged it
 
 
 @dataclass
@@ -62,10 +63,12 @@ class OntologyTree:
     matches: int | None  # None when not searching
 
 
-def ontology_tree(*, q: str = "", focus: int | None = None) -> OntologyTree:
-    """The whole ontology from two queries (labels, edges) plus the counts aggregate.
-    With `q`, only labels whose name contains it and their ancestors remain, opened."""
+def ontology_tree(*, project: Project, q: str = "", focus: int | None = None) -> OntologyTree:
+    """The whole ontology from two queries (labels, edges) plus the counts aggregate, with
+    `project`'s curation of each label. With `q`, only labels whose name contains it and
+    their ancestors remain, opened."""
     labels = {label.pk: label for label in Label.objects.select_related("word_label")}
+    curations = {c.label_id: c for c in LabelCuration.objects.filter(project=project)}
     children, parents = _label_edges()
     needle = q.strip().lower()
     matched = {pk for pk, label in labels.items() if needle in label.name.lower()}
@@ -95,6 +98,7 @@ def ontology_tree(*, q: str = "", focus: int | None = None) -> OntologyTree:
                 match=bool(needle) and pk in matched,
                 focus=pk == focus,
                 counts=[per_list.get(s, 0) for s in SEGMENT_LISTS],
+                curation=curations.get(pk),
             )
         )
         for child in kids:

@@ -78,7 +78,7 @@ def _subset_for(
 def ontology(request: HttpRequest, slug: str) -> HttpResponse:
     project, role = project_for_page(request, slug, *READ)
     q = request.GET.get("q", "").strip()
-    tree = queries.ontology_tree(q=q, focus=_int(request.GET.get("focus")))
+    tree = queries.ontology_tree(project=project, q=q, focus=_int(request.GET.get("focus")))
     context = {
         "project": project,
         "role": role,
@@ -93,11 +93,11 @@ def ontology(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def label_curate(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project_for_page(request, slug, *WRITE)
+    project, _ = project_for_page(request, slug, *WRITE)
     label = get_object_or_404(Label, pk=pk)
     form = LabelCurateForm(request.POST)
     if form.is_valid():
-        services.label_curate(label=label, **form.cleaned_data)
+        services.label_curate(project=project, label=label, **form.cleaned_data)
         messages.success(request, f"Saved the curation of {label.name}.")
     else:
         messages.error(request, f"{label.name} not saved: {form.errors.as_text()}")

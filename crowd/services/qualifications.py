@@ -164,9 +164,12 @@ def batch_requirements_set(
     qualifications: Iterable[Qualification],
     min_approval_percent: int,
     min_approved: int,
+    site_wide_record: bool = False,
 ) -> BatchRequirements:
     """What workers need before they are offered the batch's HITs. Applies to the next
-    claim; assignments already accepted keep their time."""
+    claim; assignments already accepted keep their time. The approval rate and count are
+    the worker's record in the batch's project unless `site_wide_record` asks for their
+    record over every project."""
     require_role(batch.project, by, Role.RESEARCHER)
     qualifications = list(qualifications)
     if foreign := [q.name for q in qualifications if q.project_id != batch.project_id]:
@@ -178,7 +181,11 @@ def batch_requirements_set(
     with transaction.atomic():
         requirements, _ = BatchRequirements.objects.update_or_create(
             batch=batch,
-            defaults={"min_approval_percent": min_approval_percent, "min_approved": min_approved},
+            defaults={
+                "min_approval_percent": min_approval_percent,
+                "min_approved": min_approved,
+                "site_wide_record": site_wide_record,
+            },
         )
         requirements.qualifications.set(qualifications)
     return requirements

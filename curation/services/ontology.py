@@ -12,9 +12,16 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from core.models import Job
+from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
-from curation.models import Clip, Label, LabelSourceCount, SuperCategory, WordLabel
+from curation.models import (
+    Clip,
+    Label,
+    LabelCuration,
+    LabelSourceCount,
+    SuperCategory,
+    WordLabel,
+)
 
 _LABEL_FIELDS = (
     "name",
@@ -118,17 +125,32 @@ def ontology_import_job(*, job: Job, progress: ProgressFn, path: str) -> dict[st
 
 
 def label_curate(
-    *, label: Label, needs_visuals: bool, needs_expertise: bool, excluded: bool, note: str = ""
-) -> Label:
-    """Records a researcher's judgement of a label; recipes exclude labels by these flags."""
-    label.needs_visuals, label.needs_expertise, label.excluded = (
-        needs_visuals,
-        needs_expertise,
-        excluded,
+    *,
+    project: Project,
+    label: Label,
+    needs_visuals: bool,
+    needs_expertise: bool,
+    excluded: bool,
+    note: str = "",
+) -> LabelCuration:
+    """Records a researcher's judgement of a label for their project; the project's recipes
+    exclude labels by these flags. The shared ontology and other projects are untouched."""
+    curation, _ = LabelCuration.objects.update_or_create(
+        project=project,
+        label=label,
+        defaults={
+            "needs_visuals": needs_visuals,
+            "needs_expertise": needs_expertise,
+            "excluded": excluded,
+            "note": note.strip(),
+        },
     )
-    label.curation_note = note.strip()
-    label.save(update_fields=["needs_visuals", "needs_expertise", "excluded", "curation_note"])
-    return label
+    return curation
+
+
+def label_curations(*, project: Project) -> dict[int, LabelCuration]:
+    """The project's curation of each label it judged, by label id."""
+    return {c.label_id: c for c in LabelCuration.objects.filter(project=project)}
 
 
 # Clip counts per label (the ontology page's cache) --------------------------------------

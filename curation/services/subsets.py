@@ -17,7 +17,7 @@ from django.utils.text import slugify
 from core.bulk import insert_many
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
-from curation.models import Clip, Label, Recipe, Subset, SubsetClip
+from curation.models import Clip, Label, LabelCuration, Recipe, Subset, SubsetClip
 from curation.recipes import (
     FLAGS,
     Candidates,
@@ -29,28 +29,27 @@ from curation.recipes import (
 )
 
 
-def _label_table() -> dict[str, Any]:
+def _label_table(project: Project) -> dict[str, Any]:
+    """The ontology as arrays, with `project`'s curation flags (other projects' never count)."""
     rows = list(
         Label.objects.values_list(
-            "pk",
-            "mid",
-            "name",
-            "abstract",
-            "blacklisted",
-            "needs_visuals",
-            "needs_expertise",
-            "excluded",
-            "word_label__super_category",
+            "pk", "mid", "name", "abstract", "blacklisted", "word_label__super_category"
         ).order_by("pk")
     )
+    curated = {
+        row[0]: row[1:]
+        for row in LabelCuration.objects.filter(project=project).values_list("label_id", *FLAGS)
+    }
+    unflagged = (False,) * len(FLAGS)
+    flags = [curated.get(r[0], unflagged) for r in rows]
     return {
         "pk": np.array([r[0] for r in rows], dtype=np.int64),
         "mid": [r[1] for r in rows],
         "name": [r[2] for r in rows],
         "abstract": np.array([r[3] for r in rows], dtype=bool),
         "blacklisted": np.array([r[4] for r in rows], dtype=bool),
-        "flags": {f: np.array([r[5 + i] for r in rows], dtype=bool) for i, f in enumerate(FLAGS)},
-        "super_category": [r[8] or "" for r in rows],
+        "flags": {f: np.array([row[i] for row in flags], dtype=bool) for i, f in enumerate(FLAGS)},
+        "super_category": [r[5] or "" for r in rows],
     }
 
 
@@ -100,12 +99,17 @@ def _candidate_links(segment_lists: list[str], label_position: dict[int, int]) -
 
 
 def _subset_select(
-    spec: RecipeSpec, *, progress: ProgressFn = no_progress, what: str = "Recipe"
+    spec: RecipeSpec,
+    *,
+    project: Project,
+    progress: ProgressFn = no_progress,
+    what: str = "Recipe",
 ) -> tuple[dict[str, Any], Candidates, Selection]:
     """Loads the candidate clips for the spec and selects from them; stores nothing.
-    Shared by subset_build and subset_preview, so a preview shows exactly what a build keeps."""
+    Shared by subset_build and subset_preview, so a preview shows exactly what a build keeps.
+    The curation flags the spec excludes by are `project`'s own."""
     progress(0, 4, "reading labels")
-    table = _label_table()
+    table = _label_table(project)
     if len(table["pk"]) == 0:
         raise ValidationError("No ontology loaded; run import_ontology first.")
     excluded = _subtree_indices(table, spec.excluded_subtrees)
@@ -141,7 +145,7 @@ def subset_preview(
         spec.validate()
     except (RecipeError, TypeError) as exc:
         raise ValidationError(str(exc)) from None
-    table, candidates, selection = _subset_select(spec, what="Preview")
+    table, candidates, selection = _subset_select(spec, project=project, what="Preview")
     report = _subset_report(spec, table, candidates, selection)
     report["labels"] = report["labels"][: max(0, top_labels)]
     return report
@@ -156,7 +160,7 @@ def subset_build(
     except (RecipeError, TypeError) as exc:
         raise ValidationError(f"Recipe {recipe.name!r}: {exc}") from None
     table, candidates, selection = _subset_select(
-        spec, progress=progress, what=f"Recipe {recipe.name!r}"
+        spec, project=recipe.project, progress=progress, what=f"Recipe {recipe.name!r}"
     )
     report = _subset_report(spec, table, candidates, selection)
     progress(3, 4, f"storing {len(selection.clip_ids):,} clips")
@@ -211,7 +215,7 @@ def subset_from_clips(
     ids = np.unique(np.fromiter(clip_ids, dtype=np.int64))
     if len(ids) != Clip.objects.filter(pk__in=ids.tolist()).count():
         raise ValidationError(f"Subset {name!r}: some of the clips do not exist.")
-    table = _label_table()
+    table = _label_table(project)
     position = {int(pk): i for i, pk in enumerate(table["pk"])}
     links = np.array(
         Clip.labels.through.objects.filter(clip_id__in=ids.tolist()).values_list(

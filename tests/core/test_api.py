@@ -140,13 +140,45 @@ def test_it_lists_only_jobs_of_projects_a_token_holder_researches(
 ) -> None:
     response = Client().get("/api/jobs/", **_bearer(_token(olive)))
     assert response.status_code == 200
-    assert _ids(response) == {jobs["birds"].pk, jobs["site-wide"].pk}
+    assert _ids(response) == {jobs["birds"].pk}
 
 
 def test_it_lists_the_researchers_own_project_jobs(jobs: dict[str, Job], alice: Any) -> None:
     response = Client().get("/api/jobs/", **_bearer(_token(alice)))
     assert response.status_code == 200
-    assert _ids(response) == {jobs["sounds"].pk, jobs["site-wide"].pk}
+    assert _ids(response) == {jobs["sounds"].pk}
+
+
+def test_it_lists_site_wide_jobs_to_staff_only(jobs: dict[str, Job], staff: Any) -> None:
+    response = Client().get("/api/jobs/", **_bearer(_token(staff)))
+    assert response.status_code == 200
+    assert _ids(response) == {job.pk for job in jobs.values()}
+
+
+@pytest.mark.parametrize(
+    ("method", "action"), [("get", ""), ("post", "/retry"), ("post", "/cancel")]
+)
+def test_it_keeps_a_researcher_away_from_a_site_wide_job(
+    project: Project, alice: Any, method: str, action: str
+) -> None:
+    site_wide = _job(None, state=Job.State.FAILED)
+    client = Client()
+    response = getattr(client, method)(
+        f"/api/jobs/{site_wide.pk}{action}", **_bearer(_token(alice))
+    )
+    assert response.status_code == 404
+    assert not Job.objects.filter(retry_of=site_wide).exists()
+    assert "ontology_import" not in response.content.decode()
+
+
+def test_it_lets_staff_retry_a_site_wide_job(
+    db: None, staff: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    site_wide = _job(None, state=Job.State.FAILED)
+    with django_capture_on_commit_callbacks(execute=False):
+        response = Client().post(f"/api/jobs/{site_wide.pk}/retry", **_bearer(_token(staff)))
+    assert response.status_code == 201
+    assert Job.objects.filter(retry_of=site_wide, project=None).exists()
 
 
 @pytest.mark.parametrize("persona", ["rey", "ann"])

@@ -365,3 +365,40 @@ def test_it_shows_staff_every_project(world: World, staff: Any) -> None:
     response = login(staff).get(LOGIN_REQUIRED["project_detail"](world))
     assert response.status_code == 200
     assert world.invite.token.encode() in response.content
+
+
+# Site-wide jobs (ontology and segment imports): staff only -----------------------------
+
+
+@pytest.fixture
+def site_wide_job(db: None) -> Job:
+    job = job_create(kind="segments_import", params={"path": "/srv/private/eval.csv"})
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.FAILED, finished_at=job.created_at, error="boom"
+    )
+    return job
+
+
+@pytest.mark.parametrize(
+    ("method", "name"), [("get", "job_detail"), ("post", "job_retry"), ("post", "job_cancel")]
+)
+def test_it_keeps_site_wide_jobs_from_researchers(
+    project: Project, alice: Any, site_wide_job: Job, method: str, name: str
+) -> None:
+    response = _request(login(alice), method, reverse(name, args=[site_wide_job.pk]))
+    assert response.status_code == 404
+    assert not Job.objects.filter(retry_of=site_wide_job).exists()
+
+
+def test_it_leaves_site_wide_jobs_off_a_researchers_job_list(
+    project: Project, alice: Any, site_wide_job: Job
+) -> None:
+    response = login(alice).get(reverse("job_list"))
+    assert response.status_code == 200
+    assert b"/srv/private" not in response.content
+    assert f'data-job="{site_wide_job.pk}"'.encode() not in response.content
+
+
+def test_it_shows_site_wide_jobs_to_staff(staff: Any, site_wide_job: Job) -> None:
+    response = login(staff).get(reverse("job_list"))
+    assert f'data-job="{site_wide_job.pk}"'.encode() in response.content

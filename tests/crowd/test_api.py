@@ -253,3 +253,54 @@ def test_the_openapi_schema_documents_the_review_api(db: None) -> None:
     assert {"200", "400", "403", "404", "409"} <= set(fix["responses"])
     assert fix["operationId"] == "annotation_api_review_fix"  # as before the move to crowd
     assert "ReviewAssignmentOut" in schema["components"]["schemas"]
+
+
+# Batch requirements ----------------------------------------------------------------------
+
+
+def _requirements_url(w: World) -> str:
+    return f"{P}/batches/{w.submitted.hit.batch_id}/requirements"
+
+
+def test_it_reads_a_batchs_requirements_with_their_defaults(world: World, rey: Any) -> None:
+    response = login(rey).get(_requirements_url(world))
+    assert response.status_code == 200
+    assert response.json() == {
+        "qualifications": [],
+        "min_approval_percent": 0,
+        "min_approved": 0,
+        "site_wide_record": False,
+    }
+
+
+def test_it_sets_a_batchs_requirements_with_the_site_wide_record(
+    world: World, alice: Any, qualification: Any
+) -> None:
+    body = {
+        "qualifications": [qualification.pk],
+        "min_approval_percent": 95,
+        "min_approved": 10,
+        "site_wide_record": True,
+    }
+    response = login(alice).put(_requirements_url(world), body, content_type=JSON)
+    assert response.status_code == 200
+    assert response.json() == body
+    assert login(alice).get(_requirements_url(world)).json() == body
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"qualifications": [999999]}, "qualifications"), ({"min_approval_percent": 101}, None)],
+)
+def test_it_refuses_bad_requirements(
+    world: World, alice: Any, body: dict[str, Any], field: str | None
+) -> None:
+    response = login(alice).put(_requirements_url(world), body, content_type=JSON)
+    assert response.status_code == 400
+    if field:
+        assert field in response.json()["errors"]
+
+
+def test_it_lets_only_researchers_set_requirements(world: World, rey: Any, rex: Any) -> None:
+    assert login(rey).put(_requirements_url(world), {}, content_type=JSON).status_code == 403
+    assert login(rex).get(_requirements_url(world)).status_code == 404

@@ -354,3 +354,70 @@ def test_it_lets_only_researchers_set_requirements(
             min_approval_percent=99,
             min_approved=0,
         )
+
+
+# Whose record gates: this project's by default, every project's on request --------------
+
+
+@pytest.fixture
+def birds(project: Project, ann: Any, olive: Any) -> Project:
+    """Olive's project, where Ann annotates too."""
+    birds = Project.objects.get(slug="birds")
+    membership_add(project=birds, user=ann, role=Role.ANNOTATOR)
+    return birds
+
+
+def _record_in(
+    birds: Project, worker: Any, reviewer: Any, make_batch: MakeBatch, submit: Submit, **counts: int
+) -> None:
+    history = make_batch(project=birds, clips=sum(counts.values()), captions_per_clip=1)
+    for n in range(sum(counts.values())):
+        approve = n < counts["approved"]
+        assignment_review(
+            assignment=submit(worker, batch=history),
+            reviewer=reviewer,
+            approve=approve,
+            reason="" if approve else "off_topic",
+        )
+
+
+def test_another_projects_rejections_do_not_lock_a_worker_out_here(
+    birds: Project, make_batch: MakeBatch, submit: Submit, ann: Any, alice: Any, olive: Any
+) -> None:
+    _record_in(birds, ann, olive, make_batch, submit, approved=0, rejected=3)
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated, by=alice, qualifications=[], min_approval_percent=95, min_approved=0
+    )
+
+    assert hit_claim(worker=ann, batch=gated) is not None
+
+
+def test_another_projects_approvals_do_not_count_here(
+    birds: Project, make_batch: MakeBatch, submit: Submit, ann: Any, alice: Any, olive: Any
+) -> None:
+    _record_in(birds, ann, olive, make_batch, submit, approved=3, rejected=0)
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated, by=alice, qualifications=[], min_approval_percent=0, min_approved=3
+    )
+
+    assert hit_claim(worker=ann, batch=gated) is None
+
+
+def test_a_batch_may_ask_for_the_site_wide_record(
+    birds: Project, make_batch: MakeBatch, submit: Submit, ann: Any, alice: Any, olive: Any
+) -> None:
+    _record_in(birds, ann, olive, make_batch, submit, approved=0, rejected=3)
+    gated = make_batch()
+    batch_requirements_set(
+        batch=gated,
+        by=alice,
+        qualifications=[],
+        min_approval_percent=95,
+        min_approved=0,
+        site_wide_record=True,
+    )
+
+    assert hit_claim(worker=ann, batch=gated) is None
+    assert [r.batch for r in requirements_unmet(worker=ann)] == [gated]

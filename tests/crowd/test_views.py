@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import URLPattern, reverse
 
 from annotation.models import Assignment, Batch, Caption, Hit, VideoHintView
-from annotation.services import hit_claim
+from annotation.services import assignment_review, hit_claim
 from core.models import Project, Role
 from core.services import membership_add
 from crowd import urls as crowd_urls
@@ -602,3 +602,27 @@ def test_it_downloads_the_ledger_as_csv(world: World, alice: Any) -> None:
     assert response["Content-Type"] == "text/csv"
     assert response["Content-Disposition"] == 'attachment; filename="sounds-ledger.csv"'
     assert streamed(response).startswith(b"date,kind,worker")
+
+
+def test_it_saves_the_site_wide_record_option_through_the_page(world: World, alice: Any) -> None:
+    page = login(alice).get(URLS["batch_requirements"](world)).content.decode()
+    assert 'name="site_wide_record"' in page
+
+    login(alice).post(
+        URLS["batch_requirements"](world),
+        {"min_approval_percent": "95", "min_approved": "0", "site_wide_record": "on"},
+    )
+
+    assert BatchRequirements.objects.get(batch=world.batch).site_wide_record
+
+
+def test_a_reviewer_sees_only_this_projects_record_of_a_worker(
+    world: World, rey: Any, olive: Any, rex: Any
+) -> None:
+    assignment_review(assignment=world.assignment, reviewer=rey, approve=True)
+    birds = Project.objects.get(slug="birds")
+    membership_add(project=birds, user=world.worker, role=Role.ANNOTATOR)
+
+    page = login(rex).get(reverse("worker_detail", args=["birds", world.worker.pk])).content
+
+    assert b"0 approved of 0 reviewed" in page

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from core.models import Job
+from core.models import Job, Project
 from core.services import api_token_create
-from curation.models import Label, Recipe, Subset, SubsetClip
+from curation.models import Label, LabelCuration, Recipe, Subset, SubsetClip
 from curation.recipes import RecipeSpec
-from curation.services import recipe_save, subset_build
+from curation.services import label_curate, recipe_save, subset_build
 from tests.conftest import login, make_user
 from tests.curation.conftest import Curation
 
@@ -35,12 +35,18 @@ READS: dict[str, URL] = {
     "subsets": lambda c: f"{_base(c)}/subsets",
     "subset": lambda c: f"{_base(c)}/subsets/{c.subset.slug}",
     "clips": lambda c: f"{_base(c)}/subsets/{c.subset.slug}/clips",
+    "labels": lambda c: f"{_base(c)}/labels",
 }
 WRITES: dict[str, tuple[str, URL, dict[str, Any] | None]] = {
     "put recipe": ("put", READS["recipe"], {"spec": _spec(seed=5)}),
     "preview": ("post", lambda c: f"{_base(c)}/recipes/preview", _spec()),
     "build": ("post", lambda c: f"{_base(c)}/recipes/{c.recipe.slug}/build", None),
     "fetch": ("post", lambda c: f"{_base(c)}/subsets/{c.subset.slug}/fetch", None),
+    "curate label": (
+        "put",
+        lambda c: f"{_base(c)}/labels{c.label.mid}",
+        {"excluded": True, "note": "too broad"},
+    ),
 }
 
 
@@ -51,7 +57,14 @@ def _write(client: Client, name: str, c: Curation, **extra: Any) -> Any:
 
 def _state() -> tuple[Any, ...]:
     recipes = sorted(Recipe.objects.values_list("slug", "name", "spec"), key=str)
-    return (recipes, Subset.objects.count(), SubsetClip.objects.count(), Job.objects.count())
+    flags = sorted(LabelCuration.objects.values_list("project", "label", "excluded", "note"))
+    return (
+        recipes,
+        flags,
+        Subset.objects.count(),
+        SubsetClip.objects.count(),
+        Job.objects.count(),
+    )
 
 
 # Access ---------------------------------------------------------------------------------
@@ -167,6 +180,8 @@ def test_it_lists_the_endpoints_in_the_schema(db: None) -> None:
         "/api/projects/{slug}/subsets/{subset_slug}/clips",
         "/api/projects/{slug}/subsets/{subset_slug}/fetch",
         "/api/labels",
+        "/api/projects/{slug}/labels",
+        "/api/projects/{slug}/labels/{mid}",
     } <= paths
 
 
@@ -260,6 +275,36 @@ def test_it_previews_what_a_changed_spec_would_select(curation: Curation, alice:
     assert figures["labels"] == [{"mid": "/m/09x0r", "name": "Speech", "before": 6, "after": 6}]
     recipe = recipe_save(project=curation.project, name="No music", spec=spec)
     assert subset_build(recipe=recipe).report["selected_clips"] == figures["selected_clips"]
+
+
+def _exclude(project: Project, label: Label) -> None:
+    label_curate(
+        project=project, label=label, needs_visuals=False, needs_expertise=False, excluded=True
+    )
+
+
+def test_another_projects_flags_leave_this_projects_subsets_alone(
+    curation: Curation, alice: Any, olive: Any
+) -> None:
+    spec = _spec(min_clips_per_label=4, excluded_flags=["excluded"])
+    preview = WRITES["preview"][1](curation)
+    before = login(alice).post(preview, spec, content_type=JSON).json()
+
+    _exclude(Project.objects.get(slug="birds"), curation.label)
+
+    assert login(alice).post(preview, spec, content_type=JSON).json() == before
+    recipe = recipe_save(project=curation.project, name="Flags", spec=spec)
+    assert "Speech" in {row["name"] for row in subset_build(recipe=recipe).report["labels"]}
+
+
+def test_the_projects_own_flags_exclude_labels_from_its_subsets(
+    curation: Curation, alice: Any
+) -> None:
+    _exclude(curation.project, curation.label)
+
+    spec = _spec(min_clips_per_label=4, excluded_flags=["excluded"])
+    figures = login(alice).post(WRITES["preview"][1](curation), spec, content_type=JSON).json()
+    assert "Speech" not in {row["name"] for row in figures["labels"]}
 
 
 @pytest.mark.parametrize(
@@ -388,21 +433,54 @@ def test_it_refuses_bad_clip_queries(
 # Labels ----------------------------------------------------------------------------------
 
 
-def test_it_lists_labels_with_flags_and_children(curation: Curation, rey: Any) -> None:
-    Label.objects.filter(pk=curation.label.pk).update(needs_visuals=True, curation_note="who?")
+def test_it_lists_the_shared_ontology_with_children(curation: Curation, rey: Any) -> None:
     client = login(rey)
     assert len(client.get("/api/labels").json()) == 632
     rows = client.get("/api/labels", {"q": "human voice"}).json()
     assert [r["mid"] for r in rows] == ["/m/09l8g"]
     assert "/m/09x0r" in rows[0]["children"]
-    speech = next(
-        r for r in client.get("/api/labels", {"q": "speech"}).json() if r["name"] == "Speech"
+    assert "excluded" not in rows[0]  # curation flags are per project
+
+
+def test_it_lists_the_projects_labels_with_its_flags(curation: Curation, rey: Any) -> None:
+    label_curate(
+        project=curation.project,
+        label=curation.label,
+        needs_visuals=True,
+        needs_expertise=False,
+        excluded=False,
+        note="who?",
     )
+    rows = login(rey).get(f"{_base(curation)}/labels", {"q": "speech"}).json()
+    speech = next(r for r in rows if r["name"] == "Speech")
     assert (speech["needs_visuals"], speech["excluded"], speech["curation_note"]) == (
         True,
         False,
         "who?",
     )
+
+
+@pytest.mark.parametrize("address", ["m/09x0r", "/m/09x0r"])
+def test_it_curates_a_label_for_the_project_only(
+    curation: Curation, alice: Any, olive: Any, address: str
+) -> None:
+    response = login(alice).put(
+        f"{_base(curation)}/labels/{address}",
+        {"excluded": True, "note": " too broad "},
+        content_type=JSON,
+    )
+
+    assert response.status_code == 200
+    assert (response.json()["mid"], response.json()["excluded"]) == ("/m/09x0r", True)
+    assert response.json()["curation_note"] == "too broad"
+    birds = login(olive).get("/api/projects/birds/labels", {"q": "speech"}).json()
+    assert not any(r["excluded"] or r["curation_note"] for r in birds)
+
+
+def test_it_404s_curating_an_unknown_label_on_the_api(curation: Curation, alice: Any) -> None:
+    response = login(alice).put(f"{_base(curation)}/labels/m/nope", {}, content_type=JSON)
+    assert response.status_code == 404
+    assert response.json()["detail"] == "No AudioSet label '/m/nope'."
 
 
 def test_it_shows_labels_to_researchers_of_any_project(curation: Curation, olive: Any) -> None:

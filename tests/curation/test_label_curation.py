@@ -4,11 +4,13 @@ import io
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from curation.models import Label, WordLabel
-from curation.services import label_curate, ontology_import, word_labels_import
+from core.models import Project
+from curation.models import Label, LabelCuration, WordLabel
+from curation.services import label_curate, label_curations, ontology_import, word_labels_import
 from tests.conftest import ONTOLOGY_EXCERPT
 
 DEMO_WORDS = ONTOLOGY_EXCERPT.parent / "word_labels_demo.csv"
@@ -25,10 +27,13 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_it_records_a_researchers_flags_and_note(ontology: None) -> None:
+def test_it_records_a_researchers_flags_and_note_for_the_project(
+    ontology: None, project: Project
+) -> None:
     label = Label.objects.get(name="Siren")
 
     label_curate(
+        project=project,
         label=label,
         needs_visuals=True,
         needs_expertise=False,
@@ -36,9 +41,31 @@ def test_it_records_a_researchers_flags_and_note(ontology: None) -> None:
         note="  ambulance or police? ",
     )
 
-    label.refresh_from_db()
-    assert (label.needs_visuals, label.needs_expertise, label.excluded) == (True, False, False)
-    assert label.curation_note == "ambulance or police?"
+    saved = LabelCuration.objects.get(project=project, label=label)
+    assert (saved.needs_visuals, saved.needs_expertise, saved.excluded) == (True, False, False)
+    assert saved.note == "ambulance or police?"
+
+
+def test_one_projects_curation_leaves_other_projects_alone(
+    ontology: None, project: Project, olive: User
+) -> None:
+    birds = Project.objects.get(slug="birds")
+    label = Label.objects.get(name="Siren")
+    label_curate(
+        project=birds, label=label, needs_visuals=False, needs_expertise=False, excluded=True
+    )
+
+    label_curate(
+        project=project, label=label, needs_visuals=True, needs_expertise=True, excluded=False
+    )
+
+    assert label_curations(project=birds)[label.pk].excluded
+    mine = label_curations(project=project)[label.pk]
+    assert (mine.needs_visuals, mine.needs_expertise, mine.excluded) == (True, True, False)
+
+
+def test_a_project_has_no_flags_until_it_curates(ontology: None, project: Project) -> None:
+    assert label_curations(project=project) == {}
 
 
 def test_it_maps_labels_to_word_labels_and_super_categories(ontology: None) -> None:

@@ -20,7 +20,7 @@ from django.urls import URLPattern, reverse
 from core.models import Job
 from curation import urls as curation_urls
 from curation import views
-from curation.models import Clip, Label, Recipe, Subset, SubsetClip
+from curation.models import Clip, Label, LabelCuration, Recipe, Subset, SubsetClip
 from curation.recipes import PRESETS, RecipeSpec, spec_from_text, spec_to_text
 from curation.services import RECIPE_FILE_MAX_BYTES
 from tests.conftest import login, streamed
@@ -118,9 +118,8 @@ def _zip_of_one_wav() -> SimpleUploadedFile:
 
 def _state(c: Curation) -> tuple[Any, ...]:
     """Everything the actions could change."""
-    label = Label.objects.get(pk=c.label.pk)
     recipes = sorted(Recipe.objects.values_list("slug", "name", "spec"), key=str)
-    flags = (label.needs_visuals, label.needs_expertise, label.excluded, label.curation_note)
+    flags = sorted(LabelCuration.objects.values_list("project", "label", "excluded", "note"))
     return (flags, recipes, Subset.objects.count(), Job.objects.count())
 
 
@@ -314,11 +313,26 @@ def test_it_saves_a_labels_flags_and_returns_to_it(curation: Curation, alice: An
     assert response["Location"] == (
         f"{PAGES['ontology'](curation)}?focus={label.pk}&q=spee#label-{label.pk}"
     )
-    label.refresh_from_db()
-    assert (label.needs_visuals, label.needs_expertise, label.excluded) == (True, False, False)
-    assert label.curation_note == "who speaks?"
+    saved = LabelCuration.objects.get(project=curation.project, label=label)
+    assert (saved.needs_visuals, saved.needs_expertise, saved.excluded) == (True, False, False)
+    assert saved.note == "who speaks?"
     page = login(alice).get(response["Location"]).content.decode()
     assert re.search(rf'id="label-{label.pk}" data-mid="/m/09x0r" open', page)
+
+
+def test_the_ontology_page_shows_only_this_projects_flags(
+    curation: Curation, alice: Any, olive: Any
+) -> None:
+    login(olive).post(
+        reverse("label_curate", args=["birds", curation.label.pk]),
+        {"excluded": "on", "note": "birds only"},
+    )
+
+    html = login(alice).get(PAGES["ontology"](curation), {"q": "speech"}).content.decode()
+
+    assert "birds only" not in html
+    assert 'class="badge flag-excluded"' not in html
+    assert not LabelCuration.objects.filter(project=curation.project).exists()
 
 
 def test_it_404s_curating_an_unknown_label(curation: Curation, alice: Any) -> None:

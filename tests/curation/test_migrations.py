@@ -1,0 +1,46 @@
+"""Migration 0007: the flags that sat on the shared ontology become every project's own."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = ("curation", "0006_clip_video_features")
+AFTER = ("curation", "0008_label_curation_off_the_ontology")
+
+
+def _with_other_apps_at_their_latest(
+    executor: MigrationExecutor, node: tuple[str, str]
+) -> list[tuple[str, str]]:
+    others = [leaf for leaf in executor.loader.graph.leaf_nodes() if leaf[0] != node[0]]
+    return [*others, node]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_copies_todays_global_flags_to_every_existing_project() -> None:
+    executor = MigrationExecutor(connection)
+    before = _with_other_apps_at_their_latest(executor, BEFORE)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    Project, Label = old.get_model("core", "Project"), old.get_model("curation", "Label")
+    Project.objects.create(name="Sounds", slug="sounds")
+    Project.objects.create(name="Birds", slug="birds")
+    Label.objects.create(mid="/m/siren", name="Siren", excluded=True, curation_note="police?")
+    Label.objects.create(mid="/m/dog", name="Dog", needs_visuals=True)
+    Label.objects.create(mid="/m/cat", name="Cat")
+
+    executor = MigrationExecutor(connection)  # a fresh loader sees BEFORE as applied
+    after = _with_other_apps_at_their_latest(executor, AFTER)
+    executor.migrate(after)
+
+    new = executor.loader.project_state(after).apps
+    rows = new.get_model("curation", "LabelCuration").objects.values_list(
+        "project__slug", "label__mid", "excluded", "needs_visuals", "note"
+    )
+    assert sorted(rows) == [
+        ("birds", "/m/dog", False, True, ""),
+        ("birds", "/m/siren", True, False, "police?"),
+        ("sounds", "/m/dog", False, True, ""),
+        ("sounds", "/m/siren", True, False, "police?"),
+    ]
