@@ -474,6 +474,7 @@ def test_a_worker_submits_captions(world: World, ann: Any) -> None:
         "<script>alert(1)</script> a dog barks",
         "a dog barks \u202e loudly outside",
         "a dog\x07 barks loudly",
+        '=HYPERLINK("http://x.example/", "a dog barks loudly")',
         "dog " * 25_000,
         "",
     ],
