@@ -17,7 +17,7 @@ from django.urls import reverse
 from core.models import Job, Project
 from core.services import job_run
 from curation import synth
-from curation.models import Clip, Subset
+from curation.models import Clip, Label, Subset, SuperCategory, WordLabel
 from tests.conftest import login
 from tests.curation import hostile_media
 
@@ -223,3 +223,20 @@ def test_a_zip_bomb_is_refused_at_the_configured_cap(
     assert job.state == Job.State.FAILED
     assert "the archive unpacks to more than 8 MB; split it up" in job.error
     assert not Clip.objects.exists()
+
+
+def test_an_archive_of_unlabelled_clips_becomes_a_subset_with_a_zero_report(
+    project: Project, alice: Any, media_root: Path
+) -> None:
+    # an ontology with a categorised word label, so the report has a category to count
+    speech = WordLabel.objects.create(name="speech", super_category=SuperCategory.HUMAN)
+    Label.objects.create(mid="/m/09x0r", name="Speech", word_label=speech)
+    _upload(login(alice), project, _archive(GOOD), subset_name="Unlabelled")
+
+    job = job_run(job_id=Job.objects.get(kind="clips_import_archive").pk)
+
+    assert job.state == Job.State.SUCCEEDED, job.error
+    subset = Subset.objects.get(project=project, slug=job.result["subset"])
+    assert subset.clips.count() == 2
+    assert subset.report["super_categories"] == {"human": 0}
+    assert subset.report["labels"] == []
