@@ -268,6 +268,9 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
     if subset is None:
         message = f"No subset {payload.subset!r} in project {slug!r}."
         return Status(400, {"detail": message, "errors": {"subset": [message]}})
+    durations, too_long = _batch_durations(payload)
+    if too_long:
+        return refusal(ValidationError(too_long))
     try:
         batch = services.batch_publish(
             subset=subset,
@@ -276,9 +279,9 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
             captions_per_clip=payload.captions_per_clip,
             clips_per_hit=payload.clips_per_hit,
             reward_cents=payload.reward_cents,
-            time_allotted=timedelta(minutes=payload.time_allotted_minutes),
-            lifetime=timedelta(hours=payload.lifetime_hours),
-            auto_approve_delay=timedelta(days=payload.auto_approve_days),
+            time_allotted=durations["time_allotted"],
+            lifetime=durations["lifetime"],
+            auto_approve_delay=durations["auto_approve_delay"],
             min_words=payload.min_words,
             max_words=payload.max_words,
             created_by=signed_in_user(request),
@@ -289,6 +292,48 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
             exc = ValidationError({"__all__": exc.messages})
         return refusal(exc)
     return Status(201, _batch_out(_batch(request, slug, batch.pk, *WRITE)))
+
+
+def _batch_durations(payload: BatchIn) -> tuple[dict[str, timedelta], dict[str, list[str]]]:
+    """The payload's durations as batch_publish takes them, and the fields longer than a
+    batch allows, by field: checked in whole units first, since a number like 10**12
+    overflows a timedelta before batch_publish could refuse it."""
+    fields = (
+        # argument, API field, its value, unit, longest, the refusal
+        (
+            "time_allotted",
+            "time_allotted_minutes",
+            payload.time_allotted_minutes,
+            "minutes",
+            services.MAX_TIME_ALLOTTED,
+            "A worker may hold a HIT for at most {most:,} minutes (1 day).",
+        ),
+        (
+            "lifetime",
+            "lifetime_hours",
+            payload.lifetime_hours,
+            "hours",
+            services.MAX_LIFETIME,
+            "A batch is offered for at most {most:,} hours (365 days).",
+        ),
+        (
+            "auto_approve_delay",
+            "auto_approve_days",
+            payload.auto_approve_days,
+            "days",
+            services.MAX_AUTO_APPROVE_DELAY,
+            "Submitted work is approved after at most {most:,} days.",
+        ),
+    )
+    durations: dict[str, timedelta] = {}
+    too_long: dict[str, list[str]] = {}
+    for argument, field, value, unit, longest, refusal_text in fields:
+        most = longest // timedelta(**{unit: 1})
+        if value > most:
+            too_long[field] = [refusal_text.format(most=most)]
+        else:
+            durations[argument] = timedelta(**{unit: value})
+    return durations, too_long
 
 
 @router.get(

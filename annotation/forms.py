@@ -6,7 +6,15 @@ from typing import Any, cast
 from django import forms
 
 from annotation.models import Batch, ClipReport
-from annotation.services import MAX_CAPTIONS_PER_CLIP, MAX_CLIPS_PER_HIT
+from annotation.services import (
+    MAX_AUTO_APPROVE_DELAY,
+    MAX_CAPTIONS_PER_CLIP,
+    MAX_CLIPS_PER_HIT,
+    MAX_LIFETIME,
+    MAX_REWARD_CENTS,
+    MAX_TIME_ALLOTTED,
+    MAX_WORDS,
+)
 from core.models import Project
 from curation.models import Split, Subset
 
@@ -22,12 +30,20 @@ class BatchForm(forms.Form):
         help_text="Empty: 1 for train, 5 for val and test (as AudioCaps).",
     )
     clips_per_hit = forms.IntegerField(min_value=1, max_value=MAX_CLIPS_PER_HIT, initial=5)
-    reward_cents = forms.IntegerField(min_value=0, initial=20, label="Reward per HIT (cents)")
-    time_allotted_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=30)
-    lifetime_hours = forms.IntegerField(min_value=1, max_value=24 * 365, initial=7 * 24)
-    auto_approve_days = forms.IntegerField(min_value=0, max_value=30, initial=3)
-    min_words = forms.IntegerField(min_value=1, max_value=200, initial=3)
-    max_words = forms.IntegerField(min_value=1, max_value=200, initial=40)
+    reward_cents = forms.IntegerField(
+        min_value=0, max_value=MAX_REWARD_CENTS, initial=20, label="Reward per HIT (cents)"
+    )
+    time_allotted_minutes = forms.IntegerField(
+        min_value=1, max_value=MAX_TIME_ALLOTTED // timedelta(minutes=1), initial=30
+    )
+    lifetime_hours = forms.IntegerField(
+        min_value=1, max_value=MAX_LIFETIME // timedelta(hours=1), initial=7 * 24
+    )
+    auto_approve_days = forms.IntegerField(
+        min_value=0, max_value=MAX_AUTO_APPROVE_DELAY.days, initial=3
+    )
+    min_words = forms.IntegerField(min_value=1, max_value=MAX_WORDS, initial=3)
+    max_words = forms.IntegerField(min_value=1, max_value=MAX_WORDS, initial=40)
 
     def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

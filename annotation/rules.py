@@ -103,6 +103,18 @@ RULES: tuple[Rule, ...] = (
         pattern=r"[<>]",
     ),
     Rule(
+        "formula",
+        "error",
+        "found",
+        "starts with “{found}”, which a spreadsheet opening the exported captions would run "
+        "as a formula; start with the sound itself, e.g. “a dog barks …”",
+        # The characters that start a formula in Excel, LibreOffice and Google Sheets (also
+        # full-width, which some convert), after spaces a spreadsheet may skip, and a leading
+        # tab or carriage return (OWASP's CSV injection list). Exports (AudioCaps, Clotho CSV)
+        # keep captions byte for byte, so such a caption is refused where it is typed.
+        pattern=r"^(?:[\t\r]|[ \u00a0\u3000]*[=+@\uff1d\uff0b\uff20\uff0d-])",
+    ),
+    Rule(
         "min_words",
         "error",
         "min_words",

@@ -289,8 +289,7 @@ def _encode_silent_h264(
         "-v",
         "error",
         "-y",
-        "-i",
-        str(src),
+        *media.input_args(src),
         "-t",
         f"{seconds:.3f}",
         "-an",
@@ -314,7 +313,7 @@ def _encode_silent_h264(
         command, capture_output=True, text=True, timeout=FFMPEG_TIMEOUT_SECONDS, check=False
     )
     if done.returncode != 0 or not dst.is_file() or dst.stat().st_size == 0:
-        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output"
+        reason = media.failure_reason(src, done.stderr, "no output")
         raise media.MediaError(f"{src.name}: ffmpeg could not make the {what} ({reason})")
 
 
@@ -375,7 +374,7 @@ def _video_facts(path: Path) -> tuple[int, float]:
         "stream=height,nb_read_frames:format=duration",
         "-of",
         "json",
-        str(path),
+        *media.input_args(path),
     ]
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=FFMPEG_TIMEOUT_SECONDS, check=False
@@ -408,9 +407,7 @@ def process_download(
                 f"expected {expected_seconds:.2f} s (cut short?)"
             )
         wav = workdir / "audio.wav"
-        media.decode_audio(src, wav, duration=expected_seconds, sample_rate=sample_rate)
-        frames = sf.info(str(wav)).frames
-        duration = frames / sample_rate
+        duration = media.decode_audio(src, wav, seconds=expected_seconds, sample_rate=sample_rate)
         if abs(duration - expected_seconds) > DURATION_TOLERANCE_SECONDS:
             raise FetchFailed(
                 f"decoded audio lasts {duration:.2f} s, expected {expected_seconds:.2f} s"

@@ -1,9 +1,19 @@
-"""ffmpeg/ffprobe helpers. No Django models here: paths in, facts out."""
+"""ffmpeg/ffprobe helpers. No Django models here: paths in, facts out.
+
+Every file handed to ffmpeg here may come from a stranger (an uploaded archive, a
+downloaded section), so ffmpeg reads it as one local file in one of the container formats
+clips come in (`input_args`): a playlist (HLS, concat) named ".wav" would otherwise make
+ffmpeg open other files on this server, or URLs, and put their sound into a clip. Header
+durations are claims, not facts: what a clip lasts is counted from its decoded samples,
+and decoding stops at a hard limit however long the file says it is.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +24,11 @@ from django.conf import settings
 
 AUDIO_SAMPLE_RATE = 32_000  # ACT's rate; features resample from here if a model wants less
 PEAK_BUCKETS = 400
+# ffmpeg demuxers allowed to read a file: those of the audio files an archive may hold
+# (curation.archives.AUDIO_SUFFIXES: WAV, FLAC, MP3, Ogg/Opus, MP4/M4A, AAC, WebM) and of
+# what yt-dlp downloads (Matroska, MP4). Never hls, concat or other playlists.
+INPUT_FORMATS = ("wav", "flac", "mp3", "ogg", "mov", "aac", "matroska")
+WAV_HEADER_BYTES = 44
 
 
 class MediaError(Exception):
@@ -28,7 +43,39 @@ class MediaInfo:
     audio_codec: str
 
 
+def input_args(path: Path) -> list[str]:
+    """ffmpeg/ffprobe options that open `path` as one local media file: the file protocol
+    only (a name with a colon is not taken for a protocol) and only INPUT_FORMATS."""
+    return [
+        "-protocol_whitelist",
+        "file",
+        "-format_whitelist",
+        ",".join(INPUT_FORMATS),
+        "-i",
+        f"file:{path}",
+    ]
+
+
+_REFUSED_FORMAT = re.compile(r"\[(\w+) @ [^]]*\] Format not on whitelist")
+
+
+def failure_reason(path: Path, stderr: str, default: str) -> str:
+    """What to tell the uploader about ffmpeg's complaint: a refused format by name, else
+    ffmpeg's last line (without the server's folder names)."""
+    refused = _REFUSED_FORMAT.search(stderr)
+    if refused:
+        return (
+            f"a {refused.group(1)} file, which Earmark does not read; send WAV, FLAC, MP3, "
+            "Ogg, Opus, MP4, M4A, AAC or WebM audio"
+        )
+    lines = stderr.strip().splitlines()
+    if not lines:
+        return default
+    return lines[-1].replace(f"file:{path}", path.name).replace(str(path), path.name)
+
+
 def probe(path: Path) -> MediaInfo:
+    """The container's own account of `path` (its duration is the header's claim)."""
     command = [
         settings.FFPROBE_BINARY,
         "-v",
@@ -37,14 +84,14 @@ def probe(path: Path) -> MediaInfo:
         "json",
         "-show_format",
         "-show_streams",
-        str(path),
+        *input_args(path),
     ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     except FileNotFoundError:
         raise MediaError(f"{settings.FFPROBE_BINARY} is not installed") from None
     if done.returncode != 0:
-        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "unreadable"
+        reason = failure_reason(path, done.stderr, "unreadable")
         raise MediaError(f"{path.name}: not a readable media file ({reason})")
     data = json.loads(done.stdout or "{}")
     streams = data.get("streams", [])
@@ -65,17 +112,28 @@ def decode_audio(
     src: Path,
     dst: Path,
     *,
+    seconds: float,
     start: float = 0.0,
-    duration: float | None = None,
     sample_rate: int = AUDIO_SAMPLE_RATE,
-) -> None:
-    """Decodes `src` to 16-bit mono WAV at `sample_rate` (AUDIO_SAMPLE_RATE unless told)."""
-    command = [settings.FFMPEG_BINARY, "-nostdin", "-v", "error", "-y", "-ss", f"{start:.3f}"]
-    if duration is not None:
-        command += ["-t", f"{duration:.3f}"]
-    command += [
-        "-i",
-        str(src),
+) -> float:
+    """Decodes at most `seconds` of `src` from `start` to 16-bit mono WAV at `sample_rate`
+    (AUDIO_SAMPLE_RATE unless told); returns how long the decoded audio lasts.
+
+    The limit holds whatever the file claims: `-t` stops the output by its timestamps and
+    `-fs` by its size, which timestamps cannot bend.
+    """
+    max_bytes = WAV_HEADER_BYTES + 2 * math.ceil(seconds * sample_rate)
+    command = [
+        settings.FFMPEG_BINARY,
+        "-nostdin",
+        "-v",
+        "error",
+        "-y",
+        "-ss",
+        f"{start:.3f}",
+        *input_args(src),
+        "-t",
+        f"{seconds:.3f}",
         "-vn",
         "-ac",
         "1",
@@ -83,12 +141,24 @@ def decode_audio(
         str(sample_rate),
         "-c:a",
         "pcm_s16le",
+        "-fs",
+        str(max_bytes),
         str(dst),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0 or not dst.exists() or dst.stat().st_size <= 44:
-        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output"
+    if done.returncode != 0 or not dst.exists() or dst.stat().st_size <= WAV_HEADER_BYTES:
+        reason = failure_reason(src, done.stderr, "no output")
         raise MediaError(f"{src.name}: ffmpeg could not decode the audio ({reason})")
+    return decoded_seconds(dst)
+
+
+def decoded_seconds(wav: Path) -> float:
+    """How long a WAV written by decode_audio lasts, counted from its samples."""
+    try:
+        info = sf.info(str(wav))
+    except RuntimeError as exc:  # soundfile.LibsndfileError
+        raise MediaError(f"{wav.name}: the decoded audio is unreadable ({exc})") from None
+    return float(info.frames / info.samplerate)
 
 
 def waveform_peaks(wav: Path, buckets: int = PEAK_BUCKETS) -> list[float]:

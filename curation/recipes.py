@@ -18,6 +18,10 @@ FLAGS = ("needs_visuals", "needs_expertise", "excluded")
 SEGMENT_LISTS = ("balanced", "eval", "unbalanced")
 # what a recipe's video_features_height may be (curation.fetch makes the video)
 VIDEO_FEATURES_HEIGHTS = (240, 360, 480)
+# Counts (clips per label, split sizes) stay far above AudioSet's two million clips and
+# far below NumPy's int64, so the selection's arithmetic cannot overflow.
+MAX_COUNT = 1_000_000_000
+MAX_SEED = 2**63 - 1  # a seed fits a 64-bit integer (NumPy refuses negative ones)
 
 
 class RecipeError(ValueError):
@@ -67,7 +71,10 @@ class RecipeSpec:
     def validate(self) -> None:
         def need(ok: bool, name: str, why: str) -> None:
             if not ok:
-                raise RecipeError(f"{name}: {why} (got {getattr(self, name)!r})")
+                raise RecipeError(f"{name}: {why} (got {_shown(getattr(self, name))})")
+
+        def count(value: Any, least: int) -> bool:
+            return _is_int(value) and least <= value <= MAX_COUNT
 
         need(
             isinstance(self.segment_lists, list)
@@ -77,9 +84,9 @@ class RecipeSpec:
             f"a non-empty list of {', '.join(SEGMENT_LISTS)}",
         )
         need(
-            _is_int(self.min_clips_per_label) and self.min_clips_per_label >= 0,
+            count(self.min_clips_per_label, 0),
             "min_clips_per_label",
-            "a whole number ≥ 0",
+            f"a whole number from 0 to {MAX_COUNT:,}",
         )
         need(
             isinstance(self.excluded_subtrees, list)
@@ -95,10 +102,9 @@ class RecipeSpec:
         for name in ("drop_clips_with_excluded_labels", "exclude_abstract", "exclude_blacklisted"):
             need(isinstance(getattr(self, name), bool), name, "true or false")
         need(
-            self.max_clips_per_label is None
-            or (_is_int(self.max_clips_per_label) and self.max_clips_per_label > 0),
+            self.max_clips_per_label is None or count(self.max_clips_per_label, 1),
             "max_clips_per_label",
-            "a whole number > 0, or absent",
+            f"a whole number from 1 to {MAX_COUNT:,}, or absent",
         )
         need(
             self.max_label_share is None
@@ -109,13 +115,17 @@ class RecipeSpec:
         for name in ("val_size", "test_size"):
             value = getattr(self, name)
             need(
-                (_is_int(value) and value >= 0) or (isinstance(value, float) and 0 <= value < 1),
+                count(value, 0) or (isinstance(value, float) and 0 <= value < 1),
                 name,
-                "a count ≥ 0 or a fraction below 1",
+                f"a count from 0 to {MAX_COUNT:,} or a fraction below 1",
             )
         fractions = [v for v in (self.val_size, self.test_size) if isinstance(v, float)]
         need(sum(fractions) < 1, "test_size", "val and test fractions must leave some train")
-        need(_is_int(self.seed), "seed", "a whole number")
+        need(
+            _is_int(self.seed) and 0 <= self.seed <= MAX_SEED,
+            "seed",
+            f"a whole number from 0 to {MAX_SEED:,}",
+        )
         need(
             self.video_features_height is None
             or (
@@ -132,6 +142,16 @@ class RecipeSpec:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    """A field's value for an error message: its repr, shortened (a pasted 60 KB value
+    or a 4,000-digit number would drown the message)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for Python to print
+        return "a number too long to show"
+    return text if len(text) <= 60 else f"{text[:57]}…"
 
 
 PRESETS: dict[str, RecipeSpec] = {
@@ -161,6 +181,10 @@ def recipe_from_text(text: str, *, fmt: str) -> tuple[RecipeSpec, str]:
             raise RecipeError(f"unknown recipe format {fmt!r}; use toml or json")
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise RecipeError(f"not valid {fmt.upper()}: {exc}") from None
+    except RecursionError:  # lists or tables inside each other thousands deep
+        raise RecipeError(f"not valid {fmt.upper()}: nested too deeply") from None
+    except ValueError:  # an integer longer than Python reads (4,300 digits)
+        raise RecipeError(f"not valid {fmt.upper()}: a number is too long") from None
     if not isinstance(data, dict):
         raise RecipeError("a recipe is a table of fields")
     name = data.pop("name", "")

@@ -151,6 +151,9 @@ MEDIA_URL = "/media/"
 # Audio features per clip and feature config (modeling): recomputable, so a local disk
 # of each GPU worker, never the shared media storage.
 FEATURE_CACHE_DIR = Path(env_str("FEATURE_CACHE_DIR", str(VAR_DIR / "features"))).resolve()
+# Pretrained encoder weights a run may name (model.encoder_weights, video.weights): only
+# files in this folder, so a run's settings cannot probe the server's other files.
+ENCODER_WEIGHTS_DIR = Path(env_str("ENCODER_WEIGHTS_DIR", str(VAR_DIR / "weights"))).resolve()
 # Clip audio, video hints, charts, exports: on disk under MEDIA_ROOT, or in an
 # S3-compatible bucket with MEDIA_STORAGE=s3 and S3_BUCKET (+ S3_ENDPOINT_URL, S3_REGION,
 # S3_PREFIX; credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
@@ -161,6 +164,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Archives of local audio uploaded from the clips page (zip/tar); bigger ones go through
 # `manage.py import_local_audio FOLDER` on the server.
 ARCHIVE_UPLOAD_MAX_BYTES = env_int("ARCHIVE_UPLOAD_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
+# What one archive may unpack to on a media worker's disk (curation.archives): at most
+# this many bytes, and at most this many times the archive's own size (a zip bomb).
+ARCHIVE_UNPACKED_MAX_BYTES = env_int("ARCHIVE_UNPACKED_MAX_BYTES", 2 * 1024**3, minimum=1024)
+ARCHIVE_MAX_EXPANSION_RATIO = env_float("ARCHIVE_MAX_EXPANSION_RATIO", 100.0, minimum=1.0)
 WHITENOISE_USE_FINDERS = DEBUG
 
 # Celery ------------------------------------------------------------------------------

@@ -100,6 +100,26 @@ def _with_video(model: VideoCaptionerConfig, video: VideoConfig) -> VideoCaption
     return dataclasses.replace(model, max_video_tokens=max(model.max_video_tokens, rows))
 
 
+def weights_file(value: str, *, option: str) -> str:
+    """The absolute path of the pretrained weights a run's `option` names: a file in
+    ENCODER_WEIGHTS_DIR, by a name relative to it or by its full path.
+
+    A run's settings come from researchers, and a path outside the folder is refused
+    before anything looks at the disk, so the answer never tells whether it exists.
+    """
+    folder = Path(settings.ENCODER_WEIGHTS_DIR).resolve()
+    where = "the encoder weights folder (ENCODER_WEIGHTS_DIR on the machine that trains)"
+    # normpath folds "..", so "a/../../x" is judged where it really points
+    candidate = Path(os.path.normpath(folder / value))
+    if not candidate.is_relative_to(folder) or not candidate.resolve().is_relative_to(folder):
+        raise ValidationError(
+            f"{option}: {value} is not in {where}; name a file there, e.g. panns/cnn14.pth."
+        )
+    if not candidate.is_file():
+        raise ValidationError(f"{option}: no such file {value} in {where}.")
+    return str(candidate.resolve())
+
+
 def run_spec(
     *, model_name: str, preset: str = "small", overrides: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -125,16 +145,20 @@ def run_spec(
         # the model reads the features it is given, whatever its paper used
         model = dataclasses.replace(run.model, feature_dim=features.n_features)
         check_encoder_config(model_name, model)
-        weights = model.encoder_weights
-        if weights and not Path(weights).is_file():
-            raise ValidationError(
-                f"model.encoder_weights: no such file {weights} (on the machine that trains)."
+        if model.encoder_weights:
+            model = dataclasses.replace(
+                model,
+                encoder_weights=weights_file(model.encoder_weights, option="model.encoder_weights"),
             )
         video = None
         if registry.uses_video(model_name):
             # every registered model that reads video has one of these configs
             assert isinstance(model, VideoCaptionerConfig)
             video = apply_overrides(VideoConfig(), sections["video"])
+            if video.weights:
+                video = dataclasses.replace(
+                    video, weights=weights_file(video.weights, option="video.weights")
+                )
             model = _with_video(model, video)
         elif sections["video"]:
             raise ValidationError(

@@ -24,8 +24,13 @@ from annotation.services.assignments import (
 )
 from annotation.services.batches import (
     DEFAULT_CAPTIONS_PER_CLIP,
+    MAX_AUTO_APPROVE_DELAY,
     MAX_CAPTIONS_PER_CLIP,
     MAX_CLIPS_PER_HIT,
+    MAX_LIFETIME,
+    MAX_REWARD_CENTS,
+    MAX_TIME_ALLOTTED,
+    MAX_WORDS,
     batch_move,
     batch_progress,
     batch_publish,
@@ -35,8 +40,13 @@ from annotation.services.workers import REVIEW_STATES, WorkerSummary, worker_sum
 
 __all__ = [
     "DEFAULT_CAPTIONS_PER_CLIP",
+    "MAX_AUTO_APPROVE_DELAY",
     "MAX_CAPTIONS_PER_CLIP",
     "MAX_CLIPS_PER_HIT",
+    "MAX_LIFETIME",
+    "MAX_REWARD_CENTS",
+    "MAX_TIME_ALLOTTED",
+    "MAX_WORDS",
     "REVIEW_STATES",
     "WorkerSummary",
     "assignment_locked",

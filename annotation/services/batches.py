@@ -24,6 +24,13 @@ from curation.models import Clip, Split, Subset, SubsetClip
 DEFAULT_CAPTIONS_PER_CLIP: dict[str, int] = {Split.TRAIN: 1, Split.VAL: 5, Split.TEST: 5}
 MAX_CAPTIONS_PER_CLIP = 20
 MAX_CLIPS_PER_HIT = 50
+# Upper bounds the batch form and the API state in their own units (a huge number would
+# overflow a timedelta or the database's integer).
+MAX_TIME_ALLOTTED = timedelta(days=1)
+MAX_LIFETIME = timedelta(days=365)
+MAX_AUTO_APPROVE_DELAY = timedelta(days=30)
+MAX_REWARD_CENTS = 100_000
+MAX_WORDS = 200
 
 
 def batch_publish(
@@ -56,8 +63,10 @@ def batch_publish(
     _check_batch_numbers(
         captions_per_clip=captions_per_clip,
         clips_per_hit=clips_per_hit,
+        reward_cents=reward_cents,
         time_allotted=time_allotted,
         lifetime=lifetime,
+        auto_approve_delay=auto_approve_delay,
         min_words=min_words,
         max_words=max_words,
     )
@@ -116,8 +125,10 @@ def _check_batch_numbers(
     *,
     captions_per_clip: int,
     clips_per_hit: int,
+    reward_cents: int,
     time_allotted: timedelta,
     lifetime: timedelta,
+    auto_approve_delay: timedelta,
     min_words: int,
     max_words: int,
 ) -> None:
@@ -126,14 +137,31 @@ def _check_batch_numbers(
         errors["captions_per_clip"] = f"Ask for 1 to {MAX_CAPTIONS_PER_CLIP} captions per clip."
     if not 1 <= clips_per_hit <= MAX_CLIPS_PER_HIT:
         errors["clips_per_hit"] = f"Put 1 to {MAX_CLIPS_PER_HIT} clips in a HIT."
+    if not 0 <= reward_cents <= MAX_REWARD_CENTS:
+        errors["reward_cents"] = f"Pay 0 to {MAX_REWARD_CENTS:,} cents per HIT."
     if time_allotted <= timedelta(0):
         errors["time_allotted"] = "Workers need some time to do a HIT."
+    elif time_allotted > MAX_TIME_ALLOTTED:
+        errors["time_allotted"] = f"A worker may hold a HIT for at most {_days(MAX_TIME_ALLOTTED)}."
     if lifetime <= timedelta(0):
         errors["lifetime"] = "The batch needs a lifetime longer than zero."
-    if not 1 <= min_words <= max_words:
+    elif lifetime > MAX_LIFETIME:
+        errors["lifetime"] = f"A batch is offered for at most {_days(MAX_LIFETIME)}."
+    if not timedelta(0) <= auto_approve_delay <= MAX_AUTO_APPROVE_DELAY:
+        errors["auto_approve_delay"] = (
+            f"Submitted work is approved after 0 to {_days(MAX_AUTO_APPROVE_DELAY)}."
+        )
+    for name, words in (("min_words", min_words), ("max_words", max_words)):
+        if not 1 <= words <= MAX_WORDS:
+            errors[name] = f"Ask for 1 to {MAX_WORDS} words."
+    if "min_words" not in errors and "max_words" not in errors and min_words > max_words:
         errors["min_words"] = "The minimum word count must be at least 1 and at most the maximum."
     if errors:
         raise ValidationError(errors)
+
+
+def _days(span: timedelta) -> str:
+    return "1 day" if span.days == 1 else f"{span.days:,} days"
 
 
 def batch_move(*, batch: Batch, state: str, user: User) -> Batch:

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.core.files.storage import default_storage
@@ -22,6 +23,8 @@ from curation.models import Clip, Label, Subset
 from curation.services.subsets import subset_from_clips
 
 MAX_LOCAL_SECONDS = 60.0
+# Decoding goes this far past the limit, so a file just over it is seen to be over.
+_DECODE_MARGIN_SECONDS = 1.0
 
 
 def _prepare_local(src: Path, workdir: Path, sample_rate: int) -> dict[str, Any]:
@@ -34,14 +37,23 @@ def _prepare_local(src: Path, workdir: Path, sample_rate: int) -> dict[str, Any]
             f"{MAX_LOCAL_SECONDS:.0f} s"
         )
     wav = workdir / f"{src.stem}.wav"
-    media.decode_audio(src, wav, sample_rate=sample_rate)
+    # the header's duration above is the file's claim; the samples decide
+    duration = media.decode_audio(
+        src, wav, seconds=MAX_LOCAL_SECONDS + _DECODE_MARGIN_SECONDS, sample_rate=sample_rate
+    )
+    if duration > MAX_LOCAL_SECONDS:
+        raise media.MediaError(
+            f"{src.name}: lasts more than {MAX_LOCAL_SECONDS:.0f} s once decoded (its header "
+            f"says {info.duration_seconds:.1f} s); clips may last at most "
+            f"{MAX_LOCAL_SECONDS:.0f} s"
+        )
     return {
         "src": src,
         "sample_rate": sample_rate,
         "wav": wav,
         "sha256": media.sha256_of(wav),
         "peaks": media.waveform_peaks(wav),
-        "duration": info.duration_seconds,
+        "duration": duration,
     }
 
 
@@ -211,7 +223,13 @@ def clips_import_archive(
                 shutil.copyfileobj(src, dst)
             progress(0, 1, f"unpacking {upload_name}")
             try:
-                unpacked = archives.unpack(local, name=upload_name, into=Path(tmp) / "files")
+                unpacked = archives.unpack(
+                    local,
+                    name=upload_name,
+                    into=Path(tmp) / "files",
+                    max_unpacked_bytes=settings.ARCHIVE_UNPACKED_MAX_BYTES,
+                    max_expansion_ratio=settings.ARCHIVE_MAX_EXPANSION_RATIO,
+                )
             except archives.ArchiveError as exc:
                 raise ValidationError(str(exc)) from None
             result = clips_import_local(

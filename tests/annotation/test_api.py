@@ -306,6 +306,30 @@ def test_it_names_the_bad_batch_numbers(project: Project, alice: Any) -> None:
     assert not Batch.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("lifetime_hours", "A batch is offered for at most 8,760 hours (365 days)."),
+        ("time_allotted_minutes", "A worker may hold a HIT for at most 1,440 minutes (1 day)."),
+        ("auto_approve_days", "Submitted work is approved after at most 30 days."),
+        ("reward_cents", "Pay 0 to 100,000 cents per HIT."),
+        ("min_words", "Ask for 1 to 200 words."),
+        ("max_words", "Ask for 1 to 200 words."),
+    ],
+)
+def test_it_refuses_huge_batch_numbers_naming_the_field(
+    project: Project, alice: Any, field: str, message: str
+) -> None:
+    subset = make_subset(project, make_clips(2))
+    body = {"name": "X", "subset": subset.slug, field: 10**12}
+
+    response = _post(login(alice), f"{P}/batches", body)
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {field: [message]}
+    assert not Batch.objects.exists()
+
+
 def test_it_refuses_a_batch_without_fetched_clips(project: Project, alice: Any) -> None:
     clips = make_clips(2)
     Clip.objects.filter(pk__in=[c.pk for c in clips]).update(status=Clip.Status.PENDING)
@@ -474,6 +498,7 @@ def test_a_worker_submits_captions(world: World, ann: Any) -> None:
         "<script>alert(1)</script> a dog barks",
         "a dog barks \u202e loudly outside",
         "a dog\x07 barks loudly",
+        '=HYPERLINK("http://x.example/", "a dog barks loudly")',
         "dog " * 25_000,
         "",
     ],

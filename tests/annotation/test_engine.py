@@ -492,6 +492,34 @@ def test_it_refuses_text_direction_overrides(batch: Batch, ann: Any, char: str) 
     assert f"text-direction control character (U+{ord(char):04X})" in _error_text(exc)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "=HYPERLINK(A1) a dog barks loudly",
+        "+1+1 a dog barks loudly",
+        "-1+1 a dog barks loudly",
+        "@SUM(A1) a dog barks loudly",
+        "\t=1+1 a dog barks loudly",
+        "\r\n=1+1 a dog barks loudly",
+        "\u00a0=1+1 a dog barks loudly",
+    ],
+)
+def test_it_refuses_a_caption_a_spreadsheet_would_run_as_a_formula(
+    batch: Batch, ann: Any, text: str
+) -> None:
+    with pytest.raises(ValidationError) as exc:
+        _submit(_claim(ann), text)
+    assert "which a spreadsheet opening the exported captions would run as a formula" in (
+        _error_text(exc)
+    )
+    assert not Caption.objects.exists()
+
+
+def test_it_stores_formula_characters_inside_a_caption(batch: Batch, ann: Any) -> None:
+    text = "a dog barks loudly = cars + wind - rain @ night"
+    assert _submit(_claim(ann), text).captions.get().text == text
+
+
 def test_it_refuses_captions_below_the_minimum_words(batch: Batch, ann: Any) -> None:
     with pytest.raises(ValidationError) as exc:
         _submit(_claim(ann), "dog barks")

@@ -98,6 +98,16 @@ def test_it_embeds_the_rule_table_the_server_checks_with(make_batch: MakeBatch, 
     assert "hit.js" in page
 
 
+def test_it_ships_the_formula_rule_to_the_browser(assignment: Assignment, ann: Any) -> None:
+    table = _json_script(_page(login(ann), assignment), "caption-rules")
+
+    formula = next(rule for rule in table["rules"] if rule["code"] == "formula")
+    assert formula["level"] == "error"
+    assert formula["pattern"] == rules.RULES_BY_CODE["formula"].pattern
+    for text in ["=1+1 a dog", "+a dog", "-a dog", "@a dog", "\ta dog", "\ra dog"]:
+        assert re.search(formula["pattern"], text), text
+
+
 def test_it_opens_the_instructions_for_a_new_worker(assignment: Assignment, ann: Any) -> None:
     page = _page(login(ann), assignment)
     assert '<details class="instructions" id="instructions" open>' in page

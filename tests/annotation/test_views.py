@@ -423,6 +423,16 @@ def test_it_shows_why_a_batch_was_not_published(world: World, alice: Any) -> Non
     assert Batch.objects.count() == 1
 
 
+@pytest.mark.parametrize("field", ["lifetime_hours", "time_allotted_minutes", "reward_cents"])
+def test_it_names_a_huge_batch_number_on_the_form(world: World, alice: Any, field: str) -> None:
+    response = login(alice).post(URLS["batch_list"](world), _form_data(world, **{field: "9" * 30}))
+
+    assert response.status_code == 200
+    assert field in response.context["form"].errors
+    assert b"Ensure this value is less than or equal to" in response.content
+    assert Batch.objects.count() == 1
+
+
 def test_it_offers_only_this_projects_subsets(world: World, olive: Any, alice: Any) -> None:
     theirs = make_subset(Project.objects.get(slug="birds"), make_clips(1))
     data = _form_data(world, subset=theirs.slug)

@@ -225,6 +225,8 @@ def test_it_creates_a_recipe_with_put(curation: Curation, alice: Any) -> None:
         ({"max_label_share": 2.0}, "max_label_share"),
         ({"segment_lists": ["youtube"]}, "segment_lists"),
         ({"colour": "red"}, None),
+        ({"seed": -1}, "seed"),
+        ({"min_clips_per_label": 10**4000}, "min_clips_per_label"),
     ],
 )
 def test_it_refuses_a_bad_spec_naming_the_field(
@@ -236,6 +238,29 @@ def test_it_refuses_a_bad_spec_naming_the_field(
     assert response.json()["field"] == field
     assert (field or "colour") in response.json()["detail"]
     assert _state() == before
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [({"seed": -1}, "seed"), ({"max_clips_per_label": 10**30}, "max_clips_per_label")],
+)
+def test_it_refuses_a_bad_spec_to_preview_naming_the_field(
+    curation: Curation, alice: Any, spec: dict[str, Any], field: str
+) -> None:
+    response = login(alice).post(WRITES["preview"][1](curation), spec, content_type=JSON)
+
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+
+
+def test_it_refuses_a_deeply_nested_body_without_a_server_error(
+    curation: Curation, alice: Any
+) -> None:
+    body = '{"spec": {"seed": ' + "[" * 30_000 + "]" * 30_000 + "}}"
+
+    response = login(alice).put(READS["recipe"](curation), body, content_type=JSON)
+
+    assert 400 <= response.status_code < 500
 
 
 def test_it_refuses_a_reserved_recipe_address(curation: Curation, alice: Any) -> None:

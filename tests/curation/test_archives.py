@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import pytest
@@ -112,7 +112,7 @@ def test_it_refuses_an_archive_that_unpacks_too_big(tmp_path: Path) -> None:
 def test_it_refuses_an_archive_with_too_many_members(tmp_path: Path) -> None:
     archive = _zip(tmp_path / "a.zip", {f"{i}.wav": WAV for i in range(5)})
 
-    with pytest.raises(ArchiveError, match="holds 5 members; at most 4"):
+    with pytest.raises(ArchiveError, match="holds more than 4 members"):
         unpack(archive, name="a.zip", into=tmp_path / "out", max_members=4)
 
 
@@ -144,3 +144,87 @@ def test_it_refuses_an_archive_without_audio(tmp_path: Path) -> None:
 def test_it_checks_the_content_against_the_name(name: str, head: bytes, message: str) -> None:
     with pytest.raises(ArchiveError, match=message):
         archive_kind(name, head)
+
+
+def _zip_bomb(path: Path, *, member: str = "bomb.wav", mebibytes: int = 64) -> Path:
+    """A zip of `mebibytes` MiB of zeros, deflated to about a thousandth of that."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("fine.wav", WAV)
+        with zipped.open(member, "w") as out:
+            for _ in range(mebibytes):
+                out.write(bytes(1024 * 1024))
+    return path
+
+
+def test_it_refuses_a_zip_bomb_past_the_byte_cap_writing_nothing(tmp_path: Path) -> None:
+    bomb = _zip_bomb(tmp_path / "a.zip")
+    assert bomb.stat().st_size < 1024 * 1024
+
+    with pytest.raises(ArchiveError, match="unpacks to more than 16 MB"):
+        unpack(
+            bomb,
+            name="a.zip",
+            into=tmp_path / "out",
+            max_unpacked_bytes=16 * 1024**2,
+            max_expansion_ratio=1e6,
+        )
+    assert not (tmp_path / "out").exists()
+
+
+def test_it_refuses_an_archive_that_expands_far_beyond_its_own_size(tmp_path: Path) -> None:
+    bomb = _zip_bomb(tmp_path / "a.zip")  # well under the default 2 GiB
+
+    with pytest.raises(ArchiveError, match="more than 100 times its own size"):
+        unpack(bomb, name="a.zip", into=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_members_it_skips_count_towards_the_cap(tmp_path: Path) -> None:
+    bomb = _zip_bomb(tmp_path / "a.zip", member="notes.txt", mebibytes=2)
+
+    with pytest.raises(ArchiveError, match="unpacks to more than 1 MB"):
+        unpack(
+            bomb,
+            name="a.zip",
+            into=tmp_path / "out",
+            max_unpacked_bytes=1024**2,
+            max_expansion_ratio=1e6,
+        )
+
+
+def test_a_compressed_tar_is_refused_at_the_first_member_over_the_cap(tmp_path: Path) -> None:
+    archive = _tar(tmp_path / "a.tar.gz", {f"{i}.wav": bytes(4096) for i in range(50)})
+    listed: list[str] = []
+    real_next = tarfile.TarFile.next
+
+    def next_member(self: tarfile.TarFile) -> tarfile.TarInfo | None:
+        member = real_next(self)
+        if member is not None:
+            listed.append(member.name)
+        return member
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tarfile.TarFile, "next", next_member)
+        with pytest.raises(ArchiveError, match="unpacks to more than"):
+            unpack(
+                archive,
+                name="a.tar.gz",
+                into=tmp_path / "out",
+                max_unpacked_bytes=10_000,
+                max_expansion_ratio=1e6,
+            )
+    # 3 x 4,096 bytes > 10,000: the rest of the stream is never decompressed
+    assert sorted(set(listed)) == ["0.wav", "1.wav", "2.wav"]
+
+
+def test_the_cap_holds_while_writing_too(tmp_path: Path) -> None:
+    from curation import archives
+
+    limit = archives._Limit(max_bytes=3 * 1024 * 1024, reason="over the cap", written=0)
+    out = io.BytesIO()
+
+    with pytest.raises(ArchiveError, match="over the cap"):
+        archives._copy_at_most(
+            io.BytesIO(bytes(4 * 1024 * 1024)), out, 4 * 1024 * 1024, PurePosixPath("a.wav"), limit
+        )
+    assert out.tell() == 3 * 1024 * 1024  # the chunk that would cross it is never written

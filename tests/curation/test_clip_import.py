@@ -17,8 +17,9 @@ from django.urls import reverse
 from core.models import Job, Project
 from core.services import job_run
 from curation import synth
-from curation.models import Clip, Subset
+from curation.models import Clip, Label, Subset, SuperCategory, WordLabel
 from tests.conftest import login
+from tests.curation import hostile_media
 
 
 @pytest.fixture
@@ -163,3 +164,79 @@ def test_the_clips_page_offers_the_import_to_researchers_only(
 
     assert link in login(alice).get(url).content.decode()
     assert link not in login(rey).get(url).content.decode()
+
+
+def test_an_hls_playlist_named_wav_never_brings_a_server_file_into_a_clip(
+    project: Project, alice: Any, media_root: Path, tmp_path: Path
+) -> None:
+    secret = hostile_media.server_secret(tmp_path / "secret.mp3")
+    playlist = hostile_media.hls_playlist(tmp_path / "rain.wav", secret).read_bytes()
+    _upload(
+        login(alice), project, _archive({"rain.wav": playlist, "kettle.wav": GOOD["kettle.wav"]})
+    )
+
+    job = job_run(job_id=Job.objects.get(kind="clips_import_archive").pk)
+
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert list(Clip.objects.values_list("original_name", flat=True)) == ["kettle.wav"]
+    assert len(job.result["broken"]) == 1
+    assert "rain.wav" in job.result["broken"][0]
+    assert "a hls file, which Earmark does not read" in job.result["broken"][0]
+    assert str(tmp_path) not in job.result["broken"][0]
+
+
+def test_a_file_longer_than_its_header_claims_is_refused(
+    project: Project, alice: Any, media_root: Path, tmp_path: Path
+) -> None:
+    liar = hostile_media.wav_lying_about_duration(tmp_path / "x.wav", claims=1.0, holds=600.0)
+    _upload(login(alice), project, _archive({"short.wav": liar.read_bytes(), **GOOD}))
+
+    job = job_run(job_id=Job.objects.get(kind="clips_import_archive").pk)
+
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert sorted(Clip.objects.values_list("original_name", flat=True)) == [
+        "kettle.wav",
+        "steps.wav",
+    ]
+    assert job.result["broken"] == [
+        "short.wav: lasts more than 60 s once decoded (its header says 1.0 s); "
+        "clips may last at most 60 s"
+    ]
+    assert all((c.duration_seconds or 0) < 2 for c in Clip.objects.all())
+
+
+def test_a_zip_bomb_is_refused_at_the_configured_cap(
+    project: Project, alice: Any, media_root: Path, settings: Any
+) -> None:
+    settings.ARCHIVE_UNPACKED_MAX_BYTES = 8 * 1024 * 1024
+    settings.ARCHIVE_MAX_EXPANSION_RATIO = 1e6  # the byte cap alone must hold
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("kettle.wav", GOOD["kettle.wav"])
+        with zipped.open("bomb.wav", "w") as out:
+            for _ in range(64):
+                out.write(bytes(1024 * 1024))
+    _upload(login(alice), project, SimpleUploadedFile("a.zip", buffer.getvalue()))
+
+    job = job_run(job_id=Job.objects.get(kind="clips_import_archive").pk)
+
+    assert job.state == Job.State.FAILED
+    assert "the archive unpacks to more than 8 MB; split it up" in job.error
+    assert not Clip.objects.exists()
+
+
+def test_an_archive_of_unlabelled_clips_becomes_a_subset_with_a_zero_report(
+    project: Project, alice: Any, media_root: Path
+) -> None:
+    # an ontology with a categorised word label, so the report has a category to count
+    speech = WordLabel.objects.create(name="speech", super_category=SuperCategory.HUMAN)
+    Label.objects.create(mid="/m/09x0r", name="Speech", word_label=speech)
+    _upload(login(alice), project, _archive(GOOD), subset_name="Unlabelled")
+
+    job = job_run(job_id=Job.objects.get(kind="clips_import_archive").pk)
+
+    assert job.state == Job.State.SUCCEEDED, job.error
+    subset = Subset.objects.get(project=project, slug=job.result["subset"])
+    assert subset.clips.count() == 2
+    assert subset.report["super_categories"] == {"human": 0}
+    assert subset.report["labels"] == []

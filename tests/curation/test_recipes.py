@@ -183,6 +183,12 @@ def test_it_measures_skew_as_top_three_minus_bottom_three() -> None:
         ({"video_features_height": 300}, "video_features_height: one of 240, 360, 480"),
         ({"video_features_height": "360"}, "video_features_height"),
         ({"video_features_height": True}, "video_features_height"),
+        ({"seed": -1}, "seed: a whole number from 0 to 9,223,372,036,854,775,807 (got -1)"),
+        ({"seed": 2**63}, "seed: a whole number from 0 to"),
+        ({"min_clips_per_label": 10**4000}, "min_clips_per_label: a whole number from 0 to"),
+        ({"max_clips_per_label": 10**30}, "max_clips_per_label: a whole number from 1 to"),
+        ({"val_size": 10**30}, "val_size: a count from 0 to 1,000,000,000"),
+        ({"seed": 10**4299}, "seed: a whole number from 0 to"),
     ],
 )
 def test_it_names_the_field_of_an_invalid_recipe(data: dict[str, object], message: str) -> None:
@@ -213,6 +219,28 @@ def test_it_leaves_out_an_unset_video_features_height(fmt: str) -> None:
 
     assert "video_features_height" not in text
     assert spec_from_text(text, fmt=fmt).video_features_height is None
+
+
+def test_it_shows_a_long_bad_value_shortened() -> None:
+    with pytest.raises(RecipeError) as refused:
+        RecipeSpec.from_dict({"seed": 10**4299})
+    assert len(str(refused.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text", "message"),
+    [
+        ("json", '{"seed": ' + "[" * 30_000 + "]" * 30_000 + "}", "not valid JSON: nested too"),
+        ("toml", "seed = " + "[" * 30_000 + "]" * 30_000, "not valid TOML: nested too deeply"),
+        ("toml", "seed = " + "{a = " * 10_000 + "1" + "}" * 10_000, "not valid TOML: nested"),
+        ("json", '{"seed": 1' + "0" * 5_000 + "}", "not valid JSON: a number is too long"),
+        ("toml", "seed = 1" + "0" * 5_000, "not valid TOML: a number is too long"),
+    ],
+    ids=["deep-json", "deep-toml-array", "deep-toml-table", "long-json-number", "long-toml"],
+)
+def test_it_refuses_text_the_parsers_choke_on(fmt: str, text: str, message: str) -> None:
+    with pytest.raises(RecipeError, match=message):
+        spec_from_text(text, fmt=fmt)
 
 
 def test_it_reports_where_a_toml_recipe_is_broken() -> None:

@@ -503,8 +503,32 @@ def test_it_replaces_a_recipes_spec_from_a_file(curation: Curation, alice: Any) 
         (SimpleUploadedFile("recipe.toml", b"seed = 'x'\n"), "seed: a whole number"),
         (SimpleUploadedFile("recipe.toml", b"\xff\xfe\x00"), "not UTF-8"),
         (SimpleUploadedFile("recipe.toml", b"colour = 1\n"), "unknown recipe field(s) colour"),
+        (
+            SimpleUploadedFile("recipe.json", b'{"seed": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"),
+            "not valid JSON: nested too deeply",
+        ),
+        (
+            SimpleUploadedFile("recipe.toml", b"seed = 1" + b"0" * 5_000),
+            "not valid TOML: a number is too long",
+        ),
+        (
+            SimpleUploadedFile("recipe.toml", b"min_clips_per_label = 1" + b"0" * 4_000),
+            "min_clips_per_label: a whole number from 0 to 1,000,000,000",
+        ),
+        (SimpleUploadedFile("recipe.toml", b"seed = -1\n"), "seed: a whole number from 0 to"),
     ],
-    ids=["too-big", "wrong-type", "bad-json", "bad-value", "binary", "unknown-field"],
+    ids=[
+        "too-big",
+        "wrong-type",
+        "bad-json",
+        "bad-value",
+        "binary",
+        "unknown-field",
+        "deep-nesting",
+        "5000-digits",
+        "4000-digits",
+        "negative-seed",
+    ],
 )
 @pytest.mark.parametrize("where", ["recipe_import", "recipe_upload"])
 def test_it_rejects_a_bad_recipe_file_clearly(

@@ -86,7 +86,7 @@ def test_a_run_switches_on_spec_augment_through_the_api(
                 "snapshot": 1,
                 "overrides": ["model.encoder=ast", "model.encoder_weights=/no/ast.pth"],
             },
-            "no such file /no/ast.pth",
+            "model.encoder_weights: /no/ast.pth is not in the encoder weights folder",
         ),
     ],
 )

@@ -290,10 +290,11 @@ def test_the_train_command_names_an_unknown_snapshot(db: None) -> None:
 
 
 def test_the_train_command_switches_on_spec_augment_and_a_pretrained_encoder(
-    project: Project, snapshot: Snapshot, tmp_path: Path
+    project: Project, snapshot: Snapshot, tmp_path: Path, settings: Any
 ) -> None:
     from modeling.ml.encoders import pretrained_architecture
 
+    settings.ENCODER_WEIGHTS_DIR = tmp_path
     options = '{"channels": [4, 4, 8, 8, 8, 8], "hidden": 16, "embedding_dim": 8}'
     weights = tmp_path / "vggish.pt"
     torch.save(pretrained_architecture("vggish", 16, json.loads(options)).state_dict(), weights)
@@ -321,8 +322,9 @@ def test_the_train_command_switches_on_spec_augment_and_a_pretrained_encoder(
 
 
 def test_a_missing_encoder_weights_file_is_named_before_the_run_starts(
-    project: Project, snapshot: Snapshot, tmp_path: Path
+    project: Project, snapshot: Snapshot, tmp_path: Path, settings: Any
 ) -> None:
+    settings.ENCODER_WEIGHTS_DIR = tmp_path
     missing = tmp_path / "nowhere" / "cnn14.pth"
     with pytest.raises(ValidationError, match=f"no such file {missing}"):
         services.run_start(
@@ -334,6 +336,64 @@ def test_a_missing_encoder_weights_file_is_named_before_the_run_starts(
             enqueue=False,
         )
     assert not TrainingRun.objects.exists()
+
+
+@pytest.fixture
+def weights_dir(settings: Any, tmp_path: Path) -> Path:
+    settings.ENCODER_WEIGHTS_DIR = tmp_path / "weights"
+    (tmp_path / "weights" / "panns").mkdir(parents=True)
+    (tmp_path / "weights" / "panns" / "cnn14.pth").write_bytes(b"weights")
+    return tmp_path / "weights"
+
+
+def test_encoder_weights_are_named_relative_to_the_weights_folder(weights_dir: Path) -> None:
+    named = services.weights_file("panns/cnn14.pth", option="model.encoder_weights")
+
+    assert named == str(weights_dir / "panns" / "cnn14.pth")
+    assert services.weights_file(named, option="model.encoder_weights") == named
+
+
+@pytest.mark.parametrize(
+    "outside",
+    [
+        "/etc/passwd",  # exists
+        "/etc/no-such-file-here",  # does not
+        "../secret.pth",
+        "panns/../../secret.pth",
+        "link.pth",  # a link in the folder to a file outside it
+    ],
+)
+def test_a_weights_path_outside_the_folder_is_refused_without_saying_if_it_exists(
+    weights_dir: Path, outside: str
+) -> None:
+    (weights_dir.parent / "secret.pth").write_bytes(b"secret")
+    (weights_dir / "link.pth").symlink_to(weights_dir.parent / "secret.pth")
+
+    with pytest.raises(ValidationError) as refused:
+        services.weights_file(outside, option="model.encoder_weights")
+
+    assert refused.value.messages == [
+        f"model.encoder_weights: {outside} is not in the encoder weights folder "
+        "(ENCODER_WEIGHTS_DIR on the machine that trains); name a file there, "
+        "e.g. panns/cnn14.pth."
+    ]
+
+
+def test_a_run_naming_video_weights_outside_the_folder_is_refused(weights_dir: Path) -> None:
+    with pytest.raises(ValidationError, match=r"video\.weights: /etc/passwd is not in"):
+        services.run_spec(
+            model_name="vact_video",
+            overrides=["video.encoder=resnet18", "video.weights=/etc/passwd"],
+        )
+
+
+def test_a_run_records_the_full_path_of_the_weights_it_names(weights_dir: Path) -> None:
+    spec = services.run_spec(
+        model_name="lstm",
+        overrides=["model.encoder=panns", "model.encoder_weights=panns/cnn14.pth"],
+    )
+
+    assert spec["run"]["model"]["encoder_weights"] == str(weights_dir / "panns" / "cnn14.pth")
 
 
 def test_a_worker_with_several_processes_trains_through_torchrun(
