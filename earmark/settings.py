@@ -7,6 +7,7 @@ Redis or RabbitMQ. See README.md for every variable.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -15,10 +16,12 @@ from kombu import Queue
 from earmark.env import (
     env_bool,
     env_broker,
+    env_cache,
     env_database,
     env_float,
     env_int,
     env_list,
+    env_rate,
     env_storages,
     env_str,
 )
@@ -53,6 +56,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",  # login lockout (see "Brute force and abuse" below)
     "core",
     "curation",
     "annotation",
@@ -73,6 +77,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as django-axes asks: it turns a locked-out login into its lockout response
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "earmark.urls"
@@ -121,6 +127,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out login before any password is checked
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -130,6 +141,33 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Brute force and abuse ------------------------------------------------------------------
+# Rate limits and lockout counters live in the cache (API throttles) and the database
+# (logins). locmem:// keeps one cache per process, so with several web processes each
+# counts on its own; CACHE_URL=redis://… makes them share one count.
+CACHES = env_cache("CACHE_URL")
+# Reverse proxies in front of the web processes that append the client's address to
+# X-Forwarded-For; 0 takes the peer address (REMOTE_ADDR). Lockout and throttles count per
+# client address, so behind a proxy this must say how many, or every client looks alike.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+NINJA_NUM_PROXIES = TRUSTED_PROXY_COUNT
+# Logins (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username from one
+# address, that pair is refused (429) for LOGIN_LOCKOUT_MINUTES, right password or not.
+# Per pair, so nobody can lock a worker out from elsewhere; a success clears the count.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "core.throttling.client_ip"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # its start-up banner; lockouts are still logged
+# API (django-ninja throttles, core.throttling): every call of a signed-in user; bad
+# bearer tokens per client address (a 429 once spent, before the token is even looked up);
+# and the crowd's claim and submit calls per worker.
+API_RATE_PER_USER = env_rate("API_RATE_PER_USER", "1200/min")
+API_RATE_BAD_TOKENS = env_rate("API_RATE_BAD_TOKENS", "30/hour")
+API_RATE_WORK = env_rate("API_RATE_WORK", "60/min")
 
 # I18n --------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
