@@ -483,6 +483,7 @@ def main() -> None:
         "EARMARK_VAR_DIR": var,
         "SECRET_KEY": secrets.token_urlsafe(40),
         "DEBUG": "0",
+        "HTTPS": "0",  # gunicorn on plain HTTP, no TLS proxy in front
         "LOG_LEVEL": "WARNING",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DJANGO_SETTINGS_MODULE": "earmark.settings",

@@ -21,6 +21,7 @@ from earmark.env import (
     env_float,
     env_int,
     env_list,
+    env_proxy_ssl_header,
     env_rate,
     env_storages,
     env_str,
@@ -136,7 +137,26 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=False)
+# HTTPS -------------------------------------------------------------------------------
+# Production (DEBUG=0) serves HTTPS only: plain-HTTP requests are redirected, browsers are
+# told to come back over HTTPS for a year (HSTS), and session and CSRF cookies never travel
+# in clear. HTTPS=0 turns all of that off for a plain-HTTP deployment (a lab machine on a
+# private network); each part can also be set on its own.
+HTTPS = env_bool("HTTPS", default=not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=HTTPS)
+# load balancers probe health over plain HTTP inside the network
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+# Preloading puts the domain into the lists browsers ship, which takes months to undo:
+# a decision for the site's owner, not a default (hence security.W021 below).
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# Behind a proxy that terminates TLS, Django sees plain HTTP: this names the header the
+# proxy sets to say the client used HTTPS ("X-Forwarded-Proto=https"). Only with a proxy
+# that also strips it from clients' requests; gunicorn already trusts it from 127.0.0.1.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"

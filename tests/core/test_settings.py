@@ -40,6 +40,11 @@ MALFORMED: list[tuple[str, str, Callable[[], Any]]] = [
     ("API_RATE_WORK", "0/min", lambda: env_rate("API_RATE_WORK", "60/min")),
     ("API_RATE_WORK", "5/0min", lambda: env_rate("API_RATE_WORK", "60/min")),
     ("CACHE_URL", "memcached://x", lambda: env_cache("CACHE_URL")),
+    (
+        "SECURE_PROXY_SSL_HEADER",
+        "X-Forwarded-Proto",
+        lambda: env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER"),
+    ),
 ]
 MALFORMED_IDS = [f"{name}={value}" for name, value, _ in MALFORMED]
 
