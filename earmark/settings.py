@@ -58,6 +58,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "axes",  # login lockout (see "Brute force and abuse" below)
+    "csp",  # Content-Security-Policy (see "HTTPS" below)
+    "ninja",  # serves the API docs' Swagger UI from its own pinned static files, not a CDN
     "core",
     "curation",
     "annotation",
@@ -71,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -161,6 +164,25 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Content-Security-Policy (django-csp): scripts, styles, media and requests come from this
+# site only, so a caption or file name that slipped past escaping could not run script.
+# Pages keep no inline script, event handler or style attribute (static/earmark.js sets
+# bar widths from data-width); the MTurk page, framed by MTurk, sends its own policy.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],  # data: for the API docs' icons
+        "media-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # Brute force and abuse ------------------------------------------------------------------
 # Rate limits and lockout counters live in the cache (API throttles) and the database
