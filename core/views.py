@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import hmac
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required, permission_required
@@ -177,10 +180,23 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("token_list")
 
 
+def _may_read_health_details(request: HttpRequest) -> bool:
+    """Staff signed in, or monitoring sending `Authorization: Bearer <HEALTHZ_TOKEN>`."""
+    if request.user.is_authenticated and request.user.is_staff:
+        return True
+    token = settings.HEALTHZ_TOKEN
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    if not token or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(sent.encode(), token.encode())
+
+
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    ok, checks = run_checks()
+    """200 or 503 and whether each check passed, for anyone (load balancers); what each
+    check found (versions, hosts, errors) only for staff and monitoring."""
+    ok, checks = run_checks(details=_may_read_health_details(request))
     return JsonResponse(
         {"status": "ok" if ok else "down", "checks": checks}, status=200 if ok else 503
     )

@@ -283,6 +283,11 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
+# /healthz: anyone gets the status and whether each check passed; what each found
+# (versions, hosts, errors) goes to staff and to `Authorization: Bearer <HEALTHZ_TOKEN>`.
+HEALTHZ_TOKEN = env_str("HEALTHZ_TOKEN")
+# how long a probe of an external tool (ffmpeg, java: a JVM start; LanguageTool) is reused
+HEALTHZ_PROBE_SECONDS = env_int("HEALTHZ_PROBE_SECONDS", 300, minimum=0)
 # Processes that train one run on a gpu worker: 0 = one per visible GPU (a worker with
 # several GPUs trains data-parallel under torchrun), 1 = always in the worker's own process,
 # N > 1 = torchrun with N processes (on CPU they use Gloo, which is how the tests run it).
