@@ -85,13 +85,16 @@ def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
     refusal = bad_tokens_refusal(request) if raw else None
     if refusal:
         raise Refused(429, refusal)
-    user = api_token_authenticate(raw=raw) if raw else None
-    if raw and user is None:
+    holder = api_token_authenticate(raw=raw) if raw else None
+    if raw and holder is None:
         bad_token_record(request)
-    if user is None:
+    if holder is None:
         raise Refused(
             401, "Authenticate with an Earmark API token (Bearer, or basic auth password)."
         )
+    if holder.read_only and request.method not in ("GET", "HEAD", "OPTIONS"):
+        raise Refused(403, "This API token is read-only; Label Studio needs one with full access.")
+    user = holder.user
     try:
         project, _ = project_membership(user, slug, *roles)
     except Http404:

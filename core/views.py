@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hmac
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
@@ -10,6 +11,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -163,7 +165,13 @@ def token_list(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST or None)
     new_key = None
     if request.method == "POST" and form.is_valid():
-        _, new_key = services.api_token_create(user=user, name=form.cleaned_data["name"])
+        days = form.cleaned_data["expires_in_days"]
+        _, new_key = services.api_token_create(
+            user=user,
+            name=form.cleaned_data["name"],
+            expires_at=timezone.now() + timedelta(days=days) if days else None,
+            read_only=form.cleaned_data["read_only"],
+        )
         form = ApiTokenForm()
     tokens = ApiToken.objects.filter(user=user)
     return render(

@@ -24,6 +24,9 @@ from crowd.api import router as crowd_router
 from curation.api import router as curation_router
 from modeling.api import router as modeling_router
 
+# what a read-only token may send: requests that change nothing
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
@@ -32,12 +35,18 @@ class TokenAuth(HttpBearer):
         refusal = throttling.bad_tokens_refusal(request)
         if refusal:
             raise HttpError(429, refusal)
-        user = services.api_token_authenticate(raw=token)
-        if user is None:
+        holder = services.api_token_authenticate(raw=token)
+        if holder is None:
             throttling.bad_token_record(request)
             return None
-        request.user = user
-        return user
+        if holder.read_only and request.method not in SAFE_METHODS:
+            raise HttpError(
+                403,
+                f"This API token is read-only: it may read (GET), not {request.method}. "
+                "Use a token with full access, from /account/tokens/.",
+            )
+        request.user = holder.user
+        return holder.user
 
 
 class SessionCookieAuth(SessionAuth):
