@@ -42,6 +42,7 @@ from active.models import Retrain
 from core.access import TERSE, project_membership, signed_in_user
 from core.models import Project, Role
 from core.services import api_token_authenticate
+from core.throttling import bad_token_record, bad_tokens_refusal
 from curation.models import Clip
 from modeling.models import Suggestion
 
@@ -81,11 +82,19 @@ def _token(request: HttpRequest) -> str | None:
 
 def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
     raw = _token(request)
-    user = api_token_authenticate(raw=raw) if raw else None
-    if user is None:
+    refusal = bad_tokens_refusal(request) if raw else None
+    if refusal:
+        raise Refused(429, refusal)
+    holder = api_token_authenticate(raw=raw) if raw else None
+    if raw and holder is None:
+        bad_token_record(request)
+    if holder is None:
         raise Refused(
             401, "Authenticate with an Earmark API token (Bearer, or basic auth password)."
         )
+    if holder.read_only and request.method not in ("GET", "HEAD", "OPTIONS"):
+        raise Refused(403, "This API token is read-only; Label Studio needs one with full access.")
+    user = holder.user
     try:
         project, _ = project_membership(user, slug, *roles)
     except Http404:

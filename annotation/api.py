@@ -28,6 +28,7 @@ from ninja.responses import Status
 
 from annotation import rules, services
 from annotation.models import Assignment, Batch, Caption, HitClip
+from core import throttling
 from core.access import project_for_api, signed_in_user
 from core.media import media_response
 from core.models import Membership, Role
@@ -490,6 +491,7 @@ def _work_out(assignment: Assignment) -> dict[str, Any]:
     "/work/claim",
     response={200: WorkAssignmentOut, 201: WorkAssignmentOut, 204: None, 403: BlockedOut,
               404: ErrorOut},
+    throttle=[throttling.PER_USER, throttling.WORK],
 )  # fmt: skip
 def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
     """The next HIT for you: 201 with a new assignment, 200 with the one you already hold
@@ -575,6 +577,7 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
 @router.post(
     "/work/assignments/{assignment_id}/submit",
     response={200: WorkAssignmentBriefOut, 400: FieldErrorsOut, 404: ErrorOut, 409: ErrorOut},
+    throttle=[throttling.PER_USER, throttling.WORK],
 )
 def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> Any:
     """Submits one caption per clip, checked by the HIT page's rules (the same messages);

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotation import mturk, rules, services
 from annotation.models import Assignment, Hit, HitClip
 from core.media import media_response
-from core.net import client_address
+from core.throttling import client_ip
 
 # a page's token outlives any time allotted; the assignment's own deadline still applies
 TOKEN_MAX_AGE = 24 * 3600
@@ -103,7 +103,7 @@ def mturk_hit(request: HttpRequest, hit_id: int) -> HttpResponse:
     if assignment_id == mturk.PREVIEW:
         return _page(request, hit)  # the preview: instructions and clips, no boxes
     try:
-        mturk.page_rate_check(address=client_address(request), hit=hit)
+        mturk.page_rate_check(address=client_ip(request), hit=hit)
         submit_to = mturk.submit_to_checked(params.get("turkSubmitTo", ""))
         assignment = mturk.mturk_assignment_start(
             hit=hit, assignment_id=assignment_id, worker_id=params.get("workerId", "")
@@ -132,7 +132,7 @@ def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
         if key.startswith("caption-") and key.removeprefix("caption-").isdigit()
     }
     try:
-        mturk.page_rate_check(address=client_address(request), hit=hit)
+        mturk.page_rate_check(address=client_ip(request), hit=hit)
         if assignment.state == Assignment.State.ACCEPTED:  # else assignment_submit says why
             mturk.mturk_submit_check(assignment=assignment)
     except ValidationError as exc:

@@ -483,12 +483,17 @@ def main() -> None:
         "EARMARK_VAR_DIR": var,
         "SECRET_KEY": secrets.token_urlsafe(40),
         "DEBUG": "0",
+        "HTTPS": "0",  # gunicorn on plain HTTP, no TLS proxy in front
         "LOG_LEVEL": "WARNING",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DJANGO_SETTINGS_MODULE": "earmark.settings",
         # the filesystem broker by default: no Celery worker runs; jobs queued by a submit
         # (active learning's caption checks) are only written
         "CELERY_BROKER_URL": args.broker,
+        # the server's cost is measured, not its per-worker rate limits (a simulated worker
+        # with no think time claims far faster than API_RATE_WORK allows a person)
+        "API_RATE_PER_USER": "1000000/s",
+        "API_RATE_WORK": "1000000/s",
     }
     for item in args.set:
         name, sep, value = item.partition("=")

@@ -54,3 +54,13 @@ class UserEditForm(UserChangeForm):
 
 class ApiTokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What the token is for, e.g. 'laptop'.")
+    expires_in_days = forms.IntegerField(
+        label="Expires after (days)",
+        required=False,
+        min_value=1,
+        max_value=3650,
+        help_text="Empty: never.",
+    )
+    read_only = forms.BooleanField(
+        label="Read-only", required=False, help_text="Only GET requests: it can change nothing."
+    )

@@ -1,5 +1,10 @@
 """Availability checks behind /healthz. Core checks decide the status code; apps register
-checks of their own services in CHECKS."""
+checks of their own services in CHECKS.
+
+The database, broker and workers are checked on every call. External tools are probed
+through `cached_probe`: `java -version` starts a JVM and a LanguageTool server is a remote
+request, so a load balancer polling every few seconds would start one each time; their
+results are kept for HEALTHZ_PROBE_SECONDS instead."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 
 
@@ -79,18 +85,39 @@ def check_java() -> Check:
     return _version_line([settings.JAVA_BINARY, "-version"])
 
 
+def cached_probe(name: str, check: Callable[[], Check]) -> Callable[[], Check]:
+    """`check`, its result kept in the cache for HEALTHZ_PROBE_SECONDS (per process with
+    locmem://): for probes that start a program or call another server."""
+
+    def probe() -> Check:
+        key = f"healthz-probe-{name}"
+        found = cache.get(key)
+        if isinstance(found, Check):
+            return found
+        result = check()
+        cache.set(key, result, settings.HEALTHZ_PROBE_SECONDS)
+        return result
+
+    return probe
+
+
 CHECKS: dict[str, Callable[[], Check]] = {
     "database": check_database,
     "broker": check_broker,
     "workers": check_workers,
-    "ffmpeg": check_ffmpeg,
-    "java": check_java,
+    "ffmpeg": cached_probe("ffmpeg", check_ffmpeg),
+    "java": cached_probe("java", check_java),
 }
 """The checks /healthz runs, in order. Apps above core add their own in AppConfig.ready()
 (post-processing adds "languagetool"), so core never imports them."""
 
 
-def run_checks() -> tuple[bool, dict[str, dict[str, object]]]:
+def run_checks(*, details: bool) -> tuple[bool, dict[str, dict[str, object]]]:
+    """Whether the core checks pass, and each check's result. Without `details` a result
+    is only whether it passed: the lines name versions, hosts, paths and errors, which tell
+    an attacker what to try, so only staff and monitoring (HEALTHZ_TOKEN) read them."""
     results = {name: check() for name, check in CHECKS.items()}
     core_ok = all(r.ok for r in results.values() if r.core)
+    if not details:
+        return core_ok, {name: {"ok": r.ok, "core": r.core} for name, r in results.items()}
     return core_ok, {name: asdict(r) for name, r in results.items()}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -252,7 +252,11 @@ def hash_token(raw: str) -> str:
 
 
 class ApiToken(models.Model):
-    """A bearer token for /api/. Only its SHA-256 is stored; the raw key is shown once."""
+    """A bearer token for /api/. Only its SHA-256 is stored; the raw key is shown once.
+
+    A token may expire (refused from `expires_at` on) and may be read-only: its requests
+    may only read (GET, HEAD, OPTIONS), so a script that only downloads captions cannot
+    change anything if its token leaks."""
 
     PREFIX = "emk_"
 
@@ -265,12 +269,24 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)  # never, when empty
+    read_only = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(expires_at__isnull=True) | Q(expires_at__gt=models.F("created_at")),
+                name="apitoken_expires_after_creation",
+                violation_error_message="A token must expire after it is created.",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_hint}…)"
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
 
 
 class WorkerHeartbeat(models.Model):

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import hmac
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required, permission_required
@@ -7,6 +11,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -160,7 +165,13 @@ def token_list(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST or None)
     new_key = None
     if request.method == "POST" and form.is_valid():
-        _, new_key = services.api_token_create(user=user, name=form.cleaned_data["name"])
+        days = form.cleaned_data["expires_in_days"]
+        _, new_key = services.api_token_create(
+            user=user,
+            name=form.cleaned_data["name"],
+            expires_at=timezone.now() + timedelta(days=days) if days else None,
+            read_only=form.cleaned_data["read_only"],
+        )
         form = ApiTokenForm()
     tokens = ApiToken.objects.filter(user=user)
     return render(
@@ -177,10 +188,23 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("token_list")
 
 
+def _may_read_health_details(request: HttpRequest) -> bool:
+    """Staff signed in, or monitoring sending `Authorization: Bearer <HEALTHZ_TOKEN>`."""
+    if request.user.is_authenticated and request.user.is_staff:
+        return True
+    token = settings.HEALTHZ_TOKEN
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    if not token or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(sent.encode(), token.encode())
+
+
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    ok, checks = run_checks()
+    """200 or 503 and whether each check passed, for anyone (load balancers); what each
+    check found (versions, hosts, errors) only for staff and monitoring."""
+    ok, checks = run_checks(details=_may_read_health_details(request))
     return JsonResponse(
         {"status": "ok" if ok else "down", "checks": checks}, status=200 if ok else 503
     )

@@ -11,25 +11,42 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 from ninja import NinjaAPI
+from ninja.errors import HttpError
 from ninja.security import HttpBearer, SessionAuth
 
 from active.api import router as active_router
 from annotation.api import router as annotation_router
 from core import api as core_api
-from core import services
+from core import services, throttling
 from corpus.api import router as corpus_router
 from corpus.evaluation_api import router as evaluation_router
 from crowd.api import router as crowd_router
 from curation.api import router as curation_router
 from modeling.api import router as modeling_router
 
+# what a read-only token may send: requests that change nothing
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        user = services.api_token_authenticate(raw=token)
-        if user is not None:
-            request.user = user
-        return user
+        # a client whose recent tokens were bad is refused for a while (429) before its
+        # next one is looked up: guessing costs time, and a broken script stops hammering
+        refusal = throttling.bad_tokens_refusal(request)
+        if refusal:
+            raise HttpError(429, refusal)
+        holder = services.api_token_authenticate(raw=token)
+        if holder is None:
+            throttling.bad_token_record(request)
+            return None
+        if holder.read_only and request.method not in SAFE_METHODS:
+            raise HttpError(
+                403,
+                f"This API token is read-only: it may read (GET), not {request.method}. "
+                "Use a token with full access, from /account/tokens/.",
+            )
+        request.user = holder.user
+        return holder.user
 
 
 class SessionCookieAuth(SessionAuth):
@@ -47,6 +64,8 @@ api = NinjaAPI(
     version="1",
     description=__doc__ or "",
     auth=[TokenAuth(), SessionCookieAuth()],
+    # per user (API_RATE_PER_USER); claim and submit add their own (API_RATE_WORK)
+    throttle=[throttling.PER_USER],
 )
 
 

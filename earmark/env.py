@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,6 +70,55 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+_RATE = re.compile(r"^(\d+)/(\d*)(s|sec|m|min|h|hour|d|day)$")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate as django-ninja's throttles read it: "COUNT/PERIOD", the period one of
+    s, min, hour or day, optionally with a multiple ("10/5min": ten per five minutes)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    found = _RATE.match(value)
+    if found is None or int(found.group(1)) < 1 or int(found.group(2) or 1) < 1:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a rate; write COUNT/PERIOD, e.g. 10/min, 600/hour, 20/5min."
+        )
+    return value
+
+
+def env_cache(name: str, default: str = "locmem://") -> dict[str, dict[str, object]]:
+    """Django's CACHES from a URL: locmem:// (one cache per process) or redis://…, which
+    every web process shares, so rate limits count each client once."""
+    raw = os.environ.get(name) or default
+    scheme = urlsplit(raw).scheme
+    if scheme == "locmem":
+        return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    if scheme in {"redis", "rediss"}:
+        return {
+            "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw}
+        }
+    raise ImproperlyConfigured(
+        f"{name}={raw!r}: unsupported cache scheme {scheme!r}; use locmem:// or redis://host:6379/1"
+    )
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """Django's SECURE_PROXY_SSL_HEADER from "Header-Name=value" (X-Forwarded-Proto=https):
+    the header a TLS-terminating proxy sets, and strips from what clients send."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, sep, value = raw.partition("=")
+    header, value = header.strip(), value.strip()
+    if not sep or not value or not re.fullmatch(r"[A-Za-z0-9-]+", header):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not HEADER=VALUE, e.g. X-Forwarded-Proto=https."
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value
 
 
 def env_database(name: str, default: str) -> dict[str, Any]:

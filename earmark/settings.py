@@ -7,6 +7,7 @@ Redis or RabbitMQ. See README.md for every variable.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -15,10 +16,13 @@ from kombu import Queue
 from earmark.env import (
     env_bool,
     env_broker,
+    env_cache,
     env_database,
     env_float,
     env_int,
     env_list,
+    env_proxy_ssl_header,
+    env_rate,
     env_storages,
     env_str,
 )
@@ -45,10 +49,6 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-# Proxies in front of the site that append the client's address to X-Forwarded-For
-# (core.net.client_address). 0: the connection's own address is the client's, and
-# X-Forwarded-For, which any client can write, is ignored.
-NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -57,6 +57,9 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",  # login lockout (see "Brute force and abuse" below)
+    "csp",  # Content-Security-Policy (see "HTTPS" below)
+    "ninja",  # serves the API docs' Swagger UI from its own pinned static files, not a CDN
     "core",
     "curation",
     "annotation",
@@ -70,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -77,6 +81,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as django-axes asks: it turns a locked-out login into its lockout response
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "earmark.urls"
@@ -125,15 +131,85 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out login before any password is checked
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=False)
+# HTTPS -------------------------------------------------------------------------------
+# Production (DEBUG=0) serves HTTPS only: plain-HTTP requests are redirected, browsers are
+# told to come back over HTTPS for a year (HSTS), and session and CSRF cookies never travel
+# in clear. HTTPS=0 turns all of that off for a plain-HTTP deployment (a lab machine on a
+# private network); each part can also be set on its own.
+HTTPS = env_bool("HTTPS", default=not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=HTTPS)
+# load balancers probe health over plain HTTP inside the network
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+# Preloading puts the domain into the lists browsers ship, which takes months to undo:
+# a decision for the site's owner, not a default (hence security.W021 below).
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# Behind a proxy that terminates TLS, Django sees plain HTTP: this names the header the
+# proxy sets to say the client used HTTPS ("X-Forwarded-Proto=https"). Only with a proxy
+# that also strips it from clients' requests; gunicorn already trusts it from 127.0.0.1.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Content-Security-Policy (django-csp): scripts, styles, media and requests come from this
+# site only, so a caption or file name that slipped past escaping could not run script.
+# Pages keep no inline script, event handler or style attribute (static/earmark.js sets
+# bar widths from data-width); the MTurk page, framed by MTurk, sends its own policy.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],  # data: for the API docs' icons
+        "media-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Brute force and abuse ------------------------------------------------------------------
+# Rate limits and lockout counters live in the cache (API throttles) and the database
+# (logins). locmem:// keeps one cache per process, so with several web processes each
+# counts on its own; CACHE_URL=redis://… makes them share one count.
+CACHES = env_cache("CACHE_URL")
+# Reverse proxies in front of the web processes that append the client's address to
+# X-Forwarded-For; 0 takes the peer address (REMOTE_ADDR). Lockout and throttles count per
+# client address, so behind a proxy this must say how many, or every client looks alike.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+NINJA_NUM_PROXIES = TRUSTED_PROXY_COUNT
+# Logins (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username from one
+# address, that pair is refused (429) for LOGIN_LOCKOUT_MINUTES, right password or not.
+# Per pair, so nobody can lock a worker out from elsewhere; a success clears the count.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "core.throttling.client_ip"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # its start-up banner; lockouts are still logged
+# API (django-ninja throttles, core.throttling): every call of a signed-in user; bad
+# bearer tokens per client address (a 429 once spent, before the token is even looked up);
+# and the crowd's claim and submit calls per worker.
+API_RATE_PER_USER = env_rate("API_RATE_PER_USER", "1200/min")
+API_RATE_BAD_TOKENS = env_rate("API_RATE_BAD_TOKENS", "30/hour")
+API_RATE_WORK = env_rate("API_RATE_WORK", "60/min")
 
 # I18n --------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -214,6 +290,11 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
+# /healthz: anyone gets the status and whether each check passed; what each found
+# (versions, hosts, errors) goes to staff and to `Authorization: Bearer <HEALTHZ_TOKEN>`.
+HEALTHZ_TOKEN = env_str("HEALTHZ_TOKEN")
+# how long a probe of an external tool (ffmpeg, java: a JVM start; LanguageTool) is reused
+HEALTHZ_PROBE_SECONDS = env_int("HEALTHZ_PROBE_SECONDS", 300, minimum=0)
 # Processes that train one run on a gpu worker: 0 = one per visible GPU (a worker with
 # several GPUs trains data-parallel under torchrun), 1 = always in the worker's own process,
 # N > 1 = torchrun with N processes (on CPU they use Gloo, which is how the tests run it).

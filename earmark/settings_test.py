@@ -13,6 +13,11 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 from earmark.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The test client and the live server speak plain HTTP: no redirect to HTTPS, no HSTS, and
+# cookies a browser sends over HTTP (tests/core/test_deploy.py checks production's own).
+SECURE_SSL_REDIRECT = False
+SECURE_HSTS_SECONDS = 0
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
 # Test cases may query only "default", so job progress goes through it (see
 # core.services.Progress._write); production keeps its second connection on PostgreSQL.
 DATABASES.pop(PROGRESS_DB, None)  # noqa: F405

@@ -14,10 +14,10 @@ class PostprocessingConfig(AppConfig):
 
     def ready(self) -> None:
         from annotation.signals import assignment_approved
-        from core.health import CHECKS
+        from core.health import CHECKS, cached_probe
         from postprocessing.health import check_languagetool
 
-        CHECKS["languagetool"] = check_languagetool
+        CHECKS["languagetool"] = cached_probe("languagetool", check_languagetool)
         assignment_approved.connect(
             _assignment_approved, dispatch_uid="postprocessing.assignment_approved"
         )

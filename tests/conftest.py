@@ -13,6 +13,7 @@ from urllib.parse import quote
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.db import connection
 from django.http import HttpResponseBase, StreamingHttpResponse
 from django.test import Client
@@ -26,6 +27,13 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 ONTOLOGY_EXCERPT = (
     Path(__file__).resolve().parents[1] / "curation" / "fixtures" / "audioset_ontology_excerpt.json"
 )
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache() -> None:
+    """Each test starts with an empty cache: API rate-limit counts and cached health probes
+    live there, and a per-process cache (locmem) would carry them from test to test."""
+    cache.clear()
 
 
 def make_user(username: str, **extra: Any) -> User:

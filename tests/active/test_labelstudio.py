@@ -127,6 +127,17 @@ def test_start_training_only_enqueues_a_debounced_retrain(project: Any, alice: A
     assert not TrainingRun.objects.exists()  # nothing trained inline
 
 
+def test_a_read_only_token_cannot_start_training(project: Any, alice: Any) -> None:
+    _, raw = api_token_create(user=alice, name="label studio", read_only=True)
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    payload = {"action": "START_TRAINING", "project": {"id": 3, "label_config": LABEL_CONFIG}}
+    response = _post(client, "/labelstudio/sounds/webhook", payload)
+    assert response.status_code == 403
+    assert "read-only" in response.json()["error"]
+    assert not Retrain.objects.exists()
+    assert client.get("/labelstudio/sounds/health").status_code == 200
+
+
 def test_annotation_events_retrain_only_when_the_corpus_grew(project: Any, alice: Any) -> None:
     payload = {"action": "ANNOTATION_CREATED", "project": {"id": 3, "label_config": LABEL_CONFIG},
                "annotation": {"id": 1, "result": []}, "task": {"id": 1, "data": {}}}  # fmt: skip

@@ -7,10 +7,12 @@ async-safety check would refuse the tests' own database access: allow it for thi
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -35,3 +37,26 @@ def browser_type_launch_args() -> dict[str, Any]:
             "--disable-sync",
         ],
     }
+
+
+@pytest.fixture(autouse=True)
+def csp_violations(browser: Browser, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every page of every test runs under the site's Content-Security-Policy: whatever it
+    blocks (an inline script, an event handler, a style attribute, a foreign host) fails
+    the test, so a page that only half works under the policy does not pass unnoticed."""
+    violations: list[str] = []
+    new_context = browser.new_context
+
+    def watched(*args: Any, **kwargs: Any) -> BrowserContext:
+        context = new_context(*args, **kwargs)
+
+        def on_console(message: ConsoleMessage) -> None:
+            if "Content Security Policy" in message.text:
+                violations.append(f"{message.location.get('url', '?')}: {message.text}")
+
+        context.on("console", on_console)
+        return context
+
+    monkeypatch.setattr(browser, "new_context", watched)
+    yield violations
+    assert not violations, "blocked by the Content-Security-Policy:\n" + "\n".join(violations)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any, TypedDict
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -121,6 +122,45 @@ def test_it_rejects_the_token_of_a_deactivated_user(project: Project, alice: Any
     alice.save()
     response = Client().get("/api/projects/", **_bearer(raw))
     assert response.status_code == 401
+
+
+def test_a_token_works_until_it_expires(project: Project, alice: Any) -> None:
+    soon = timezone.now() + timedelta(hours=1)
+    _, raw = api_token_create(user=alice, name="script", expires_at=soon)
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+
+
+def test_an_expired_token_is_refused(project: Project, alice: Any) -> None:
+    created = timezone.now() - timedelta(days=8)
+    token, raw = api_token_create(
+        user=alice, name="script", expires_at=created + timedelta(days=7), now=created
+    )
+    assert token.is_expired()
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 401
+
+
+def test_a_token_cannot_expire_before_it_is_created(alice: Any) -> None:
+    with pytest.raises(ValidationError, match="expire after it is created"):
+        api_token_create(user=alice, name="script", expires_at=timezone.now() - timedelta(days=1))
+
+
+def test_a_read_only_token_reads(project: Project, alice: Any) -> None:
+    _, raw = api_token_create(user=alice, name="reader", read_only=True)
+    response = Client().get(f"/api/jobs/{_job(project).pk}", **_bearer(raw))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_a_read_only_token_changes_nothing(project: Project, alice: Any, method: str) -> None:
+    job = _job(project)
+    _, raw = api_token_create(user=alice, name="reader", read_only=True)
+    response = getattr(Client(), method)(f"/api/jobs/{job.pk}/cancel", **_bearer(raw))
+    assert response.status_code in (403, 405)
+    if method == "post":
+        assert response.status_code == 403
+        assert "read-only" in response.json()["detail"]
+    job.refresh_from_db()
+    assert job.state == Job.State.QUEUED
 
 
 # Visibility ----------------------------------------------------------------------------
@@ -345,3 +385,25 @@ def test_it_rejects_a_key_revoked_on_the_tokens_page(project: Project, alice: An
     response = client.post(reverse("token_revoke", args=[token.pk]))
     assert response.status_code == 302
     assert Client().get("/api/projects/", **_bearer(raw)).status_code == 401
+
+
+def test_the_tokens_page_creates_an_expiring_read_only_token(project: Project, alice: Any) -> None:
+    client = login(alice)
+    body = {"name": "exports", "expires_in_days": "30", "read_only": "on"}
+    response = client.post(reverse("token_list"), body)
+    assert response.status_code == 200
+    token = ApiToken.objects.get(user=alice)
+    assert token.read_only
+    assert token.expires_at is not None
+    assert timedelta(days=29) < token.expires_at - timezone.now() <= timedelta(days=30)
+    page = client.get(reverse("token_list")).content.decode()
+    assert 'data-testid="token-access">read-only<' in page
+    assert f'data-testid="token-expires">{token.expires_at:%Y-%m-%d}' in page
+
+
+def test_the_tokens_page_shows_a_full_token_that_never_expires(alice: Any) -> None:
+    client = login(alice)
+    _create_token_on_page(client)
+    page = client.get(reverse("token_list")).content.decode()
+    assert 'data-testid="token-access">read and write<' in page
+    assert 'data-testid="token-expires">never<' in page

@@ -1,6 +1,8 @@
 """/healthz: 200 when the database, the broker and a worker are up; 503 naming what is not.
 
-External tools (ffmpeg, java, LanguageTool) are reported but never decide the status.
+External tools (ffmpeg, java, LanguageTool) are reported but never decide the status, and
+are probed once per HEALTHZ_PROBE_SECONDS. What each check found is for staff and for
+monitoring with HEALTHZ_TOKEN; anyone else learns only what passed.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from core.models import WorkerHeartbeat
 from earmark.celery import app as celery_app
 
 UNREACHABLE_BROKER = "redis://127.0.0.1:1/0"
+MONITORING_TOKEN = "monitoring-secret-for-tests"
 
 
 def _fake_tool(folder: Path, name: str, *, line: str, stream: str = "stdout") -> str:
-    """An executable that prints one version line, like `ffmpeg -version` or `java -version`."""
+    """An executable that prints one version line, like `ffmpeg -version` or `java -version`,
+    and counts its runs in `<name>.runs`."""
     path = folder / name
     redirect = " >&2" if stream == "stderr" else ""
-    path.write_text(f"#!/bin/sh\necho '{line}'{redirect}\n")
+    path.write_text(f"#!/bin/sh\necho run >> '{folder / name}.runs'\necho '{line}'{redirect}\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
 
@@ -41,6 +45,7 @@ def tools(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     settings.LANGUAGETOOL_URL = ""
     settings.LTP_JAR_DIR_PATH = ""
     settings.LANGUAGETOOL_DOWNLOAD = False
+    settings.HEALTHZ_TOKEN = MONITORING_TOKEN
     monkeypatch.setenv("HOME", str(tmp_path))  # no downloaded LanguageTool in ~/.cache
     monkeypatch.delenv("LTP_PATH", raising=False)
 
@@ -72,7 +77,8 @@ def unreachable_broker(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 def _healthz() -> Any:
-    return Client().get("/healthz")
+    """/healthz as monitoring reads it, with every check's findings."""
+    return Client().get("/healthz", headers={"Authorization": f"Bearer {MONITORING_TOKEN}"})
 
 
 @pytest.mark.usefixtures("heartbeat")
@@ -209,3 +215,66 @@ def test_it_is_never_cached() -> None:
 def test_it_refuses_post() -> None:
     response = Client().post("/healthz")
     assert response.status_code == 405
+
+
+# Who reads the findings -------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_the_public_learns_what_passed_but_no_versions_hosts_or_errors() -> None:
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["checks"]["ffmpeg"] == {"ok": True, "core": False}
+    assert body["checks"]["database"] == {"ok": True, "core": True}
+    assert b"version" not in response.content
+    assert b"queues" not in response.content
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_a_wrong_monitoring_token_reads_no_findings() -> None:
+    response = Client().get("/healthz", headers={"Authorization": "Bearer guess"})
+    assert "detail" not in response.json()["checks"]["java"]
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_without_a_monitoring_token_set_no_bearer_reads_findings(settings: Any) -> None:
+    settings.HEALTHZ_TOKEN = ""
+    response = Client().get("/healthz", headers={"Authorization": "Bearer "})
+    assert "detail" not in response.json()["checks"]["java"]
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_staff_read_the_findings(staff: Any) -> None:
+    client = Client()
+    client.force_login(staff)
+    assert client.get("/healthz").json()["checks"]["ffmpeg"]["detail"] == "ffmpeg version 7.1-test"
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_a_signed_in_researcher_reads_no_findings(alice: Any) -> None:
+    client = Client()
+    client.force_login(alice)
+    assert "detail" not in client.get("/healthz").json()["checks"]["ffmpeg"]
+
+
+# Probes ----------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_java_is_started_once_for_many_health_checks(tmp_path: Path) -> None:
+    for _ in range(5):
+        assert Client().get("/healthz").status_code == 200
+    assert (tmp_path / "java.runs").read_text().splitlines() == ["run"]
+    assert (tmp_path / "ffmpeg.runs").read_text().splitlines() == ["run"]
+
+
+@pytest.mark.usefixtures("heartbeat")
+def test_tools_are_probed_again_once_the_probe_period_is_over(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.HEALTHZ_PROBE_SECONDS = 0  # kept for no time at all
+    for _ in range(3):
+        Client().get("/healthz")
+    assert len((tmp_path / "java.runs").read_text().splitlines()) == 3

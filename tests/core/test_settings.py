@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from earmark.env import env_bool, env_broker, env_database, env_int, env_list
+from earmark.env import (
+    env_bool,
+    env_broker,
+    env_cache,
+    env_database,
+    env_int,
+    env_list,
+    env_proxy_ssl_header,
+    env_rate,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS_FILE = ROOT / "earmark" / "settings.py"
@@ -27,6 +36,15 @@ MALFORMED: list[tuple[str, str, Callable[[], Any]]] = [
     ("DATABASE_URL", "mysql://x/y", lambda: env_database("DATABASE_URL", SQLITE_DEFAULT)),
     ("DATABASE_URL", "postgres://host", lambda: env_database("DATABASE_URL", SQLITE_DEFAULT)),
     ("CELERY_BROKER_URL", "kafka://x", lambda: env_broker("CELERY_BROKER_URL", "filesystem://")),
+    ("API_RATE_WORK", "60 per minute", lambda: env_rate("API_RATE_WORK", "60/min")),
+    ("API_RATE_WORK", "0/min", lambda: env_rate("API_RATE_WORK", "60/min")),
+    ("API_RATE_WORK", "5/0min", lambda: env_rate("API_RATE_WORK", "60/min")),
+    ("CACHE_URL", "memcached://x", lambda: env_cache("CACHE_URL")),
+    (
+        "SECURE_PROXY_SSL_HEADER",
+        "X-Forwarded-Proto",
+        lambda: env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER"),
+    ),
 ]
 MALFORMED_IDS = [f"{name}={value}" for name, value, _ in MALFORMED]
 
@@ -206,3 +224,16 @@ def test_it_starts_django_with_postgres_and_redis_urls(tmp_path: Path) -> None:
         "redis://cache.internal:6379/0",
         "5",
     ]
+
+
+def test_it_reads_the_proxy_ssl_header_as_django_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto=https")
+    assert env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER") == ("HTTP_X_FORWARDED_PROTO", "https")
+
+
+def test_a_redis_cache_url_gives_djangos_redis_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CACHE_URL", "redis://cache.internal:6379/1")
+    assert env_cache("CACHE_URL")["default"] == {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://cache.internal:6379/1",
+    }

@@ -1,0 +1,146 @@
+"""Brute force and abuse: login lockout (django-axes) and the API's rate limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client, RequestFactory
+
+from core.models import Project
+from core.services import api_token_create
+from core.throttling import client_ip, rate_parts
+from tests.conftest import PASSWORD
+
+
+def _log_in(client: Client, username: str, password: str, **extra: Any) -> Any:
+    return client.post("/login/", {"username": username, "password": password}, **extra)
+
+
+def _signed_in(client: Client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+# Logins ---------------------------------------------------------------------------------
+
+
+def test_thirty_wrong_passwords_lock_the_right_one_out(alice: Any) -> None:
+    client = Client()
+    for _ in range(30):
+        _log_in(client, "alice", "wrong-password")
+    response = _log_in(client, "alice", PASSWORD)
+    assert response.status_code == 429
+    assert b"Too many failed logins" in response.content
+    assert not _signed_in(client)
+
+
+def test_the_lockout_starts_at_the_failure_limit(alice: Any, settings: Any) -> None:
+    settings.AXES_FAILURE_LIMIT = 3
+    client = Client()
+    assert [_log_in(client, "alice", "nope").status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_a_lockout_holds_one_username_from_one_address_only(alice: Any, rey: Any) -> None:
+    attacker = Client(REMOTE_ADDR="203.0.113.9")
+    for _ in range(30):
+        _log_in(attacker, "alice", "wrong-password")
+    assert _log_in(attacker, "rey", PASSWORD).status_code == 302  # another user, same address
+    alice_at_home = Client(REMOTE_ADDR="198.51.100.7")
+    assert _log_in(alice_at_home, "alice", PASSWORD).status_code == 302
+    assert _signed_in(alice_at_home)
+
+
+def test_a_good_login_clears_the_failures_before_it(alice: Any, settings: Any) -> None:
+    settings.AXES_FAILURE_LIMIT = 3
+    client = Client()
+    _log_in(client, "alice", "nope")
+    _log_in(client, "alice", "nope")
+    assert _log_in(client, "alice", PASSWORD).status_code == 302
+    client.logout()
+    _log_in(client, "alice", "nope")
+    assert _log_in(client, "alice", PASSWORD).status_code == 302
+
+
+def test_the_client_address_is_the_peer_without_trusted_proxies(settings: Any) -> None:
+    settings.TRUSTED_PROXY_COUNT = 0
+    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="1.2.3.4")
+    assert client_ip(request) == "10.0.0.2"
+
+
+def test_behind_a_proxy_the_address_it_appended_counts_not_what_the_client_wrote(
+    settings: Any,
+) -> None:
+    settings.TRUSTED_PROXY_COUNT = 1
+    request = RequestFactory().get(
+        "/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.7"
+    )
+    assert client_ip(request) == "198.51.100.7"
+
+
+def test_a_rate_reads_as_requests_per_seconds() -> None:
+    assert rate_parts("10/min") == (10, 60)
+    assert rate_parts("20/5min") == (20, 300)
+    assert rate_parts("600/hour") == (600, 3600)
+
+
+# API ------------------------------------------------------------------------------------
+
+
+def _bearer(raw: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {raw}"}
+
+
+def test_bad_tokens_are_refused_for_a_while_even_before_a_good_one(
+    project: Project, alice: Any, settings: Any
+) -> None:
+    settings.API_RATE_BAD_TOKENS = "5/hour"
+    client = Client()
+    statuses = [
+        client.get("/api/projects/", headers=_bearer(f"emk_guess{i}")).status_code for i in range(6)
+    ]
+    assert statuses == [401] * 5 + [429]
+    good = api_token_create(user=alice, name="script")[1]
+    response = client.get("/api/projects/", headers=_bearer(good))
+    assert response.status_code == 429
+    assert "Too many bad API tokens" in response.json()["detail"]
+
+
+def test_bad_tokens_from_one_address_leave_other_addresses_alone(
+    project: Project, alice: Any, settings: Any
+) -> None:
+    settings.API_RATE_BAD_TOKENS = "2/hour"
+    for _ in range(3):
+        Client(REMOTE_ADDR="203.0.113.9").get("/api/projects/", headers=_bearer("emk_guess"))
+    good = api_token_create(user=alice, name="script")[1]
+    response = Client(REMOTE_ADDR="198.51.100.7").get("/api/projects/", headers=_bearer(good))
+    assert response.status_code == 200
+
+
+def test_every_api_call_counts_against_the_users_rate(
+    project: Project, alice: Any, rey: Any, settings: Any
+) -> None:
+    settings.API_RATE_PER_USER = "3/min"
+    client = Client()
+    raw = api_token_create(user=alice, name="script")[1]
+    statuses = [client.get("/api/projects/", headers=_bearer(raw)).status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    other = api_token_create(user=rey, name="script")[1]
+    assert client.get("/api/projects/", headers=_bearer(other)).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/api/work/claim", "/api/work/assignments/999999/submit"])
+def test_claim_and_submit_have_their_own_tighter_rate(
+    project: Project, ann: Any, settings: Any, path: str
+) -> None:
+    settings.API_RATE_WORK = "2/min"
+    client = Client()
+    raw = api_token_create(user=ann, name="script")[1]
+
+    def post() -> int:
+        body: dict[str, Any] = {"captions": {}}
+        return client.post(
+            path, body, content_type="application/json", headers=_bearer(raw)
+        ).status_code
+
+    assert [post() for _ in range(3)][2] == 429
+    assert client.get("/api/work/summary", headers=_bearer(raw)).status_code == 200
