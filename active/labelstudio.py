@@ -43,7 +43,7 @@ from core.access import TERSE, project_membership, signed_in_user
 from core.models import Project, Role
 from core.services import api_token_authenticate
 from core.throttling import bad_token_record, bad_tokens_refusal
-from curation.models import Clip
+from curation.queries import project_clips
 from modeling.models import Suggestion
 
 MODEL_CLASS = "EarmarkCaptioner"
@@ -169,9 +169,7 @@ def predictions(project: Project, tasks: list[Any], label_config: str) -> list[d
     wanted = [_clip_id(t) for t in tasks]
     ids = [c for c in wanted if c is not None]
     # only clips of this project, never another project's
-    allowed = set(
-        Clip.objects.filter(pk__in=ids, subsets__project=project).values_list("pk", flat=True)
-    )
+    allowed = set(project_clips(project).filter(pk__in=ids).values_list("pk", flat=True))
     found = {
         s.clip_id: s
         for s in (Suggestion.objects.filter(run=run, clip_id__in=allowed) if run else [])

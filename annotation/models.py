@@ -305,6 +305,16 @@ class Caption(models.Model):
         Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="captions"
     )
     clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="captions")
+    # the project an imported caption was imported into, and the only one that sees it (an
+    # AudioSet clip is shared by every project that selects it); a crowd caption belongs
+    # to its batch's project and leaves this empty
+    imported_into = models.ForeignKey(
+        "core.Project",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="imported_captions",
+    )
     text = models.TextField()
     # the id the caption had in the corpus it came from (AudioCaps audiocap_id, Clotho
     # "file_name#n"), so an export gives the same ids back
@@ -325,10 +335,15 @@ class Caption(models.Model):
                 | Q(provenance="imported", assignment__isnull=True),
                 name="caption_provenance_matches_assignment",
             ),
+            models.CheckConstraint(
+                condition=Q(provenance="crowd", imported_into__isnull=True)
+                | Q(provenance="imported", imported_into__isnull=False),
+                name="caption_imported_into_a_project",
+            ),
             models.UniqueConstraint(
-                fields=["clip", "external_id"],
+                fields=["imported_into", "clip", "external_id"],
                 condition=Q(provenance="imported"),
-                name="caption_imported_once",
+                name="caption_imported_once_per_project",
             ),
         ]
 

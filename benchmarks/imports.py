@@ -49,7 +49,7 @@ def main() -> None:
         write_wav(path, samples, 44_100)
         paths.append(path)
     start = time.perf_counter()
-    result = clips_import_local(paths=paths)
+    result = clips_import_local(project=None, paths=paths)  # site-wide, as the command does
     elapsed = time.perf_counter() - start
     print(
         f"local import of {args.clips} x 10 s WAV (44.1 kHz → 32 kHz mono, peaks, hash): "

@@ -82,7 +82,10 @@ def _db_run(texts: list[str]) -> None:
     user_project = Project.objects.create(name="bench", slug="bench-postprocess")
     subset = Subset.objects.create(project=user_project, name="corpus", slug="corpus")
     clips = Clip.objects.bulk_create(
-        [Clip(source=Clip.Source.LOCAL, original_name=f"c{i}.wav") for i in range(len(texts))],
+        [
+            Clip(source=Clip.Source.LOCAL, project=user_project, original_name=f"c{i}.wav")
+            for i in range(len(texts))
+        ],
         batch_size=5000,
     )
     SubsetClip.objects.bulk_create(
@@ -90,7 +93,13 @@ def _db_run(texts: list[str]) -> None:
     )
     captions = Caption.objects.bulk_create(
         [
-            Caption(provenance=Caption.Provenance.IMPORTED, clip=c, text=t, external_id=str(i))
+            Caption(
+                provenance=Caption.Provenance.IMPORTED,
+                imported_into=user_project,
+                clip=c,
+                text=t,
+                external_id=str(i),
+            )
             for i, (c, t) in enumerate(zip(clips, texts, strict=True))
         ],
         batch_size=5000,

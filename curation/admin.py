@@ -22,10 +22,10 @@ class LabelCurationAdmin(admin.ModelAdmin):
 
 @admin.register(Clip)
 class ClipAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "source", "status", "duration_seconds", "created_at"]
-    list_filter = ["source", "status"]
+    list_display = ["__str__", "source", "project", "status", "duration_seconds", "created_at"]
+    list_filter = ["source", "status", "project"]
     search_fields = ["youtube_id", "original_name"]
-    raw_id_fields = ["labels"]
+    raw_id_fields = ["labels", "project"]
     # the list a segment was first imported from; the ontology page's cached counts are
     # kept per list, and curation.signals follows label edits and deletions, not this
     readonly_fields = ["segment_list"]

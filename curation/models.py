@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from core.models import Project
 
 
 class SuperCategory(models.TextChoices):
@@ -96,7 +101,17 @@ class LabelCuration(models.Model):
 
 
 class Clip(models.Model):
-    """A 10 s (or shorter) piece of audio, from YouTube via AudioSet or a local file."""
+    """A 10 s (or shorter) piece of audio, from YouTube via AudioSet or a local file.
+
+    Who may reach a clip: a clip with a `project` belongs to that project alone (its
+    uploads, Clotho imports, SynthScenes), and only that project's subsets may hold it, so
+    no other project sees its file name, labels, video hint or captions. A clip without
+    one is site-wide: every AudioSet segment (public data: the YouTube id and times, the
+    AudioSet labels, what the fetch downloads from YouTube), which any project's recipes
+    select, and files staff imported from the command line without a project, which only
+    staff's own code puts into a subset. Uploads de-duplicate within their project only:
+    the same bytes uploaded by two projects are two clips.
+    """
 
     class Source(models.TextChoices):
         YOUTUBE = "youtube", "YouTube (AudioSet segment)"
@@ -115,6 +130,11 @@ class Clip(models.Model):
         UNAVAILABLE = "unavailable", "Unavailable at source"
 
     source = models.CharField(max_length=10, choices=Source.choices)
+    # the owner; blank for site-wide clips (see the class docstring). A deleted project's
+    # clips are kept, as clips always were, and no project's subsets hold them any more.
+    project = models.ForeignKey(
+        "core.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="clips"
+    )
     # the AudioSet list the segment was first imported from; blank for local files
     segment_list = models.CharField(max_length=10, choices=SegmentList.choices, blank=True)
     youtube_id = models.CharField(max_length=20, blank=True)
@@ -151,10 +171,20 @@ class Clip(models.Model):
                 condition=Q(source="youtube"),
                 name="clip_youtube_segment_once",
             ),
+            # the same audio once per owner: uploads de-duplicate within their project
+            models.UniqueConstraint(
+                fields=["project", "content_sha256"],
+                condition=Q(source="local", project__isnull=False) & ~Q(content_sha256=""),
+                name="clip_local_content_once_per_project",
+            ),
             models.UniqueConstraint(
                 fields=["content_sha256"],
-                condition=Q(source="local") & ~Q(content_sha256=""),
-                name="clip_local_content_once",
+                condition=Q(source="local", project__isnull=True) & ~Q(content_sha256=""),
+                name="clip_local_content_once_site_wide",
+            ),
+            # AudioSet segments are public and shared; nothing of a project's is on them
+            models.CheckConstraint(
+                condition=Q(source="local") | Q(project__isnull=True), name="clip_youtube_site_wide"
             ),
             models.CheckConstraint(
                 condition=Q(source="local") | ~Q(youtube_id=""), name="clip_youtube_has_id"
@@ -171,6 +201,11 @@ class Clip(models.Model):
         if self.source == self.Source.YOUTUBE:
             return f"{self.youtube_id}@{self.start_seconds:g}"
         return self.original_name or f"clip {self.pk}"
+
+    @staticmethod
+    def reachable_by(project: Project) -> Q:
+        """The clips a project may hold in its subsets: its own and the site-wide ones."""
+        return Q(project__isnull=True) | Q(project=project)
 
 
 class LabelSourceCount(models.Model):

@@ -2,9 +2,11 @@
 counts per AudioSet list, subsets' fetch state and jobs, and which clips a project sees.
 
 The media rule lives here (`project_clips`): a project sees — and its researchers and
-reviewers may play — exactly the clips in its own subsets. Clips are shared rows (one
-AudioSet segment serves every project that selects it), so membership of a subset is the
-only link between a clip and a project.
+reviewers may play — exactly the clips in its own subsets, and of those only its own and
+site-wide ones (Clip's docstring). AudioSet segments are shared rows, one serving every
+project that selects it; a local clip belongs to one project, and the services that fill
+subsets never put another project's clip into one, so the second condition only guards
+against a subset filled some other way.
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ def project_clips(
         links = links.filter(subset=subset)
     if split:
         links = links.filter(split=split)
-    clips = Clip.objects.filter(pk__in=links.values("clip_id"))
+    clips = Clip.objects.filter(Clip.reachable_by(project), pk__in=links.values("clip_id"))
     if status:
         clips = clips.filter(status=status)
     if label is not None:

@@ -75,7 +75,7 @@ def demo_seed(*, echo: Any = None) -> Project:
         )
     if not WordLabel.objects.exists():
         word_labels_import(path=WORD_LABELS)
-    if not Clip.objects.filter(source=Clip.Source.LOCAL).exists():
+    if not Clip.objects.filter(project=project, source=Clip.Source.LOCAL).exists():
         folder = Path(settings.VAR_DIR) / "demo-src"
         labels = generate_demo_sounds(folder)
         _run(
@@ -157,7 +157,9 @@ def _demo_curation(project: Project, researcher: User) -> None:
             project=project,
             name="Demo clips",
             slug="demo-clips",
-            clip_ids=Clip.objects.filter(source=Clip.Source.LOCAL).values_list("pk", flat=True),
+            clip_ids=Clip.objects.filter(project=project, source=Clip.Source.LOCAL).values_list(
+                "pk", flat=True
+            ),
             val_size=1,
             test_size=1,
         )

@@ -21,7 +21,8 @@ from core.models import Project, Role
 from core.schemas import ErrorOut, JobOut
 from core.services import job_cancel, job_enqueue
 from corpus.models import Snapshot
-from curation.models import Clip, Subset
+from curation.models import Subset
+from curation.queries import project_clips
 from modeling import services
 from modeling.models import Suggestion, TrainingRun
 
@@ -217,11 +218,7 @@ def run_suggest(request: HttpRequest, slug: str, run_id: int, payload: SuggestIn
         return Status(400, {"detail": "Name a subset or clips to caption."})
     if payload.clips:
         wanted = set(payload.clips)
-        ours = set(
-            Clip.objects.filter(pk__in=wanted, subsets__project=project).values_list(
-                "pk", flat=True
-            )
-        )
+        ours = set(project_clips(project).filter(pk__in=wanted).values_list("pk", flat=True))
         if wanted - ours:
             return Status(400, {"detail": f"Not clips of this project: {sorted(wanted - ours)}."})
     job = job_enqueue(

@@ -37,15 +37,17 @@ def synthscenes_make(
     progress: ProgressFn = no_progress,
 ) -> dict[str, Any]:
     """Prepares `train + val + test` SynthScenes (scene i of set `seed`, written by
-    `synthscenes.prepare_synthscenes` a chunk at a time), imports them as
-    clips at the project's sample rate through `clips_import_local` (with their AudioSet
-    labels and, with `video`, each scene's short MP4 as the clip's video hint), builds the
+    `synthscenes.prepare_synthscenes` a chunk at a time), imports them as the project's
+    own clips at its sample rate through `clips_import_local` (with their AudioSet labels
+    and, with `video`, each scene's short MP4 as the clip's video hint), builds the
     hand-picked subset `synthscenes-<seed>-<train>-<val>-<test>` with those splits, and
     imports reference captions: 5 per val/test clip, `train_captions` per train clip, with
     external ids `synth-<seed>-<i>#<n>`.
 
-    Idempotent: running it again with the same arguments changes nothing; clips already
-    present (same audio) are reused as they are (with or without their video).
+    Idempotent: running it again with the same arguments changes nothing; the project's
+    clips already present (same audio) are reused as they are (with or without their
+    video). Another project's SynthScenes of the same seed are not shared: each project
+    gets clips and captions of its own.
     """
     from annotation.models import Caption
     from curation.models import Label, Subset, SubsetClip
@@ -95,6 +97,7 @@ def synthscenes_make(
                 video=video,
             )
             result = clips_import_local(
+                project=project,
                 paths=[scene.audio for scene in scenes],
                 labels={scene.audio.name: scene.mids for scene in scenes},
                 videos={s.audio.name: s.video for s in scenes if s.video is not None},
@@ -121,7 +124,7 @@ def synthscenes_make(
         splits = dict(SubsetClip.objects.filter(subset=subset).values_list("clip_id", "split"))
         present = set(
             Caption.objects.filter(
-                clip_id__in=clip_ids, provenance=Caption.Provenance.IMPORTED
+                clip_id__in=clip_ids, provenance=Caption.Provenance.IMPORTED, imported_into=project
             ).values_list("clip_id", "external_id")
         )
         new = []
@@ -133,6 +136,7 @@ def synthscenes_make(
                     new.append(
                         Caption(
                             provenance=Caption.Provenance.IMPORTED,
+                            imported_into=project,
                             assignment=None,
                             clip_id=clip_id,
                             text=text,

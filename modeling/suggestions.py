@@ -17,6 +17,7 @@ from django.utils import timezone
 from core.models import Job
 from core.progress import ProgressFn, no_progress
 from curation.models import Clip, Subset
+from curation.queries import project_clips
 from modeling import datasets
 from modeling.ml.decoding import Hypothesis
 from modeling.ml.vocab import Vocabulary
@@ -32,9 +33,11 @@ def clips_caption(
     progress: ProgressFn = no_progress,
     batch_size: int = 32,
 ) -> dict[str, Any]:
-    """Captions clips with the run's model (beam search) and stores one Suggestion per
-    clip: the best hypothesis with its log-probability and mean token entropy, and the
-    rest of the beam. Clips without audio are skipped and counted."""
+    """Captions clips of the run's project with the run's model (beam search) and stores
+    one Suggestion per clip: the best hypothesis with its log-probability and mean token
+    entropy, and the rest of the beam. Clips without audio are skipped and counted; a clip
+    the project does not see (another project's) is refused, since its suggestion would
+    show that project's audio to this one."""
     from modeling.ml.checkpoint import load_checkpoint
     from modeling.ml.infer import caption_clips
     from modeling.ml.runtime import pick_device
@@ -43,14 +46,17 @@ def clips_caption(
         raise ValidationError(f"Run #{run.pk} is {run.state}; it has no model to caption with.")
     if beam_size < 1 or beam_size > 10:
         raise ValidationError("The beam size is between 1 and 10.")
-    clips = Clip.objects.filter(status=Clip.Status.READY).exclude(audio="")
-    if subset is not None:
-        clips = clips.filter(subsets=subset)
+    ours = project_clips(run.project, subset=subset)
+    clips = ours.filter(status=Clip.Status.READY).exclude(audio="")
     if clip_ids is not None:
         wanted = sorted(set(clip_ids))
-        known = set(Clip.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+        known = set(ours.filter(pk__in=wanted).values_list("pk", flat=True))
         if set(wanted) - known:
-            raise ValidationError(f"Unknown clip id(s): {sorted(set(wanted) - known)}.")
+            where = f"subset {subset.slug!r}" if subset is not None else "project"
+            raise ValidationError(
+                f"Clip id(s) {sorted(set(wanted) - known)} are not clips of the run's "
+                f"{where} ({run.project.slug!r})."
+            )
         clips = clips.filter(pk__in=wanted)
     rows = list(clips.order_by("pk").values_list("pk", "audio", "content_sha256"))
     run_config, feature_config = datasets.run_configs(run)

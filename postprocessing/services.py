@@ -21,7 +21,6 @@ from annotation.models import Assignment, Caption
 from core.models import Job, Project, Role
 from core.progress import ProgressFn, no_progress
 from core.services import Progress, require_role
-from curation.models import SubsetClip
 from postprocessing import languagetool
 from postprocessing.languagetool import Correction, LanguageToolUnavailable
 from postprocessing.models import ProcessedCaption, StepStatus, VocabularyEntry
@@ -50,11 +49,10 @@ def approved_captions() -> QuerySet[Caption]:
 
 def project_captions(project: Project) -> QuerySet[Caption]:
     """Every caption of the project, approved or not: written in its batches, or imported
-    for clips of its subsets."""
-    in_subsets = SubsetClip.objects.filter(subset__project=project).values("clip_id")
+    into it (never another project's imports, even on a clip both projects hold)."""
     return Caption.objects.filter(
         Q(assignment__hit__batch__project=project)
-        | Q(provenance=Caption.Provenance.IMPORTED, clip_id__in=in_subsets)
+        | Q(provenance=Caption.Provenance.IMPORTED, imported_into=project)
     )
 
 
@@ -82,16 +80,16 @@ def captions_pending(
 
 
 def caption_projects(caption_ids: Iterable[int]) -> set[int]:
-    """Ids of the projects these captions belong to (through batches or subsets)."""
+    """Ids of the projects these captions belong to (their batches', or the one they
+    were imported into)."""
     ids = list(caption_ids)
     via_batches = Caption.objects.filter(pk__in=ids, assignment__isnull=False).values_list(
         "assignment__hit__batch__project_id", flat=True
     )
-    imported = Caption.objects.filter(pk__in=ids, provenance=Caption.Provenance.IMPORTED)
-    via_subsets = SubsetClip.objects.filter(clip_id__in=imported.values("clip_id")).values_list(
-        "subset__project_id", flat=True
-    )
-    return set(via_batches) | set(via_subsets)
+    imported = Caption.objects.filter(
+        pk__in=ids, provenance=Caption.Provenance.IMPORTED
+    ).values_list("imported_into_id", flat=True)
+    return set(via_batches) | {pk for pk in imported if pk is not None}
 
 
 # LanguageTool ---------------------------------------------------------------------------

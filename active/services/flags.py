@@ -40,14 +40,14 @@ def flag_thresholds() -> scoring.FlagThresholds:
 
 def _live_captions(project: Project) -> QuerySet[Caption]:
     """Captions of the project that count as what people heard: submitted or approved
-    crowd captions, and imported ones on the project's clips."""
+    crowd captions, and those imported into the project."""
     crowd = Q(
         provenance=Caption.Provenance.CROWD,
         assignment__hit__batch__project=project,
         assignment__state__in=[Assignment.State.SUBMITTED, Assignment.State.APPROVED],
     )
-    imported = Q(provenance=Caption.Provenance.IMPORTED, clip__subsets__project=project)
-    return Caption.objects.filter(crowd | imported).distinct()
+    imported = Q(provenance=Caption.Provenance.IMPORTED, imported_into=project)
+    return Caption.objects.filter(crowd | imported)
 
 
 def _texts_by_clip(captions: QuerySet[Caption]) -> dict[int, list[tuple[int, str]]]:

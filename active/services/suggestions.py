@@ -15,6 +15,7 @@ from annotation.models import Assignment, Batch, Caption, HitClip
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from curation.models import Clip
+from curation.queries import project_clips
 from modeling.models import Suggestion, TrainingRun
 
 
@@ -95,10 +96,9 @@ def project_suggest(
     from modeling.services import clips_caption
 
     clip_ids = list(
-        Clip.objects.filter(subsets__project=run.project, status=Clip.Status.READY)
+        project_clips(run.project, status=Clip.Status.READY)
         .exclude(audio="")
         .values_list("pk", flat=True)
-        .distinct()
     )
     result = clips_caption(run=run, clip_ids=clip_ids, beam_size=beam_size, progress=progress)
     result["batches_ranked"] = batches_rank(project=run.project)

@@ -180,9 +180,10 @@ def _import_clips(
     else:
         found = _local_clip_pks(keys, subset, split)
         # The file names no duration; it is unknown (duration_seconds empty) until the
-        # audio is imported, and end_seconds keeps the model's default meanwhile.
+        # audio is imported, and end_seconds keeps the model's default meanwhile. The
+        # clips are the project's own: their names and captions are its data.
         new = [
-            {"source": Clip.Source.LOCAL, "original_name": name}
+            {"source": Clip.Source.LOCAL, "original_name": name, "project_id": subset.project_id}
             for name in keys
             if name not in found
         ]
@@ -274,10 +275,14 @@ def _import_placement(
 def _import_captions(
     items: list[_Item], clip_pks: dict[Any, int], *, subset: Subset, name: str
 ) -> tuple[int, int]:
-    """Stores the captions not imported before; the file's clips are in `subset` by now."""
+    """Stores the captions the project has not imported before; the file's clips are in
+    `subset` by now. Captions are the project's own: another project's import of the same
+    AudioCaps clip is neither found here nor touched."""
     clip_ids = set(clip_pks.values())
     rows = Caption.objects.filter(
-        provenance=Caption.Provenance.IMPORTED, clip__subsetclip__subset=subset
+        provenance=Caption.Provenance.IMPORTED,
+        imported_into=subset.project_id,
+        clip__subsetclip__subset=subset,
     ).values_list("clip_id", "external_id", "text")
     existing = {
         (clip, ext): text
@@ -291,6 +296,7 @@ def _import_captions(
             new.append(
                 {
                     "provenance": Caption.Provenance.IMPORTED,
+                    "imported_into_id": subset.project_id,
                     "clip_id": key[0],
                     "text": item.text,
                     "external_id": item.external_id,

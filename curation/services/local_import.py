@@ -59,6 +59,7 @@ def _prepare_local(src: Path, workdir: Path, sample_rate: int) -> dict[str, Any]
 
 def clips_import_local(
     *,
+    project: Project | None,
     paths: list[Path],
     labels: dict[str, list[str]] | None = None,
     videos: dict[str, Path] | None = None,
@@ -66,13 +67,17 @@ def clips_import_local(
     progress: ProgressFn = no_progress,
     sample_rate: int = media.AUDIO_SAMPLE_RATE,
 ) -> dict[str, Any]:
-    """Imports local audio files as clips: decoded to mono WAV at `sample_rate` (the
-    project's rate), hashed, peaks computed.
+    """Imports local audio files as clips of `project`: decoded to mono WAV at
+    `sample_rate` (the project's rate), hashed, peaks computed. Without a project (staff
+    on the command line) the clips are site-wide, and no project sees them until staff
+    put them into one of its subsets.
 
     `labels` maps a file name to AudioSet ids; `videos` maps a file name to a video hint.
     Broken files stop the import, naming each one, before anything is stored — unless
     `skip_broken`, which imports the rest and lists the broken ones in the result.
-    Re-importing the same audio is a no-op.
+    Re-importing audio the project has already is a no-op; audio another project has is
+    imported again, as this project's own clip (never that project's row, which carries
+    its file name, labels, video hint and captions).
     """
     labels = labels or {}
     videos = videos or {}
@@ -101,14 +106,14 @@ def clips_import_local(
         for done, item in enumerate(prepared, start=len(paths) + 1):
             name = item["src"].name
             present = Clip.objects.filter(
-                source=Clip.Source.LOCAL, content_sha256=item["sha256"]
+                source=Clip.Source.LOCAL, project=project, content_sha256=item["sha256"]
             ).first()
             if present is not None:
                 skipped += 1
                 clip_ids.append(present.pk)
                 continue
             clip = _store_local_clip(
-                item, [known[m] for m in labels.get(name, [])], videos.get(name)
+                item, [known[m] for m in labels.get(name, [])], videos.get(name), project
             )
             clip_ids.append(clip.pk)
             created += 1
@@ -123,9 +128,12 @@ def clips_import_local(
     }
 
 
-def _store_local_clip(item: dict[str, Any], labels: list[Label], video: Path | None) -> Clip:
+def _store_local_clip(
+    item: dict[str, Any], labels: list[Label], video: Path | None, project: Project | None
+) -> Clip:
     clip = Clip(
         source=Clip.Source.LOCAL,
+        project=project,
         original_name=item["src"].name,
         start_seconds=0,
         end_seconds=round(item["duration"], 3),
@@ -167,6 +175,7 @@ def clips_import_local_job(
     sample_rate: int = media.AUDIO_SAMPLE_RATE,
 ) -> dict[str, Any]:
     return clips_import_local(
+        project=job.project,
         paths=[Path(p) for p in paths],
         labels=labels,
         videos={k: Path(v) for k, v in (videos or {}).items()},
@@ -233,6 +242,7 @@ def clips_import_archive(
             except archives.ArchiveError as exc:
                 raise ValidationError(str(exc)) from None
             result = clips_import_local(
+                project=project,
                 paths=unpacked.audio,
                 skip_broken=True,
                 progress=progress,

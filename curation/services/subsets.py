@@ -209,12 +209,20 @@ def subset_from_clips(
     seed: int = 0,
 ) -> Subset:
     """A hand-picked subset: exactly these clips (local ones too), split by the seed, with
-    the same report and chart as a recipe build. The demo uses it for its local clips."""
+    the same report and chart as a recipe build. The demo uses it for its local clips.
+    Only the project's own clips and site-wide ones may go in: another project's clip
+    would open its file, labels and video hint to this project."""
     from curation.recipes import _assign_splits  # the split rule recipes use, not a copy
 
     ids = np.unique(np.fromiter(clip_ids, dtype=np.int64))
-    if len(ids) != Clip.objects.filter(pk__in=ids.tolist()).count():
+    found = Clip.objects.filter(pk__in=ids.tolist())
+    if len(ids) != found.count():
         raise ValidationError(f"Subset {name!r}: some of the clips do not exist.")
+    if foreign := sorted(found.exclude(Clip.reachable_by(project)).values_list("pk", flat=True)):
+        raise ValidationError(
+            f"Subset {name!r}: clips {foreign[:20]} belong to another project, not to "
+            f"{project.slug!r}."
+        )
     table = _label_table(project)
     position = {int(pk): i for i, pk in enumerate(table["pk"])}
     links = np.array(

@@ -141,7 +141,7 @@ def test_the_watch_starts_one_retrain_and_debounces(project: Project, settings: 
     )  # fmt: skip
     for clip in subset.clips.all():
         Caption.objects.create(clip=clip, text="a dog barks", provenance="imported",
-                               external_id=str(clip.pk))  # fmt: skip
+                               imported_into=project, external_id=str(clip.pk))  # fmt: skip
 
     started = retrain_watch()
 

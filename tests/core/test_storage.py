@@ -130,7 +130,7 @@ def test_imported_clips_keep_their_audio_in_the_bucket(s3_storage: Any, tmp_path
     wav = tmp_path / "siren.wav"
     synth.write_wav(wav, synth.siren(np.random.default_rng(1), 32_000, 1.0), 32_000)
 
-    result = clips_import_local(paths=[wav])
+    result = clips_import_local(project=None, paths=[wav])
 
     clip = Clip.objects.get(pk=result["clip_ids"][0])
     assert s3_storage.exists(clip.audio.name)

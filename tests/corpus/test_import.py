@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from annotation.models import Caption
 from core.models import Job, Project
 from corpus.models import CorpusImport
+from corpus.queries import approved_captions
 from corpus.services import captions_import
 from curation.models import Clip, Subset, SubsetClip
 from tests.corpus.conftest import AUDIOCAPS, CLOTHO
@@ -80,15 +81,59 @@ def test_it_reuses_clips_that_exist_already(project: Project) -> None:
     assert Caption.objects.get(external_id="103").clip == clip
 
 
-def test_another_project_shares_the_audiocaps_clips_and_captions(
-    imported: CorpusImport, olive: Any
+def test_another_project_shares_the_audiocaps_clips_but_imports_captions_of_its_own(
+    imported: CorpusImport, project: Project, olive: Any
 ) -> None:
     birds = Project.objects.get(slug="birds")
 
     record = captions_import(project=birds, path=AUDIOCAPS, fmt="audiocaps", split="train")
 
-    assert (record.clips_created, record.captions_existing) == (0, 5)
+    assert (record.clips_created, record.captions_created, record.captions_existing) == (0, 5, 0)
     assert Subset.objects.get(project=birds, slug="audiocaps").clips.count() == 4
+    ours = set(Caption.objects.filter(imported_into=project).values_list("pk", flat=True))
+    theirs = set(Caption.objects.filter(imported_into=birds).values_list("pk", flat=True))
+    assert len(ours) == len(theirs) == 5
+    assert not ours & theirs
+
+
+def test_a_project_corpus_leaves_out_captions_another_project_imported_on_its_clips(
+    imported: CorpusImport, olive: Any, tmp_path: Path
+) -> None:
+    birds = Project.objects.get(slug="birds")
+    path = tmp_path / "birds.csv"
+    path.write_text("audiocap_id,youtube_id,start_time,caption\n900,AAAAAAAAAAA,30,A bird sings\n")
+
+    captions_import(project=birds, path=path, fmt="audiocaps", split="train")
+
+    texts = [c.text for c in approved_captions(birds, "train")]
+    assert texts == ["A bird sings"]  # not "A dog barks twice", imported into sounds
+    assert len(approved_captions(imported.project, "train")) == 5
+
+
+def test_a_fix_to_one_project_caption_leaves_the_other_project_copy_alone(
+    imported: CorpusImport, project: Project, olive: Any
+) -> None:
+    birds = Project.objects.get(slug="birds")
+    captions_import(project=birds, path=AUDIOCAPS, fmt="audiocaps", split="train")
+
+    Caption.objects.filter(imported_into=birds, external_id="103").update(fixed_text="Hail")
+
+    ours = Caption.objects.get(imported_into=project, external_id="103")
+    assert ours.current_text == "Rain falls on a tin roof"
+
+
+def test_clotho_clips_belong_to_the_project_that_imported_them(
+    project: Project, olive: Any
+) -> None:
+    birds = Project.objects.get(slug="birds")
+    captions_import(project=project, path=CLOTHO, fmt="clotho", split="train")
+
+    record = captions_import(project=birds, path=CLOTHO, fmt="clotho", split="train")
+
+    assert record.clips_created == Clip.objects.filter(project=project).count() > 0
+    assert not Clip.objects.filter(source=Clip.Source.LOCAL, project__isnull=True).exists()
+    theirs = Subset.objects.get(project=birds, slug="clotho").clips.all()
+    assert {clip.project_id for clip in theirs} == {birds.pk}
 
 
 @pytest.mark.parametrize(

@@ -255,8 +255,8 @@ def test_it_follows_links_added_removed_and_cleared_from_either_side(ontology: N
 def test_it_counts_local_imports_as_local(ontology: None, tmp_path: Path) -> None:
     labels = synth.generate_demo_sounds(tmp_path, seconds=1.0, videos=False)
 
-    clips_import_local(paths=sorted(tmp_path.glob("*.wav")), labels=labels)
-    clips_import_local(paths=sorted(tmp_path.glob("*.wav")), labels=labels)  # a no-op
+    clips_import_local(project=None, paths=sorted(tmp_path.glob("*.wav")), labels=labels)
+    clips_import_local(project=None, paths=sorted(tmp_path.glob("*.wav")), labels=labels)  # a no-op
 
     assert cached() == recounted()
     assert {segment_list for _, segment_list in cached()} == {""}

@@ -13,7 +13,7 @@ import soundfile as sf
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from core.models import Job
+from core.models import Job, Project
 from curation import synth
 from curation.models import Clip
 from curation.services import clips_import_local, ontology_import
@@ -72,9 +72,9 @@ def empty(tmp_path: Path) -> Path:
     return path
 
 
-def _import(paths: list[Path], **kw: Any) -> dict[str, Any]:
+def _import(paths: list[Path], project: Project | None = None, **kw: Any) -> dict[str, Any]:
     return clips_import_local(
-        paths=paths, labels={"siren.wav": [SIREN], "phone.wav": [RINGING]}, **kw
+        project=project, paths=paths, labels={"siren.wav": [SIREN], "phone.wav": [RINGING]}, **kw
     )
 
 
@@ -164,6 +164,53 @@ def test_it_skips_audio_already_imported(
     assert len(_files_under(media_root)) == 2
 
 
+def test_it_skips_audio_the_project_already_has(
+    media_root: Path, ontology: None, sounds: dict[str, Path], project: Project
+) -> None:
+    first = _import(list(sounds.values()), project=project)
+
+    again = _import(list(sounds.values()), project=project)
+
+    assert (again["created"], again["already_present"]) == (0, 2)
+    assert again["clip_ids"] == first["clip_ids"]
+    assert set(Clip.objects.values_list("project", flat=True)) == {project.pk}
+
+
+def test_another_project_importing_the_same_audio_gets_a_clip_of_its_own(
+    media_root: Path,
+    ontology: None,
+    sounds: dict[str, Path],
+    project: Project,
+    olive: Any,
+    tmp_path: Path,
+) -> None:
+    video = tmp_path / "hint.mp4"
+    video.write_bytes(b"project sounds' own video hint")
+    clips_import_local(
+        project=project,
+        paths=[sounds["siren.wav"]],
+        labels={"siren.wav": [SIREN]},
+        videos={"siren.wav": video},
+    )
+    birds = Project.objects.get(slug="birds")
+    copy = tmp_path / "upload.wav"
+    copy.write_bytes(sounds["siren.wav"].read_bytes())
+
+    result = clips_import_local(project=birds, paths=[copy])
+
+    assert (result["created"], result["already_present"]) == (1, 0)
+    theirs = Clip.objects.get(pk=result["clip_ids"][0])
+    ours = Clip.objects.get(project=project)
+    assert theirs.pk != ours.pk
+    assert theirs.project == birds
+    assert theirs.content_sha256 == ours.content_sha256
+    assert theirs.original_name == "upload.wav"
+    assert not theirs.labels.exists()
+    assert not theirs.video
+    assert theirs.audio.name != ours.audio.name
+    assert ours.original_name == "siren.wav"
+
+
 @pytest.mark.parametrize("broken", ["bad", "empty"])
 def test_it_stores_nothing_when_one_file_is_broken(
     media_root: Path,
@@ -197,7 +244,9 @@ def test_it_rejects_an_unknown_label_id_before_importing(
 ) -> None:
     with pytest.raises(ValidationError, match="/m/not-a-label"):
         clips_import_local(
-            paths=[sounds["siren.wav"]], labels={"siren.wav": [SIREN, "/m/not-a-label"]}
+            project=None,
+            paths=[sounds["siren.wav"]],
+            labels={"siren.wav": [SIREN, "/m/not-a-label"]},
         )
     assert not Clip.objects.exists()
     assert _files_under(media_root) == []
@@ -233,4 +282,28 @@ def test_it_fails_the_command_job_naming_a_broken_file(
     job = Job.objects.get(kind="clips_import_local")
     assert job.state == Job.State.FAILED
     assert "bad.wav" in job.error
+    assert not Clip.objects.exists()
+
+
+def test_the_command_imports_clips_owned_by_the_project_it_names(
+    media_root: Path, ontology: None, sounds: dict[str, Path], project: Project
+) -> None:
+    project.audio_sample_rate = 16_000
+    project.save()
+
+    call_command(
+        "import_local_audio", str(sounds["siren.wav"]), "--project", "sounds", stdout=io.StringIO()
+    )
+
+    clip = Clip.objects.get()
+    assert clip.project == project
+    assert clip.sample_rate == 16_000  # the project's rate, not the command's default
+    assert Job.objects.get(kind="clips_import_local").project == project
+
+
+def test_the_command_refuses_a_project_that_does_not_exist(
+    media_root: Path, ontology: None, sounds: dict[str, Path]
+) -> None:
+    with pytest.raises(CommandError, match="No project 'nope'"):
+        call_command("import_local_audio", str(sounds["siren.wav"]), "--project", "nope")
     assert not Clip.objects.exists()

@@ -104,6 +104,7 @@ def imported(project: Project) -> MakeCaption:
         SubsetClip.objects.create(subset=subset, clip=clip, split=Split.TRAIN)
         return Caption.objects.create(
             provenance=Caption.Provenance.IMPORTED,
+            imported_into=into,
             clip=clip,
             text=text,
             external_id=f"ext-{clip.pk}",

@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from annotation.models import Assignment
 from annotation.services import assignment_review
 from core.models import Job, Project
+from curation.models import Split, Subset, SubsetClip
 from earmark.celery import app
 from postprocessing import services
 from postprocessing.models import ProcessedCaption, VocabularyEntry
@@ -103,6 +104,23 @@ def test_project_captions_leave_out_other_projects(
     imported("a bird sings", into=Project.objects.get(slug="birds"))
     project = Project.objects.get(slug="sounds")
     assert set(services.project_captions(project)) == set(mine)
+
+
+def test_a_project_job_writes_nothing_for_another_project_import_on_a_shared_clip(
+    imported: MakeCaption, olive: Any
+) -> None:
+    theirs = imported("a cat purrs")  # imported into sounds
+    birds = Project.objects.get(slug="birds")
+    # birds selects the same AudioSet segment into a subset of its own
+    subset = Subset.objects.create(project=birds, name="Cats", slug="cats")
+    SubsetClip.objects.create(subset=subset, clip=theirs.clip, split=Split.TRAIN)
+
+    call_command("postprocess_captions", "--project", "birds", stdout=None)
+
+    assert Job.objects.get(kind="captions_postprocess").result["processed"] == 0
+    assert not ProcessedCaption.objects.filter(caption=theirs).exists()
+    assert theirs not in services.project_captions(birds)
+    assert services.caption_projects([theirs.pk]) == {theirs.imported_into_id}
 
 
 @pytest.fixture
