@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
@@ -44,6 +45,7 @@ class Process:
     process: subprocess.Popen[bytes]
     log: IO[bytes] = field(repr=False)
     hostname: str = ""
+    queue: str = ""  # a worker's own queue: no other worker takes its jobs
 
     def output(self) -> str:
         self.log.flush()
@@ -77,16 +79,18 @@ def start(args: list[str], *, env: dict[str, str], hostname: str = "") -> Proces
     return Process(process=process, log=log, hostname=hostname)
 
 
-def start_worker(name: str, *, queue: str, env: dict[str, str], pool: str = "solo") -> Process:
-    """A worker serving `queue` (and, as every worker, the sweeps queue); returns once its
-    heartbeat is in the database."""
+def start_worker(name: str, *, env: dict[str, str], pool: str = "solo") -> Process:
+    """A worker serving a queue of its own, named after it (and, as every worker, the
+    sweeps queue); returns once its heartbeat is in the database."""
     from core.models import WorkerHeartbeat
 
+    queue = f"rel-{uuid.uuid4().hex[:12]}"  # Job.queue holds 20 characters
     args = ["celery", "-A", "earmark", "worker", "-Q", queue, "-P", pool, "-n", name]
     if pool == "prefork":
         args += ["-c", "1"]
     args += ["--without-mingle", "--without-gossip", "-l", "INFO"]
     worker = start(args, env=env, hostname=host_format(name))
+    worker.queue = queue
     wait_until(
         lambda: WorkerHeartbeat.objects.filter(hostname=worker.hostname).exists(),
         what=f"a heartbeat from {worker.hostname}",
@@ -140,3 +144,7 @@ def final(job: Job, *, process: Process | None = None, timeout: float = WAIT_S) 
         expect_exit=True,
     )
     return job
+
+
+def signal_pid(pid: int, number: int) -> None:
+    os.kill(pid, number)
