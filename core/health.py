@@ -12,10 +12,12 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
+from django.utils import timezone
 
 
 @dataclass
@@ -66,6 +68,35 @@ def check_workers() -> Check:
     return Check(True, detail, core=True)
 
 
+def check_sweeps() -> Check:
+    """Each periodic sweep ran within twice its interval. One that never ran counts as late
+    once a worker has been up that long (beat or every worker's sweeps queue is missing)."""
+    from core.models import SweepRun, WorkerHeartbeat
+    from core.signals import sweep_tasks
+
+    now = timezone.now()
+    try:
+        last = dict(SweepRun.objects.values_list("task", "last_run_at"))
+        oldest_worker = (
+            WorkerHeartbeat.alive(now).order_by("started_at").values_list("started_at", flat=True)
+        ).first()
+    except Exception as exc:
+        return Check(False, f"cannot read sweep runs: {exc}", core=True)
+    late = []
+    for task, interval in sorted(sweep_tasks().items()):
+        allowed = timedelta(seconds=2 * interval)
+        ran = last.get(task)
+        if ran is None:
+            if oldest_worker is not None and now - oldest_worker > allowed:
+                late.append(f"{task} never ran (every {interval:g} s)")
+        elif now - ran > allowed:
+            minutes = (now - ran).total_seconds() / 60
+            late.append(f"{task} last ran {minutes:.0f} min ago (every {interval:g} s)")
+    if late:
+        return Check(False, "late: " + "; ".join(late), core=True)
+    return Check(True, f"{len(sweep_tasks())} sweep(s) on time", core=True)
+
+
 def _version_line(command: list[str]) -> Check:
     if shutil.which(command[0]) is None:
         return Check(False, f"{command[0]} not found on PATH")
@@ -105,6 +136,7 @@ CHECKS: dict[str, Callable[[], Check]] = {
     "database": check_database,
     "broker": check_broker,
     "workers": check_workers,
+    "sweeps": check_sweeps,
     "ffmpeg": cached_probe("ffmpeg", check_ffmpeg),
     "java": cached_probe("java", check_java),
 }

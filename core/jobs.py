@@ -17,6 +17,11 @@ class JobKind:
     label: str
     handler: str  # dotted path to the service function
     queue: str  # default | media | text | gpu
+    # Running it again after its runner died gives the same outcome (it reads and rewrites
+    # its own results); such a job whose runner was lost goes back to its queue (at most
+    # JOB_MAX_ATTEMPTS executions) instead of failing. Kinds that publish, charge or import
+    # outside data once (MTurk, archives, exports) stay False.
+    rerun_safe: bool = False
 
     def load(self) -> Any:
         module, _, name = self.handler.rpartition(".")
@@ -25,7 +30,10 @@ class JobKind:
 
 JOB_KINDS: dict[str, JobKind] = {
     "ontology_import": JobKind(
-        "Import AudioSet ontology", "curation.services.ontology.ontology_import_job", "default"
+        "Import AudioSet ontology",
+        "curation.services.ontology.ontology_import_job",
+        "default",
+        rerun_safe=True,
     ),
     "segments_import": JobKind(
         "Import AudioSet segments", "curation.services.segments.segments_import_job", "default"
@@ -44,7 +52,10 @@ JOB_KINDS: dict[str, JobKind] = {
         "Post-process captions", "postprocessing.services.captions_postprocess_job", "text"
     ),
     "vocabulary_rebuild": JobKind(
-        "Rebuild vocabulary", "postprocessing.services.vocabulary_rebuild_job", "text"
+        "Rebuild vocabulary",
+        "postprocessing.services.vocabulary_rebuild_job",
+        "text",
+        rerun_safe=True,
     ),
     "clips_import_archive": JobKind(
         "Import an audio archive",
@@ -58,26 +69,35 @@ JOB_KINDS: dict[str, JobKind] = {
         "Export snapshot", "corpus.services.snapshots.snapshot_build_job", "default"
     ),
     "corpus_statistics": JobKind(
-        "Corpus statistics", "corpus.services.statistics.statistics_compute_job", "text"
+        "Corpus statistics",
+        "corpus.services.statistics.statistics_compute_job",
+        "text",
+        rerun_safe=True,
     ),
     "captions_evaluate": JobKind(
-        "Evaluate captions", "corpus.evaluation_services.evaluation_job", "text"
+        "Evaluate captions", "corpus.evaluation_services.evaluation_job", "text", rerun_safe=True
     ),
     "captions_human_bound": JobKind(
-        "Human upper bound", "corpus.evaluation_services.human_bound_job", "text"
+        "Human upper bound", "corpus.evaluation_services.human_bound_job", "text", rerun_safe=True
     ),
     "training_run": JobKind("Train a captioner", "modeling.services.run_execute_job", "gpu"),
     "clips_caption": JobKind(
         "Suggest captions for clips", "modeling.services.clips_caption_job", "gpu"
     ),
     "batch_rank": JobKind(
-        "Rank a batch's HITs", "active.services.ranking.batch_rank_job", "default"
+        "Rank a batch's HITs", "active.services.ranking.batch_rank_job", "default", rerun_safe=True
     ),
     "captions_flag": JobKind(
-        "Check captions for disagreement", "active.services.flags.assignment_flag_job", "text"
+        "Check captions for disagreement",
+        "active.services.flags.assignment_flag_job",
+        "text",
+        rerun_safe=True,
     ),
     "batch_flag": JobKind(
-        "Check a batch's captions for disagreement", "active.services.flags.batch_flag_job", "text"
+        "Check a batch's captions for disagreement",
+        "active.services.flags.batch_flag_job",
+        "text",
+        rerun_safe=True,
     ),
     "active_retrain": JobKind(
         "Retrain and promote if better", "active.services.retraining.retrain_execute_job", "gpu"

@@ -185,7 +185,22 @@ class Job(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries"
     )
     celery_task_id = models.CharField(max_length=64, blank=True)
-    worker = models.CharField(max_length=200, blank=True)
+    # When its message reached the broker; a queued job without one (the broker was down at
+    # commit) is sent again by the jobs_redispatch sweep.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)  # Celery node name; "" for commands
+    # The current execution: a token new at every start, which each write of its runner
+    # names (compare-and-set), so a runner that lost the job (swept while frozen, restarted)
+    # can no longer change it. Who runs it: the process's instance id (a Celery worker's,
+    # shared by its pool children) and pid, so a restarted worker under the same name knows
+    # the job is not its own.
+    execution = models.CharField(max_length=32, blank=True)
+    runner_instance = models.CharField(max_length=32, blank=True)
+    runner_pid = models.PositiveIntegerField(null=True, blank=True)
+    # A running job's lease, renewed by its runner every third of JOB_LEASE_SECONDS; the
+    # jobs_fail_lost sweep ends jobs whose lease ran out (their runner is gone or frozen).
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)  # executions started
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -215,6 +230,11 @@ class Job(models.Model):
                 condition=Q(progress_total__isnull=True)
                 | Q(progress_done__lte=models.F("progress_total")),
                 name="job_progress_within_total",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="running")
+                | (Q(lease_expires_at__isnull=False) & ~Q(execution="")),
+                name="job_running_has_execution_and_lease",
             ),
         ]
 
@@ -309,3 +329,19 @@ class WorkerHeartbeat(models.Model):
         now = now or timezone.now()
         window = timedelta(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS)
         return cls.objects.filter(last_seen__gte=now - window)
+
+
+class SweepRun(models.Model):
+    """When each periodic sweep (a CELERY_BEAT_SCHEDULE entry) last ran, written by the
+    worker that ran it (core.signals); /healthz reports a sweep that fell behind."""
+
+    task = models.CharField(max_length=200, unique=True)  # the Celery task name
+    last_run_at = models.DateTimeField(default=timezone.now)
+    last_ok = models.BooleanField(default=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["task"]
+
+    def __str__(self) -> str:
+        return self.task

@@ -1,7 +1,10 @@
-"""Worker heartbeat: each Celery worker records itself in core.WorkerHeartbeat.
+"""Worker-side hooks and the job signal.
 
-A thread (not a Celery timer) writes it, so a solo-pool GPU worker busy with a
-training job still shows as alive.
+Each Celery worker records itself in core.WorkerHeartbeat from a thread (not a Celery
+timer), so a solo-pool GPU worker busy with a training job still shows as alive. At start it
+ends the jobs an earlier process under its name left running, and it always serves the
+sweeps queue, whatever its -Q says. Every periodic sweep it runs is recorded in
+core.SweepRun for /healthz.
 """
 
 from __future__ import annotations
@@ -9,21 +12,41 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import uuid
 from typing import Any
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import celeryd_after_setup, task_postrun, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.dispatch import Signal
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
 
+# This process's identity in the jobs it runs (Job.runner_instance). A Celery worker's pool
+# children are forked from it and share it, so a job names its worker's instance and its own
+# pid; a restarted worker gets a new one.
+RUNNER_INSTANCE = uuid.uuid4().hex
+
+job_finished = Signal()
+"""Sent with job=… inside the transaction that ends a job (succeeded, failed, cancelled):
+apps above core keep rows that follow a job (a training run) in step with it."""
+
 
 def _beat(hostname: str, queues: str) -> None:
     from core.models import WorkerHeartbeat
+    from core.services import jobs_recover_restarted
 
     started = timezone.now()
+    try:
+        ended = jobs_recover_restarted(worker=hostname)
+        if ended:
+            log.warning("%s: ended %d job(s) its previous start left running", hostname, ended)
+    except Exception:
+        log.exception("recovering the jobs of %s's previous start failed", hostname)
+    finally:
+        connection.close()
     while not _stop.is_set():
         try:
             close_old_connections()
@@ -43,6 +66,13 @@ def _beat(hostname: str, queues: str) -> None:
         _stop.wait(settings.WORKER_HEARTBEAT_SECONDS)
 
 
+@celeryd_after_setup.connect
+def serve_sweeps(sender: Any = None, instance: Any = None, **_: Any) -> None:
+    """Every worker consumes the sweeps queue, so sweeps run while any worker is up."""
+    if instance is not None:
+        instance.app.amqp.queues.select_add(settings.SWEEPS_QUEUE)
+
+
 @worker_ready.connect
 def start_heartbeat(sender: Any = None, **_: Any) -> None:
     hostname = sender.hostname
@@ -57,3 +87,33 @@ def stop_heartbeat(sender: Any = None, **_: Any) -> None:
     _stop.set()
     if sender is not None:
         WorkerHeartbeat.objects.filter(hostname=sender.hostname).delete()
+
+
+def sweep_tasks() -> dict[str, float]:
+    """Task name → interval in seconds of each periodic sweep (CELERY_BEAT_SCHEDULE)."""
+    return {
+        entry["task"]: float(entry["schedule"]) for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
+
+
+@task_postrun.connect
+def record_sweep(
+    sender: Any = None, state: str | None = None, retval: Any = None, **_: Any
+) -> None:
+    name = getattr(sender, "name", None)
+    if name not in sweep_tasks():
+        return
+    from core.models import SweepRun
+
+    failed = state != "SUCCESS"
+    try:
+        SweepRun.objects.update_or_create(
+            task=name,
+            defaults={
+                "last_run_at": timezone.now(),
+                "last_ok": not failed,
+                "last_error": str(retval)[:2000] if failed else "",
+            },
+        )
+    except Exception:  # the sweep ran; not recording it must not fail the worker
+        log.exception("recording sweep %s failed", name)

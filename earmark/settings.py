@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
@@ -265,14 +266,28 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # result store would duplicate that.
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_QUEUES = [Queue("default"), Queue("media"), Queue("text"), Queue("gpu")]
+# Periodic sweeps (every CELERY_BEAT_SCHEDULE entry) go to their own queue, which every
+# worker serves whatever its -Q says (core.signals adds it), so they run while any worker
+# is up; a sweep message not picked up within its interval expires instead of piling up.
+SWEEPS_QUEUE = "sweeps"
+CELERY_TASK_QUEUES = [
+    Queue("default"),
+    Queue("media"),
+    Queue("text"),
+    Queue("gpu"),
+    Queue(SWEEPS_QUEUE),
+]
 CELERY_TASK_ACKS_LATE = True  # a worker that dies mid-job leaves the message for another
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long jobs: don't hoard messages on one worker
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULE = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    # running jobs whose lease ran out (runner killed, frozen, restarted) fail, or go back to
+    # their queue when their kind is safe to run again
     "jobs-fail-lost": {"task": "core.tasks.jobs_fail_lost", "schedule": 60.0},
+    # queued jobs whose message never reached the broker (it was down) are sent again
+    "jobs-redispatch": {"task": "core.tasks.jobs_redispatch", "schedule": 60.0},
     # the claim path expires a worker's own late assignment at once; this frees the rest
     "assignments-expire": {"task": "annotation.tasks.assignments_expire", "schedule": 60.0},
     # submitted work nobody reviewed within its batch's delay is approved, as on MTurk
@@ -295,10 +310,24 @@ WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
 HEALTHZ_TOKEN = env_str("HEALTHZ_TOKEN")
 # how long a probe of an external tool (ffmpeg, java: a JVM start; LanguageTool) is reused
 HEALTHZ_PROBE_SECONDS = env_int("HEALTHZ_PROBE_SECONDS", 300, minimum=0)
+# A running job's lease: its runner renews it every third of this; jobs_fail_lost ends a job
+# whose lease ran out. A job of a kind safe to run again goes back to its queue instead, at
+# most JOB_MAX_ATTEMPTS executions in all.
+JOB_LEASE_SECONDS = env_int("JOB_LEASE_SECONDS", 60, minimum=1)
+JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
+# A queued job whose message did not reach the broker is sent again once it is this old;
+# one sent but still queued after JOB_REDISPATCH_LOST_SECONDS (a broker restarted without
+# its data) is sent again too (a duplicate message runs nothing: job_run takes queued jobs only).
+JOB_REDISPATCH_SECONDS = env_int("JOB_REDISPATCH_SECONDS", 60, minimum=1)
+JOB_REDISPATCH_LOST_SECONDS = env_int("JOB_REDISPATCH_LOST_SECONDS", 3600, minimum=60)
 # Processes that train one run on a gpu worker: 0 = one per visible GPU (a worker with
 # several GPUs trains data-parallel under torchrun), 1 = always in the worker's own process,
 # N > 1 = torchrun with N processes (on CPU they use Gloo, which is how the tests run it).
 TRAIN_NPROC = env_int("TRAIN_NPROC", 0, minimum=0)
+# A training run stores its checkpoint after every epoch and, within long epochs, at least
+# every TRAIN_CHECKPOINT_MINUTES (0: per epoch only), so a crash loses little and resume
+# continues from the last stored one.
+TRAIN_CHECKPOINT_MINUTES = env_float("TRAIN_CHECKPOINT_MINUTES", 10.0, minimum=0.0)
 
 # Clip fetching ------------------------------------------------------------------------
 # The page yt-dlp fetches for a YouTube clip; tests and offline mirrors point it elsewhere.
@@ -389,6 +418,10 @@ if ACTIVE_FLAG_SWEEP_SECONDS:
         "task": "active.tasks.flags_sweep",
         "schedule": float(ACTIVE_FLAG_SWEEP_SECONDS),
     }
+# Every sweep above runs on the sweeps queue and expires after its interval (keep this
+# after the last CELERY_BEAT_SCHEDULE entry).
+for _sweep in CELERY_BEAT_SCHEDULE.values():
+    _sweep["options"] = {"queue": SWEEPS_QUEUE, "expires": _sweep["schedule"]}
 # Auto-retrain: N new approved captions or X% growth since the last retrain, at most one
 # retrain per DEBOUNCE seconds (also for Label Studio's START_TRAINING webhook).
 ACTIVE_RETRAIN_MIN_NEW_CAPTIONS = env_int("ACTIVE_RETRAIN_MIN_NEW_CAPTIONS", 500, minimum=1)

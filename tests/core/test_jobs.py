@@ -88,12 +88,25 @@ def failed_job(make_job: Callable[..., Job]) -> Job:
     return job_run(job_id=job.pk)
 
 
-def _set_running(job: Job, *, worker: str = "", updated_ago: timedelta | None = None) -> None:
+def _set_running(
+    job: Job,
+    *,
+    worker: str = "",
+    lease_left: timedelta = timedelta(minutes=1),
+    pid: int = 4242,
+    instance: str = "another-process",
+) -> None:
+    """As if a runner elsewhere had started the job: its execution, its process and a lease
+    running out `lease_left` from now (negative: already ran out)."""
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING,
         started_at=timezone.now(),
         worker=worker,
-        updated_at=timezone.now() - (updated_ago or timedelta()),
+        execution="elsewhere",
+        runner_instance=instance,
+        runner_pid=pid,
+        lease_expires_at=timezone.now() + lease_left,
+        attempts=1,
     )
 
 
@@ -308,6 +321,8 @@ def test_it_refuses_to_retry_a_job_that_did_not_fail(
     make_job: Callable[..., Job], alice: Any, state: str
 ) -> None:
     job = make_job("test_count")
+    if state == Job.State.RUNNING:
+        _set_running(job)
     finished_at = timezone.now() if state == Job.State.SUCCEEDED else None
     Job.objects.filter(pk=job.pk).update(state=state, finished_at=finished_at)
     job.refresh_from_db()
@@ -320,62 +335,103 @@ def test_it_refuses_to_retry_a_job_that_did_not_fail(
 
 
 @pytest.fixture
-def grace() -> timedelta:
-    return timedelta(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS)
-
-
-@pytest.fixture
-def workers(db: None, grace: timedelta) -> None:
+def workers(db: None) -> None:
     now = timezone.now()
     WorkerHeartbeat.objects.create(hostname="celery@alive", queues="default", pid=1, last_seen=now)
-    WorkerHeartbeat.objects.create(
-        hostname="celery@dead", queues="default", pid=2, last_seen=now - 10 * grace
+
+
+def test_it_fails_a_running_job_whose_lease_ran_out(make_job: Callable[..., Job]) -> None:
+    job = make_job("test_count")
+    _set_running(job, worker="celery@dead", lease_left=-timedelta(seconds=1))
+    assert jobs_fail_lost() == 1
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED
+    assert job.error == (
+        "Worker celery@dead (pid 4242) stopped renewing its lease while running this job."
     )
-
-
-@pytest.mark.usefixtures("workers")
-def test_it_fails_running_jobs_of_a_dead_worker(
-    make_job: Callable[..., Job], grace: timedelta
-) -> None:
-    job = make_job("test_count")
-    _set_running(job, worker="celery@dead", updated_ago=2 * grace)
-    assert jobs_fail_lost() == 1
-    job.refresh_from_db()
-    assert job.state == Job.State.FAILED
-    assert job.error == "Worker celery@dead stopped responding while running this job."
     assert job.finished_at is not None
+    assert job.lease_expires_at is None
 
 
 @pytest.mark.usefixtures("workers")
-def test_it_fails_running_jobs_of_a_worker_that_never_beat(
-    make_job: Callable[..., Job], grace: timedelta
+def test_it_fails_a_lost_job_though_a_worker_of_the_same_name_beats(
+    make_job: Callable[..., Job],
 ) -> None:
+    """A worker killed and restarted under its name heartbeats again; its old job does not."""
     job = make_job("test_count")
-    _set_running(job, worker="celery@gone", updated_ago=2 * grace)
+    _set_running(job, worker="celery@alive", lease_left=-timedelta(seconds=1))
     assert jobs_fail_lost() == 1
     job.refresh_from_db()
     assert job.state == Job.State.FAILED
 
 
+def test_it_fails_a_lost_job_of_a_command(make_job: Callable[..., Job]) -> None:
+    job = make_job("test_count")
+    _set_running(job, worker="", lease_left=-timedelta(seconds=1))
+    assert jobs_fail_lost() == 1
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED
+    assert job.error == "The command (pid 4242) stopped renewing its lease while running this job."
+
+
 @pytest.mark.usefixtures("workers")
-@pytest.mark.parametrize("worker", ["celery@alive", ""], ids=["live worker", "inline run"])
-def test_it_leaves_running_jobs_of_live_workers_and_inline_runs(
-    make_job: Callable[..., Job], grace: timedelta, worker: str
+@pytest.mark.parametrize("worker", ["celery@alive", "celery@gone", ""])
+def test_it_leaves_a_running_job_whose_lease_is_current(
+    make_job: Callable[..., Job], worker: str
 ) -> None:
     job = make_job("test_count")
-    _set_running(job, worker=worker, updated_ago=2 * grace)
+    _set_running(job, worker=worker, lease_left=timedelta(seconds=5))
     assert jobs_fail_lost() == 0
     job.refresh_from_db()
     assert job.state == Job.State.RUNNING
 
 
-@pytest.mark.usefixtures("workers")
-def test_it_leaves_a_job_that_reported_progress_recently(make_job: Callable[..., Job]) -> None:
+def test_it_queues_a_lost_job_of_a_rerun_safe_kind_again(
+    make_job: Callable[..., Job],
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    monkeypatch.setitem(
+        JOB_KINDS, "test_ok", JobKind("Test", f"{__name__}.ok_handler", "text", True)
+    )
+    job = make_job("test_ok", count=2)
+    _set_running(job, worker="celery@dead", lease_left=-timedelta(seconds=1))
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(run_job, "apply_async", lambda **kwargs: sent.append(kwargs))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert jobs_fail_lost() == 1
+
+    job.refresh_from_db()
+    assert (job.state, job.execution, job.lease_expires_at) == (Job.State.QUEUED, "", None)
+    assert "stopped renewing its lease while running this job. Queued again (attempt 2)" in (
+        job.log
+    )
+    assert [kwargs["args"] for kwargs in sent] == [(job.pk,)]
+    job = job_run(job_id=job.pk)
+    assert (job.state, job.attempts) == (Job.State.SUCCEEDED, 2)
+
+
+def test_it_fails_a_rerun_safe_job_lost_on_its_last_attempt(
+    make_job: Callable[..., Job], monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    monkeypatch.setitem(
+        JOB_KINDS, "test_ok", JobKind("Test", f"{__name__}.ok_handler", "text", True)
+    )
+    settings.JOB_MAX_ATTEMPTS = 1
+    job = make_job("test_ok", count=2)
+    _set_running(job, worker="celery@dead", lease_left=-timedelta(seconds=1))
+    assert jobs_fail_lost() == 1
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED
+
+
+def test_it_cancels_at_once_a_job_whose_runner_is_gone(make_job: Callable[..., Job]) -> None:
     job = make_job("test_count")
-    _set_running(job, worker="celery@dead")
-    assert jobs_fail_lost() == 0
-    job.refresh_from_db()
-    assert job.state == Job.State.RUNNING
+    _set_running(job, worker="celery@dead", lease_left=-timedelta(seconds=1))
+    job = job_cancel(job=job)
+    assert job.state == Job.State.CANCELLED
+    assert job.error == "Cancelled; worker celery@dead (pid 4242) had stopped running it."
 
 
 # Pages ---------------------------------------------------------------------------------

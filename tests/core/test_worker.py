@@ -168,7 +168,8 @@ def test_it_writes_a_heartbeat_for_the_running_worker(worker: Worker) -> None:
 
     assert beat is not None, worker.output()
     assert beat.pid == worker.process.pid
-    assert set(beat.queues.split(",")) == set(QUEUES.split(","))
+    # every worker serves the sweeps queue besides its own (core.signals.serve_sweeps)
+    assert set(beat.queues.split(",")) == {*QUEUES.split(","), settings.SWEEPS_QUEUE}
     assert WorkerHeartbeat.alive().filter(hostname=worker.hostname).exists()
 
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.models import Job
-from core.services import job_run
+from core.services import job_run, stop_on_sigterm
 
 
 class Command(BaseCommand):
@@ -17,7 +17,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, job_id: int, **options: Any) -> None:
         if not Job.objects.filter(pk=job_id).exists():
             raise CommandError(f"No job #{job_id}.")
-        job = job_run(job_id=job_id, echo=self.stdout.write)
+        with stop_on_sigterm():
+            job = job_run(job_id=job_id, echo=self.stdout.write)
         self.stdout.write(f"job #{job.pk}: {job.state} {job.error}".rstrip())
         if job.state == Job.State.FAILED:
             raise CommandError(job.error)
