@@ -18,6 +18,7 @@ from core.services import api_token_create
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import suggest
+from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
 
@@ -165,3 +166,12 @@ def test_who_may_call_the_endpoints(
     assert call(ann) == 403
     # reviewers may read predictions, not set up or train
     assert call(rey) == (200 if path in ("health", "predict") else 403)
+
+
+def test_the_loop_page_says_what_to_set_in_label_studio(project: Any, alice: Any) -> None:
+    page = login(alice).get("/projects/sounds/active/").content.decode()
+    assert "ML_BLOCK_LOCAL_IP=false" in page
+    assert "SSRF_PROTECTION_ENABLED=false" in page
+    assert "Basic Authentication" in page
+    assert "non-empty" in page
+    assert "http://testserver/labelstudio/sounds" in page
