@@ -50,6 +50,10 @@ TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATION_DELETED"
 MAX_CONFIG_CHARS = 200_000
 MAX_TASKS = 1000
 AUDIO_URL = re.compile(r"/clips/(\d+)/audio")
+# Who may read the model through Label Studio. Label Studio calls /health and /setup before
+# every prediction round, so all three admit the same roles; the webhook writes (captions,
+# retrains) and stays with researchers.
+READERS = (Role.RESEARCHER, Role.REVIEWER)
 
 
 class Refused(Exception):
@@ -205,14 +209,14 @@ def _endpoint(view: Any) -> Any:
 @_endpoint
 @require_GET
 def health(request: HttpRequest, slug: str) -> JsonResponse:
-    _project(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    _project(request, slug, *READERS)
     return JsonResponse({"status": "UP", "model_class": MODEL_CLASS})
 
 
 @_endpoint
 @require_POST
 def setup(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, Role.RESEARCHER)
+    project = _project(request, slug, *READERS)
     data = _json(request)
     textarea_names(str(data.get("schema") or ""))
     return JsonResponse({"model_version": model_version(project)})
@@ -221,7 +225,7 @@ def setup(request: HttpRequest, slug: str) -> JsonResponse:
 @_endpoint
 @require_POST
 def predict(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, Role.RESEARCHER, Role.REVIEWER)
+    project = _project(request, slug, *READERS)
     data = _json(request)
     tasks = data.get("tasks")
     if not isinstance(tasks, list):
