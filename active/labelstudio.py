@@ -28,6 +28,7 @@ import binascii
 import json
 import math
 import re
+import unicodedata
 from typing import Any
 from xml.etree import ElementTree
 
@@ -62,8 +63,28 @@ class Refused(Exception):
         self.status = status
 
 
+# Typographic characters our messages use, spelled in ASCII for the reason phrase.
+_ASCII = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
+                        "\u2013": "-", "\u2014": "-", "\u2026": "...", "\u2192": "->",
+                        "\u2265": ">=", "\u2264": "<="})  # fmt: skip
+REASON_MAX_CHARS = 200
+
+
+def reason_phrase(message: str) -> str:
+    """`message` as an HTTP reason phrase: one line of printable ASCII, at most
+    REASON_MAX_CHARS. Label Studio shows a backend's error only as requests words it,
+    "400 Client Error: <reason phrase> for url: …", never the JSON body."""
+    text = unicodedata.normalize("NFKD", message.translate(_ASCII))
+    text = " ".join(text.encode("ascii", "ignore").decode().split())
+    text = "".join(c for c in text if c.isprintable())
+    if len(text) > REASON_MAX_CHARS:
+        text = text[: REASON_MAX_CHARS - 3].rstrip() + "..."
+    return text or "Error"
+
+
 def _error(status: int, message: str) -> JsonResponse:
     response = JsonResponse({"status": "error", "error": message}, status=status)
+    response.reason_phrase = reason_phrase(message)
     if status == 401:
         response["WWW-Authenticate"] = 'Basic realm="Earmark API token"'
     return response

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from active.labelstudio import REASON_MAX_CHARS, reason_phrase
 from active.models import Retrain
 from annotation.models import Batch
 from core.models import Job
@@ -176,3 +177,24 @@ def test_the_loop_page_says_what_to_set_in_label_studio(project: Any, alice: Any
     assert "Basic Authentication" in page
     assert "non-empty" in page
     assert "http://testserver/labelstudio/sounds" in page
+
+
+def test_the_reason_phrase_carries_the_error_label_studio_shows(project: Any, alice: Any) -> None:
+    # Label Studio reports a failed call as requests words it: "400 Client Error: <reason
+    # phrase> for url: …"; the JSON body never reaches its user
+    payload = {"project": "3.1712345678", "schema": "<View><Audio name='a'/></View>",
+               "hostname": "http://ls:8080", "access_token": "ls"}  # fmt: skip
+    response = _post(_client(alice, basic=True), "/labelstudio/sounds/setup", payload)
+    assert response.status_code == 400
+    assert response.reason_phrase == response.json()["error"]
+    assert "no TextArea" in response.reason_phrase
+
+
+def test_a_reason_phrase_is_one_bounded_line_of_ascii() -> None:
+    phrase = reason_phrase("Caption “café”\r\nsays → " + "x" * 500)
+    assert phrase.startswith('Caption "cafe" says -> xxx')
+    assert phrase.isascii()
+    assert phrase.isprintable()
+    assert len(phrase) == REASON_MAX_CHARS
+    assert phrase.endswith("...")
+    assert reason_phrase("\n\t") == "Error"
