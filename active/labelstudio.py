@@ -32,6 +32,7 @@ import unicodedata
 from typing import Any
 from xml.etree import ElementTree
 
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
 from django.utils import timezone
@@ -47,7 +48,8 @@ from curation.models import Clip
 from modeling.models import Suggestion
 
 MODEL_CLASS = "EarmarkCaptioner"
-TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATION_DELETED", "START_TRAINING")
+# what Label Studio sends (webhooks/models.py): deletions come as ANNOTATIONS_DELETED
+TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED", "START_TRAINING")
 MAX_CONFIG_CHARS = 200_000
 MAX_TASKS = 1000
 AUDIO_URL = re.compile(r"/clips/(\d+)/audio")
@@ -104,7 +106,15 @@ def _token(request: HttpRequest) -> str | None:
     return None
 
 
-def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
+STALE_SECRET = (
+    "This backend URL's secret is not the project's current one (it was rotated): copy the "
+    "backend URL again from the project's active-learning page."
+)
+
+
+def _project(request: HttpRequest, slug: str, *roles: str, secret: str | None = None) -> Project:
+    """The project, for a caller with an API token holding one of `roles`; under a backend
+    URL with a secret, the secret must be the project's current one too."""
     raw = _token(request)
     user = api_token_authenticate(raw=raw) if raw else None
     if user is None:
@@ -117,8 +127,30 @@ def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
         raise Refused(404, TERSE.not_found) from None
     except PermissionDenied:
         raise Refused(403, TERSE.forbidden_for(roles)) from None
+    if secret is not None and not services.labelstudio_secret_matches(
+        project=project, secret=secret
+    ):
+        raise Refused(404, STALE_SECRET)
     request.user = user
     return project
+
+
+def _webhook_caller(
+    request: HttpRequest, slug: str, secret: str | None
+) -> tuple[Project, User | None]:
+    """The project a webhook call is for, and who made it (None: Label Studio itself).
+    Label Studio creates the webhook of a backend as <backend URL>/webhook and sends it no
+    credentials, so under a backend URL with the project's secret the secret alone
+    authenticates it; without one, a researcher's token must."""
+    if secret is None:
+        project = _project(request, slug, Role.RESEARCHER)
+        return project, signed_in_user(request)
+    found = Project.objects.filter(slug=slug).first()
+    if found is None:
+        raise Refused(404, TERSE.not_found)
+    if not services.labelstudio_secret_matches(project=found, secret=secret):
+        raise Refused(404, STALE_SECRET)
+    return found, None
 
 
 def _json(request: HttpRequest) -> dict[str, Any]:
@@ -216,9 +248,9 @@ def predictions(project: Project, tasks: list[Any], label_config: str) -> list[d
 
 
 def _endpoint(view: Any) -> Any:
-    def wrapped(request: HttpRequest, slug: str) -> JsonResponse:
+    def wrapped(request: HttpRequest, slug: str, secret: str | None = None) -> JsonResponse:
         try:
-            return view(request, slug)
+            return view(request, slug, secret)
         except Refused as exc:
             return _error(exc.status, str(exc))
 
@@ -229,15 +261,15 @@ def _endpoint(view: Any) -> Any:
 
 @_endpoint
 @require_GET
-def health(request: HttpRequest, slug: str) -> JsonResponse:
-    _project(request, slug, *READERS)
+def health(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    _project(request, slug, *READERS, secret=secret)
     return JsonResponse({"status": "UP", "model_class": MODEL_CLASS})
 
 
 @_endpoint
 @require_POST
-def setup(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, *READERS)
+def setup(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    project = _project(request, slug, *READERS, secret=secret)
     data = _json(request)
     textarea_names(str(data.get("schema") or ""))
     return JsonResponse({"model_version": model_version(project)})
@@ -245,8 +277,8 @@ def setup(request: HttpRequest, slug: str) -> JsonResponse:
 
 @_endpoint
 @require_POST
-def predict(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, *READERS)
+def predict(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    project = _project(request, slug, *READERS, secret=secret)
     data = _json(request)
     tasks = data.get("tasks")
     if not isinstance(tasks, list):
@@ -259,8 +291,8 @@ def predict(request: HttpRequest, slug: str) -> JsonResponse:
 
 @_endpoint
 @require_POST
-def webhook(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, Role.RESEARCHER)
+def webhook(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    project, caller = _webhook_caller(request, slug, secret)
     data = _json(request)
     event = data.get("action")
     if event not in TRAIN_EVENTS:
@@ -270,7 +302,7 @@ def webhook(request: HttpRequest, slug: str) -> JsonResponse:
             project=project,
             trigger=Retrain.Trigger.LABEL_STUDIO,
             reason="Label Studio START_TRAINING",
-            user=signed_in_user(request),
+            user=caller,
         )
         result: dict[str, int | str | None] = {"retrain": retrain.pk, "job": retrain.job_id}
     else:
@@ -284,7 +316,7 @@ def webhook(request: HttpRequest, slug: str) -> JsonResponse:
                 project=project,
                 trigger=Retrain.Trigger.LABEL_STUDIO,
                 reason=f"Label Studio {event}: {why}",
-                user=signed_in_user(request),
+                user=caller,
             )
             result = {"retrain": retrain.pk, "job": retrain.job_id, "reason": why}
     return JsonResponse({"result": result, "status": "ok"}, status=201)

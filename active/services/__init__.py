@@ -1,7 +1,7 @@
 """The active-learning loop, one module per workflow: config (the settings rows), ranking
 (a batch's HITs by usefulness), flags (disagreement checks on submitted captions),
 suggestions (pre-suggestions and the edits made to them), retraining (retrain, promote only
-if better) and curve (learning curves).
+if better), curve (learning curves) and labelstudio (the Label Studio connection).
 
 Scores come from active/scoring.py (pure); these modules read the rows they need and write
 the results. Every public name is re-exported here, so `from active import services` and
@@ -23,6 +23,7 @@ from active.services.flags import (
     flag_thresholds,
     flags_sweep,
 )
+from active.services.labelstudio import labelstudio_secret_matches, labelstudio_secret_rotate
 from active.services.ranking import (
     COMMITTEE_RUNS,
     batch_configure,
@@ -74,6 +75,8 @@ __all__ = [
     "edit_stats",
     "flag_thresholds",
     "flags_sweep",
+    "labelstudio_secret_matches",
+    "labelstudio_secret_rotate",
     "presuggested_texts",
     "project_config",
     "project_configure",

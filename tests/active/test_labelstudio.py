@@ -13,6 +13,7 @@ from django.test import Client
 
 from active.labelstudio import REASON_MAX_CHARS, reason_phrase
 from active.models import Retrain
+from active.services import project_config
 from annotation.models import Batch
 from core.models import Job
 from core.services import api_token_create
@@ -27,6 +28,22 @@ LABEL_CONFIG = """<View>
   <Audio name="audio" value="$audio"/>
   <TextArea name="caption" toName="audio" rows="2" editable="true" maxSubmissions="1"/>
 </View>"""
+
+
+# The "project" object Label Studio 1.23 puts into a webhook call (its project serializer,
+# trimmed to the fields Earmark reads and a few it ignores)
+LS_PROJECT = {"id": 3, "title": "Everyday sounds", "label_config": LABEL_CONFIG,
+              "created_at": "2026-11-20T10:00:00.000000Z", "expert_instruction": ""}  # fmt: skip
+
+
+def _secret(project: Any) -> str:
+    return str(project_config(project=project).labelstudio_secret)
+
+
+def _hook(project: Any, payload: Any, secret: str | None = None) -> Any:
+    """Label Studio's webhook call as it sends it: a JSON POST without credentials."""
+    url = f"/labelstudio/{project.slug}/{secret or _secret(project)}/webhook"
+    return Client().post(url, json.dumps(payload), content_type="application/json")
 
 
 def _client(user: Any, basic: bool = False) -> Client:
@@ -198,3 +215,65 @@ def test_a_reason_phrase_is_one_bounded_line_of_ascii() -> None:
     assert len(phrase) == REASON_MAX_CHARS
     assert phrase.endswith("...")
     assert reason_phrase("\n\t") == "Error"
+
+
+def test_label_studios_own_webhook_is_let_in_by_the_urls_secret(project: Any) -> None:
+    response = _hook(project, {"action": "START_TRAINING", "project": LS_PROJECT})
+    assert response.status_code == 201
+    retrain = Retrain.objects.select_related("job").get()
+    assert retrain.trigger == Retrain.Trigger.LABEL_STUDIO
+    assert retrain.job is not None
+    assert retrain.job.created_by is None  # Label Studio, not a person
+
+
+def test_a_webhook_with_a_wrong_secret_is_refused(project: Any) -> None:
+    response = _hook(project, {"action": "START_TRAINING", "project": LS_PROJECT}, "guess")
+    assert response.status_code == 404
+    assert "rotated" in response.reason_phrase
+    assert not Retrain.objects.exists()
+
+
+def test_the_secret_url_still_needs_a_token_to_read_predictions(
+    project: Any, alice: Any, promoted: TrainingRun
+) -> None:
+    url = f"/labelstudio/sounds/{_secret(project)}/predict"
+    payload = {"tasks": [], "label_config": LABEL_CONFIG}
+    assert _post(Client(), url, payload).status_code == 401
+    assert _post(_client(alice, basic=True), url, payload).status_code == 200
+    stale = _post(_client(alice, basic=True), "/labelstudio/sounds/old/predict", payload)
+    assert stale.status_code == 404
+
+
+def test_a_new_secret_retires_the_old_url(project: Any, alice: Any) -> None:
+    old = _secret(project)
+    response = login(alice).post("/projects/sounds/active/labelstudio/rotate/")
+    assert response.status_code == 302
+    new = _secret(project)
+    assert new != old
+    assert _hook(project, {"action": "PROJECT_UPDATED"}, old).status_code == 404
+    assert _hook(project, {"action": "PROJECT_UPDATED"}, new).status_code == 200
+
+
+def test_only_researchers_rotate_the_secret(project: Any, rey: Any) -> None:
+    old = _secret(project)
+    assert login(rey).post("/projects/sounds/active/labelstudio/rotate/").status_code == 403
+    assert _secret(project) == old
+
+
+def test_researchers_see_the_url_with_the_secret_reviewers_without(
+    project: Any, alice: Any, rey: Any
+) -> None:
+    secret = _secret(project)
+    mine = login(alice).get("/projects/sounds/active/").content.decode()
+    assert f"http://testserver/labelstudio/sounds/{secret}<" in mine
+    theirs = login(rey).get("/projects/sounds/active/").content.decode()
+    assert secret not in theirs
+    assert "http://testserver/labelstudio/sounds<" in theirs
+
+
+def test_annotations_deleted_is_an_annotation_event(project: Any) -> None:
+    # what Label Studio sends when annotations are deleted: plural, ids only
+    payload = {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 17}], "project": LS_PROJECT}
+    response = _hook(project, payload)
+    assert response.status_code == 201
+    assert response.json()["status"] == "ok"
