@@ -27,13 +27,11 @@ import base64
 import binascii
 import json
 import math
-import re
 import unicodedata
 from typing import Any
-from xml.etree import ElementTree
 
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -50,9 +48,7 @@ from modeling.models import Suggestion
 MODEL_CLASS = "EarmarkCaptioner"
 # what Label Studio sends (webhooks/models.py): deletions come as ANNOTATIONS_DELETED
 TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED", "START_TRAINING")
-MAX_CONFIG_CHARS = 200_000
 MAX_TASKS = 1000
-AUDIO_URL = re.compile(r"/clips/(\d+)/audio")
 # Who may read the model through Label Studio. Label Studio calls /health and /setup before
 # every prediction round, so all three admit the same roles; the webhook writes (captions,
 # retrains) and stays with researchers.
@@ -165,35 +161,10 @@ def _json(request: HttpRequest) -> dict[str, Any]:
 
 def textarea_names(label_config: str) -> tuple[str, str]:
     """(from_name, to_name) of the labelling config's first TextArea control."""
-    if not label_config:
-        return "caption", "audio"
-    if len(label_config) > MAX_CONFIG_CHARS or "<!DOCTYPE" in label_config.upper():
-        raise Refused(400, "The label config is too long or declares a DOCTYPE.")
     try:
-        root = ElementTree.fromstring(label_config)
-    except ElementTree.ParseError as exc:
-        raise Refused(400, f"The label config is not valid XML: {exc}.") from None
-    for element in root.iter():
-        if element.tag.lower() == "textarea":
-            name, to_name = element.get("name"), element.get("toName")
-            if not name or not to_name:
-                raise Refused(400, "The label config's TextArea needs name and toName.")
-            return name, to_name
-    raise Refused(400, "The label config has no TextArea control to put captions in.")
-
-
-def _clip_id(task: Any) -> int | None:
-    data = task.get("data") if isinstance(task, dict) else None
-    if not isinstance(data, dict):
-        return None
-    for key in ("clip_id", "earmark_clip_id"):
-        value = data.get(key)
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-            return int(value)
-    for value in data.values():
-        if isinstance(value, str) and (match := AUDIO_URL.search(value)):
-            return int(match.group(1))
-    return None
+        return services.textarea_names(label_config)
+    except ValidationError as exc:
+        raise Refused(400, " ".join(exc.messages)) from None
 
 
 def model_version(project: Project) -> str:
@@ -214,7 +185,7 @@ def predictions(project: Project, tasks: list[Any], label_config: str) -> list[d
     from_name, to_name = textarea_names(label_config)
     version = model_version(project)
     run = services.promoted_run(project)
-    wanted = [_clip_id(t) for t in tasks]
+    wanted = [services.task_clip_id(t) for t in tasks]
     ids = [c for c in wanted if c is not None]
     # only clips of this project, never another project's
     allowed = set(
@@ -297,6 +268,15 @@ def webhook(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse
     event = data.get("action")
     if event not in TRAIN_EVENTS:
         return JsonResponse({"status": "Unknown event"}, status=200)
+    captions: dict[str, Any] | None = None
+    try:
+        if event in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED"):
+            captions = services.labelstudio_annotation_save(project=project, payload=data).as_dict()
+        elif event == "ANNOTATIONS_DELETED":
+            deleted = services.labelstudio_annotations_delete(project=project, payload=data)
+            captions = {"deleted": deleted}
+    except ValidationError as exc:
+        raise Refused(400, f"{event}: {' '.join(exc.messages)}") from None
     if event == "START_TRAINING":
         retrain = services.retrain_start(
             project=project,
@@ -304,13 +284,13 @@ def webhook(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse
             reason="Label Studio START_TRAINING",
             user=caller,
         )
-        result: dict[str, int | str | None] = {"retrain": retrain.pk, "job": retrain.job_id}
+        result: dict[str, Any] = {"retrain": retrain.pk, "job": retrain.job_id}
     else:
         # annotations in Label Studio: retrain only when the corpus grew enough
         config = services.project_config(project=project)
         approved = services.approved_caption_count(project)
         due, why = services.retrain_due(config=config, approved=approved, now=timezone.now())
-        result = {"retrain": None, "reason": why}
+        result = {"retrain": None, "reason": why, "captions": captions}
         if due:
             retrain = services.retrain_start(
                 project=project,
@@ -318,5 +298,5 @@ def webhook(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse
                 reason=f"Label Studio {event}: {why}",
                 user=caller,
             )
-            result = {"retrain": retrain.pk, "job": retrain.job_id, "reason": why}
+            result.update(retrain=retrain.pk, job=retrain.job_id)
     return JsonResponse({"result": result, "status": "ok"}, status=201)

@@ -23,7 +23,15 @@ from active.services.flags import (
     flag_thresholds,
     flags_sweep,
 )
-from active.services.labelstudio import labelstudio_secret_matches, labelstudio_secret_rotate
+from active.services.labelstudio import (
+    annotation_texts,
+    labelstudio_annotation_save,
+    labelstudio_annotations_delete,
+    labelstudio_secret_matches,
+    labelstudio_secret_rotate,
+    task_clip_id,
+    textarea_names,
+)
 from active.services.ranking import (
     COMMITTEE_RUNS,
     batch_configure,
@@ -57,6 +65,7 @@ __all__ = [
     "COMMITTEE_RUNS",
     "CORPUS_CLIPS",
     "METRIC",
+    "annotation_texts",
     "approved_caption_count",
     "assignment_flag_job",
     "assignment_submitted",
@@ -75,6 +84,8 @@ __all__ = [
     "edit_stats",
     "flag_thresholds",
     "flags_sweep",
+    "labelstudio_annotation_save",
+    "labelstudio_annotations_delete",
     "labelstudio_secret_matches",
     "labelstudio_secret_rotate",
     "presuggested_texts",
@@ -90,5 +101,7 @@ __all__ = [
     "retrain_watch",
     "run_promote_if_better",
     "suggestions_for_review",
+    "task_clip_id",
+    "textarea_names",
     "validation_score",
 ]

@@ -14,12 +14,14 @@ from django.test import Client
 from active.labelstudio import REASON_MAX_CHARS, reason_phrase
 from active.models import Retrain
 from active.services import project_config
-from annotation.models import Batch
-from core.models import Job
+from annotation.models import Batch, Caption
+from core.models import Job, Project
 from core.services import api_token_create
+from corpus.queries import approved_captions
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import suggest
+from tests.annotation.conftest import make_clips, make_subset
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -34,6 +36,28 @@ LABEL_CONFIG = """<View>
 # trimmed to the fields Earmark reads and a few it ignores)
 LS_PROJECT = {"id": 3, "title": "Everyday sounds", "label_config": LABEL_CONFIG,
               "created_at": "2026-11-20T10:00:00.000000Z", "expert_instruction": ""}  # fmt: skip
+
+
+def _annotated(
+    action: str, annotation_id: int, clip: Clip | None, *texts: str, **annotation: Any
+) -> dict[str, Any]:
+    """An ANNOTATION_CREATED/UPDATED webhook call as Label Studio 1.23 sends it (its
+    annotation and task serializers; fields Earmark ignores trimmed)."""
+    audio = f"https://earmark.test/projects/sounds/clips/{clip.pk}/audio" if clip else "a.wav"
+    result = [{"id": "r1", "type": "textarea", "value": {"text": list(texts)}, "origin": "manual",
+               "to_name": "audio", "from_name": "caption"}]  # fmt: skip
+    fields = {"id": annotation_id, "result": result, "was_cancelled": False,
+              "ground_truth": False, "completed_by": 1, "task": 41, "project": 3,
+              "lead_time": 12.5}  # fmt: skip
+    task = {"id": 41, "data": {"audio": audio}, "meta": {}, "is_labeled": True, "overlap": 1,
+            "inner_id": 1, "total_annotations": 1, "project": 3}  # fmt: skip
+    return {"action": action, "annotation": {**fields, **annotation}, "task": task,
+            "project": LS_PROJECT}  # fmt: skip
+
+
+def _ls_captions() -> list[tuple[int, str, str]]:
+    rows = Caption.objects.filter(external_id__startswith="label-studio/").order_by("external_id")
+    return list(rows.values_list("clip_id", "external_id", "text"))
 
 
 def _secret(project: Any) -> str:
@@ -151,7 +175,11 @@ def test_annotation_events_retrain_only_when_the_corpus_grew(project: Any, alice
                "annotation": {"id": 1, "result": []}, "task": {"id": 1, "data": {}}}  # fmt: skip
     response = _post(_client(alice), "/labelstudio/sounds/webhook", payload)
     assert response.status_code == 201
-    assert response.json()["result"] == {"retrain": None, "reason": "no new approved captions"}
+    assert response.json()["result"] == {
+        "retrain": None,
+        "reason": "no new approved captions",
+        "captions": {"clip_id": None, "skipped": "the task names no Earmark clip"},
+    }
     assert not Retrain.objects.exists()
 
 
@@ -277,3 +305,75 @@ def test_annotations_deleted_is_an_annotation_event(project: Any) -> None:
     response = _hook(project, payload)
     assert response.status_code == 201
     assert response.json()["status"] == "ok"
+
+
+def test_a_caption_written_in_label_studio_joins_the_corpus(
+    batch: Batch, clips: list[Clip]
+) -> None:
+    response = _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks"))
+    assert response.status_code == 201
+    assert response.json()["result"]["captions"] == {"clip_id": clips[0].pk, "created": 1}
+    caption = Caption.objects.get(external_id="label-studio/3/17#1")
+    assert (caption.provenance, caption.clip_id, caption.text) == (
+        Caption.Provenance.IMPORTED,
+        clips[0].pk,
+        "a dog barks",
+    )
+    # in the corpus retraining snapshots, in the split the clip has in the project
+    assert list(approved_captions(batch.project, "val")) == [caption]
+
+
+def test_a_repeated_event_stores_nothing_twice(batch: Batch, clips: list[Clip]) -> None:
+    payload = _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks")
+    _hook(batch.project, payload)
+    _hook(batch.project, payload)
+    assert _ls_captions() == [(clips[0].pk, "label-studio/3/17#1", "a dog barks")]
+
+
+def test_an_updated_annotation_replaces_its_captions(batch: Batch, clips: list[Clip]) -> None:
+    _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks", "rain"))
+    first = Caption.objects.get(external_id="label-studio/3/17#1")
+    response = _hook(batch.project, _annotated("ANNOTATION_UPDATED", 17, clips[0], "two dogs bark"))
+    assert response.json()["result"]["captions"] == {
+        "clip_id": clips[0].pk,
+        "updated": 1,
+        "deleted": 1,
+    }
+    assert _ls_captions() == [(clips[0].pk, "label-studio/3/17#1", "two dogs bark")]
+    assert Caption.objects.get(external_id="label-studio/3/17#1").pk == first.pk
+
+
+def test_deleted_annotations_take_their_captions_along(batch: Batch, clips: list[Clip]) -> None:
+    _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks"))
+    _hook(batch.project, _annotated("ANNOTATION_CREATED", 18, clips[1], "rain on a roof"))
+    payload = {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 17}], "project": LS_PROJECT}
+    response = _hook(batch.project, payload)
+    assert response.json()["result"]["captions"] == {"deleted": 1}
+    assert _ls_captions() == [(clips[1].pk, "label-studio/3/18#1", "rain on a roof")]
+
+
+def test_an_annotation_on_another_projects_clip_stores_nothing(
+    batch: Batch, project: Any, olive: Any
+) -> None:
+    theirs = make_clips(1)[0]
+    make_subset(Project.objects.get(slug="birds"), [theirs])
+    response = _hook(project, _annotated("ANNOTATION_CREATED", 17, theirs, "a dog barks"))
+    assert response.status_code == 201
+    assert (
+        response.json()["result"]["captions"]["skipped"] == "the task's clip is not in this project"
+    )
+    assert not _ls_captions()
+
+
+def test_a_skipped_task_leaves_no_caption(batch: Batch, clips: list[Clip]) -> None:
+    _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks"))
+    _hook(batch.project, _annotated("ANNOTATION_UPDATED", 17, clips[0], was_cancelled=True))
+    assert not _ls_captions()
+
+
+def test_a_malformed_annotation_is_refused_with_the_reason(batch: Batch, clips: list[Clip]) -> None:
+    payload = _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks")
+    payload["annotation"]["result"] = "a dog barks"
+    response = _hook(batch.project, payload)
+    assert response.status_code == 400
+    assert "must be a list" in response.reason_phrase
