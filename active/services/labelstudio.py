@@ -14,6 +14,7 @@ texts and a deletion removes them.
 from __future__ import annotations
 
 import hmac
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -37,8 +38,12 @@ from curation.models import Subset, SubsetClip
 from curation.queries import project_clips
 
 MAX_CONFIG_CHARS = 200_000
-AUDIO_URL = re.compile(r"/clips/(\d+)/audio")
+AUDIO_URL = re.compile(r"/clips/([0-9]+)/audio")
 CLIP_KEYS = ("clip_id", "earmark_clip_id")
+MAX_CLIP_ID = 2**63 - 1  # a BigAutoField; a larger number overflows the database's integer
+# a clip id as text: ASCII digits ("²" and "٢٦" are digits to str.isdigit), with the ".0"
+# a spreadsheet or Label Studio's CSV import gives a whole number
+CLIP_ID_TEXT = re.compile(r"([0-9]+)(?:\.0*)?", re.ASCII)
 # the CorpusImport row that stands for the webhook's captions of one split (no file)
 WEBHOOK_RECORD = "Label Studio webhook"
 
@@ -66,19 +71,35 @@ def textarea_names(label_config: str) -> tuple[str, str]:
     raise ValidationError("The label config has no TextArea control to put captions in.")
 
 
+def clip_id_value(value: Any) -> int | None:
+    """A clip id as a task's data may hold it: an integer (not a boolean: true is not
+    clip 1), a whole float (26.0 from a CSV import) or its text; None for anything else,
+    or a number no clip can have."""
+    number: int | None = None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and (match := CLIP_ID_TEXT.fullmatch(value.strip())):
+        number = int(match.group(1))
+    return number if number is not None and 1 <= number <= MAX_CLIP_ID else None
+
+
 def task_clip_id(task: Any) -> int | None:
     """The Earmark clip a Label Studio task names: `data.clip_id` (or `earmark_clip_id`),
-    else an Earmark audio URL (…/clips/<id>/audio) among its data values."""
+    else an Earmark audio URL (…/clips/<id>/audio) among its data values; None when it
+    names none, or nothing that can be a clip id."""
     data = task.get("data") if isinstance(task, dict) else None
     if not isinstance(data, dict):
         return None
     for key in CLIP_KEYS:
-        value = data.get(key)
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-            return int(value)
+        if key in data:
+            return clip_id_value(data[key])
     for value in data.values():
         if isinstance(value, str) and (match := AUDIO_URL.search(value)):
-            return int(match.group(1))
+            return clip_id_value(match.group(1))
     return None
 
 

@@ -377,3 +377,47 @@ def test_a_malformed_annotation_is_refused_with_the_reason(batch: Batch, clips: 
     response = _hook(batch.project, payload)
     assert response.status_code == 400
     assert "must be a list" in response.reason_phrase
+
+
+def _clip_one(project: Any) -> Clip:
+    """The clip with id 1, in the project (what `true` would wrongly name)."""
+    one = Clip.objects.filter(pk=1).first()
+    if one is None:
+        one = Clip.objects.create(
+            pk=1, source=Clip.Source.YOUTUBE, youtube_id="ytclip00001", start_seconds=0,
+            end_seconds=10, status=Clip.Status.READY, audio="clips/audio/fetched.wav",
+        )  # fmt: skip
+    if not one.subsets.filter(project=project).exists():
+        make_subset(project, [one])
+    return one
+
+
+def test_odd_clip_ids_get_empty_results_and_the_others_their_predictions(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun
+) -> None:
+    one = _clip_one(batch.project)
+    if one not in clips:
+        suggest(promoted, one, "clip one speaks")
+    suggest(promoted, clips[0], "a dog barks twice")
+    suggest(promoted, clips[1], "rain falls on a roof")
+    tasks = [
+        {"id": 1, "data": {"clip_id": "²"}},
+        {"id": 2, "data": {"clip_id": 2**63}},
+        {"id": 3, "data": {"clip_id": True}},
+        {"id": 4, "data": {"clip_id": float(clips[1].pk)}},  # a CSV import's 26.0
+        {"id": 5, "data": {"clip_id": clips[0].pk}},
+        {"id": 6, "data": {"audio": "https://earmark.test/clips/99999999999999999999999/audio"}},
+        {"id": 7, "data": "not an object"},
+        {"id": 8, "data": {"clip_id": f"{clips[0].pk}.0"}},
+    ]
+    payload = {"tasks": tasks, "label_config": LABEL_CONFIG, "project": "3.1712345678"}
+    response = _post(_client(alice), "/labelstudio/sounds/predict", payload)
+    assert response.status_code == 200
+    texts = [
+        r["result"][0]["value"]["text"][0] if r["result"] else None
+        for r in response.json()["results"]
+    ]
+    assert texts == [
+        None, None, None, "rain falls on a roof", "a dog barks twice", None, None,
+        "a dog barks twice",
+    ]  # fmt: skip
