@@ -30,8 +30,9 @@ import math
 import unicodedata
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -42,13 +43,13 @@ from active.models import Retrain
 from core.access import TERSE, project_membership, signed_in_user
 from core.models import Project, Role
 from core.services import api_token_authenticate
-from curation.models import Clip
-from modeling.models import Suggestion
+from curation.queries import project_clips
+from modeling.models import Suggestion, TrainingRun
 
 MODEL_CLASS = "EarmarkCaptioner"
 # what Label Studio sends (webhooks/models.py): deletions come as ANNOTATIONS_DELETED
 TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED", "START_TRAINING")
-MAX_TASKS = 1000
+PREDICT_CHUNK = 500  # tasks whose clips and suggestions are read with one query each
 # Who may read the model through Label Studio. Label Studio calls /health and /setup before
 # every prediction round, so all three admit the same roles; the webhook writes (captions,
 # retrains) and stays with researchers.
@@ -151,7 +152,16 @@ def _webhook_caller(
 
 def _json(request: HttpRequest) -> dict[str, Any]:
     try:
-        data = json.loads(request.body or b"{}")
+        body = request.body
+    except RequestDataTooBig:
+        raise Refused(
+            413,
+            f"The request body is larger than UPLOAD_MAX_BYTES "
+            f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes): select fewer tasks in Label "
+            "Studio, or raise UPLOAD_MAX_BYTES.",
+        ) from None
+    try:
+        data = json.loads(body or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise Refused(400, f"The request body is not JSON: {exc}.") from None
     if not isinstance(data, dict):
@@ -181,40 +191,37 @@ def _confidence(suggestion: Suggestion) -> float:
     return round(min(1.0, math.exp(float(value))), 6)
 
 
+def _suggestions(
+    project: Project, run: TrainingRun | None, ids: list[int]
+) -> dict[int, Suggestion]:
+    """The run's suggestion per clip among `ids`, only for clips of this project."""
+    if run is None or not ids:
+        return {}
+    ours = project_clips(project).filter(pk__in=ids).values("pk")
+    return {s.clip_id: s for s in Suggestion.objects.filter(run=run, clip_id__in=ours)}
+
+
 def predictions(project: Project, tasks: list[Any], label_config: str) -> list[dict[str, Any]]:
+    """One prediction per task, in order. Label Studio's "Retrieve predictions" sends
+    every selected task in one request, so they are read PREDICT_CHUNK at a time (the
+    request body limit, UPLOAD_MAX_BYTES, bounds how many there can be)."""
     from_name, to_name = textarea_names(label_config)
     version = model_version(project)
     run = services.promoted_run(project)
-    wanted = [services.task_clip_id(t) for t in tasks]
-    ids = [c for c in wanted if c is not None]
-    # only clips of this project, never another project's
-    allowed = set(
-        Clip.objects.filter(pk__in=ids, subsets__project=project).values_list("pk", flat=True)
-    )
-    found = {
-        s.clip_id: s
-        for s in (Suggestion.objects.filter(run=run, clip_id__in=allowed) if run else [])
-    }
     out = []
-    for clip_id in wanted:
-        suggestion = found.get(clip_id) if clip_id is not None else None
-        if suggestion is None:
-            out.append({"result": [], "score": 0.0, "model_version": version})
-            continue
-        out.append(
-            {
-                "result": [
-                    {
-                        "from_name": from_name,
-                        "to_name": to_name,
-                        "type": "textarea",
-                        "value": {"text": [suggestion.text]},
-                    }
-                ],
-                "score": _confidence(suggestion),
-                "model_version": version,
-            }
-        )
+    for start in range(0, len(tasks), PREDICT_CHUNK):
+        wanted = [services.task_clip_id(t) for t in tasks[start : start + PREDICT_CHUNK]]
+        found = _suggestions(project, run, [c for c in wanted if c is not None])
+        for clip_id in wanted:
+            suggestion = found.get(clip_id) if clip_id is not None else None
+            if suggestion is None:
+                out.append({"result": [], "score": 0.0, "model_version": version})
+                continue
+            result = {"from_name": from_name, "to_name": to_name, "type": "textarea",
+                      "value": {"text": [suggestion.text]}}  # fmt: skip
+            out.append(
+                {"result": [result], "score": _confidence(suggestion), "model_version": version}
+            )
     return out
 
 
@@ -254,8 +261,6 @@ def predict(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse
     tasks = data.get("tasks")
     if not isinstance(tasks, list):
         raise Refused(400, '"tasks" must be a list of Label Studio tasks.')
-    if len(tasks) > MAX_TASKS:
-        raise Refused(400, f"At most {MAX_TASKS} tasks per request ({len(tasks)} sent).")
     label_config = str(data.get("label_config") or "")
     return JsonResponse({"results": predictions(project, tasks, label_config)})
 

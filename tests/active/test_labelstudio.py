@@ -421,3 +421,46 @@ def test_odd_clip_ids_get_empty_results_and_the_others_their_predictions(
         None, None, None, "rain falls on a roof", "a dog barks twice", None, None,
         "a dog barks twice",
     ]  # fmt: skip
+
+
+def _ls_task(task_id: int, clip_id: int) -> dict[str, Any]:
+    """A task as Label Studio 1.23 sends it to /predict (its TaskSimpleSerializer)."""
+    return {"id": task_id, "data": {"clip_id": clip_id, "audio": f"/data/{clip_id}.wav"},
+            "meta": {}, "created_at": "2026-11-20T10:00:00.000000Z",
+            "updated_at": "2026-11-20T10:00:00.000000Z", "is_labeled": False, "overlap": 1,
+            "inner_id": task_id, "total_annotations": 0, "cancelled_annotations": 0,
+            "total_predictions": 0, "comment_count": 0, "unresolved_comment_count": 0,
+            "last_comment_updated_at": None, "project": 3, "updated_by": None,
+            "file_upload": 2, "comment_authors": [], "annotations": [],
+            "predictions": []}  # fmt: skip
+
+
+def test_retrieve_predictions_for_a_thousand_and_one_tasks(
+    batch: Batch,
+    clips: list[Clip],
+    alice: Any,
+    promoted: TrainingRun,
+    django_assert_max_num_queries: Any,
+) -> None:
+    suggest(promoted, clips[0], "a dog barks twice")
+    tasks = [_ls_task(n, clips[n % 4].pk) for n in range(1001)]
+    payload = {"tasks": tasks, "model_version": f"earmark-run-{promoted.pk}",
+               "project": "3.1712345678", "label_config": LABEL_CONFIG,
+               "params": {"login": None, "password": None, "context": None}}  # fmt: skip
+    with django_assert_max_num_queries(20):  # read in chunks, not a query per task
+        response = _post(_client(alice), "/labelstudio/sounds/predict", payload)
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert len(results) == 1001
+    assert [bool(r["result"]) for r in results[:8]] == [True, False, False, False] * 2
+    assert results[1000]["result"][0]["value"] == {"text": ["a dog barks twice"]}
+
+
+def test_a_body_over_the_upload_limit_is_refused_naming_the_setting(
+    project: Any, alice: Any, settings: Any
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    payload = {"tasks": [_ls_task(n, n + 1) for n in range(100)], "label_config": LABEL_CONFIG}
+    response = _post(_client(alice), "/labelstudio/sounds/predict", payload)
+    assert response.status_code == 413
+    assert "UPLOAD_MAX_BYTES" in response.reason_phrase
