@@ -27,11 +27,12 @@ import base64
 import binascii
 import json
 import math
-import re
+import unicodedata
 from typing import Any
-from xml.etree import ElementTree
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -44,13 +45,16 @@ from core.models import Project, Role
 from core.services import api_token_authenticate
 from core.throttling import bad_token_record, bad_tokens_refusal
 from curation.queries import project_clips
-from modeling.models import Suggestion
+from modeling.models import Suggestion, TrainingRun
 
 MODEL_CLASS = "EarmarkCaptioner"
-TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATION_DELETED", "START_TRAINING")
-MAX_CONFIG_CHARS = 200_000
-MAX_TASKS = 1000
-AUDIO_URL = re.compile(r"/clips/(\d+)/audio")
+# what Label Studio sends (webhooks/models.py): deletions come as ANNOTATIONS_DELETED
+TRAIN_EVENTS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED", "START_TRAINING")
+PREDICT_CHUNK = 500  # tasks whose clips and suggestions are read with one query each
+# Who may read the model through Label Studio. Label Studio calls /health and /setup before
+# every prediction round, so all three admit the same roles; the webhook writes (captions,
+# retrains) and stays with researchers.
+READERS = (Role.RESEARCHER, Role.REVIEWER)
 
 
 class Refused(Exception):
@@ -59,8 +63,28 @@ class Refused(Exception):
         self.status = status
 
 
+# Typographic characters our messages use, spelled in ASCII for the reason phrase.
+_ASCII = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
+                        "\u2013": "-", "\u2014": "-", "\u2026": "...", "\u2192": "->",
+                        "\u2265": ">=", "\u2264": "<="})  # fmt: skip
+REASON_MAX_CHARS = 200
+
+
+def reason_phrase(message: str) -> str:
+    """`message` as an HTTP reason phrase: one line of printable ASCII, at most
+    REASON_MAX_CHARS. Label Studio shows a backend's error only as requests words it,
+    "400 Client Error: <reason phrase> for url: …", never the JSON body."""
+    text = unicodedata.normalize("NFKD", message.translate(_ASCII))
+    text = " ".join(text.encode("ascii", "ignore").decode().split())
+    text = "".join(c for c in text if c.isprintable())
+    if len(text) > REASON_MAX_CHARS:
+        text = text[: REASON_MAX_CHARS - 3].rstrip() + "..."
+    return text or "Error"
+
+
 def _error(status: int, message: str) -> JsonResponse:
     response = JsonResponse({"status": "error", "error": message}, status=status)
+    response.reason_phrase = reason_phrase(message)
     if status == 401:
         response["WWW-Authenticate"] = 'Basic realm="Earmark API token"'
     return response
@@ -80,7 +104,15 @@ def _token(request: HttpRequest) -> str | None:
     return None
 
 
-def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
+STALE_SECRET = (
+    "This backend URL's secret is not the project's current one (it was rotated): copy the "
+    "backend URL again from the project's active-learning page."
+)
+
+
+def _project(request: HttpRequest, slug: str, *roles: str, secret: str | None = None) -> Project:
+    """The project, for a caller with an API token holding one of `roles`; under a backend
+    URL with a secret, the secret must be the project's current one too."""
     raw = _token(request)
     refusal = bad_tokens_refusal(request) if raw else None
     if refusal:
@@ -101,13 +133,44 @@ def _project(request: HttpRequest, slug: str, *roles: str) -> Project:
         raise Refused(404, TERSE.not_found) from None
     except PermissionDenied:
         raise Refused(403, TERSE.forbidden_for(roles)) from None
+    if secret is not None and not services.labelstudio_secret_matches(
+        project=project, secret=secret
+    ):
+        raise Refused(404, STALE_SECRET)
     request.user = user
     return project
 
 
+def _webhook_caller(
+    request: HttpRequest, slug: str, secret: str | None
+) -> tuple[Project, User | None]:
+    """The project a webhook call is for, and who made it (None: Label Studio itself).
+    Label Studio creates the webhook of a backend as <backend URL>/webhook and sends it no
+    credentials, so under a backend URL with the project's secret the secret alone
+    authenticates it; without one, a researcher's token must."""
+    if secret is None:
+        project = _project(request, slug, Role.RESEARCHER)
+        return project, signed_in_user(request)
+    found = Project.objects.filter(slug=slug).first()
+    if found is None:
+        raise Refused(404, TERSE.not_found)
+    if not services.labelstudio_secret_matches(project=found, secret=secret):
+        raise Refused(404, STALE_SECRET)
+    return found, None
+
+
 def _json(request: HttpRequest) -> dict[str, Any]:
     try:
-        data = json.loads(request.body or b"{}")
+        body = request.body
+    except RequestDataTooBig:
+        raise Refused(
+            413,
+            f"The request body is larger than UPLOAD_MAX_BYTES "
+            f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes): select fewer tasks in Label "
+            "Studio, or raise UPLOAD_MAX_BYTES.",
+        ) from None
+    try:
+        data = json.loads(body or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise Refused(400, f"The request body is not JSON: {exc}.") from None
     if not isinstance(data, dict):
@@ -117,35 +180,10 @@ def _json(request: HttpRequest) -> dict[str, Any]:
 
 def textarea_names(label_config: str) -> tuple[str, str]:
     """(from_name, to_name) of the labelling config's first TextArea control."""
-    if not label_config:
-        return "caption", "audio"
-    if len(label_config) > MAX_CONFIG_CHARS or "<!DOCTYPE" in label_config.upper():
-        raise Refused(400, "The label config is too long or declares a DOCTYPE.")
     try:
-        root = ElementTree.fromstring(label_config)
-    except ElementTree.ParseError as exc:
-        raise Refused(400, f"The label config is not valid XML: {exc}.") from None
-    for element in root.iter():
-        if element.tag.lower() == "textarea":
-            name, to_name = element.get("name"), element.get("toName")
-            if not name or not to_name:
-                raise Refused(400, "The label config's TextArea needs name and toName.")
-            return name, to_name
-    raise Refused(400, "The label config has no TextArea control to put captions in.")
-
-
-def _clip_id(task: Any) -> int | None:
-    data = task.get("data") if isinstance(task, dict) else None
-    if not isinstance(data, dict):
-        return None
-    for key in ("clip_id", "earmark_clip_id"):
-        value = data.get(key)
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-            return int(value)
-    for value in data.values():
-        if isinstance(value, str) and (match := AUDIO_URL.search(value)):
-            return int(match.group(1))
-    return None
+        return services.textarea_names(label_config)
+    except ValidationError as exc:
+        raise Refused(400, " ".join(exc.messages)) from None
 
 
 def model_version(project: Project) -> str:
@@ -162,45 +200,44 @@ def _confidence(suggestion: Suggestion) -> float:
     return round(min(1.0, math.exp(float(value))), 6)
 
 
+def _suggestions(
+    project: Project, run: TrainingRun | None, ids: list[int]
+) -> dict[int, Suggestion]:
+    """The run's suggestion per clip among `ids`, only for clips of this project."""
+    if run is None or not ids:
+        return {}
+    ours = project_clips(project).filter(pk__in=ids).values("pk")
+    return {s.clip_id: s for s in Suggestion.objects.filter(run=run, clip_id__in=ours)}
+
+
 def predictions(project: Project, tasks: list[Any], label_config: str) -> list[dict[str, Any]]:
+    """One prediction per task, in order. Label Studio's "Retrieve predictions" sends
+    every selected task in one request, so they are read PREDICT_CHUNK at a time (the
+    request body limit, UPLOAD_MAX_BYTES, bounds how many there can be)."""
     from_name, to_name = textarea_names(label_config)
     version = model_version(project)
     run = services.promoted_run(project)
-    wanted = [_clip_id(t) for t in tasks]
-    ids = [c for c in wanted if c is not None]
-    # only clips of this project, never another project's
-    allowed = set(project_clips(project).filter(pk__in=ids).values_list("pk", flat=True))
-    found = {
-        s.clip_id: s
-        for s in (Suggestion.objects.filter(run=run, clip_id__in=allowed) if run else [])
-    }
     out = []
-    for clip_id in wanted:
-        suggestion = found.get(clip_id) if clip_id is not None else None
-        if suggestion is None:
-            out.append({"result": [], "score": 0.0, "model_version": version})
-            continue
-        out.append(
-            {
-                "result": [
-                    {
-                        "from_name": from_name,
-                        "to_name": to_name,
-                        "type": "textarea",
-                        "value": {"text": [suggestion.text]},
-                    }
-                ],
-                "score": _confidence(suggestion),
-                "model_version": version,
-            }
-        )
+    for start in range(0, len(tasks), PREDICT_CHUNK):
+        wanted = [services.task_clip_id(t) for t in tasks[start : start + PREDICT_CHUNK]]
+        found = _suggestions(project, run, [c for c in wanted if c is not None])
+        for clip_id in wanted:
+            suggestion = found.get(clip_id) if clip_id is not None else None
+            if suggestion is None:
+                out.append({"result": [], "score": 0.0, "model_version": version})
+                continue
+            result = {"from_name": from_name, "to_name": to_name, "type": "textarea",
+                      "value": {"text": [suggestion.text]}}  # fmt: skip
+            out.append(
+                {"result": [result], "score": _confidence(suggestion), "model_version": version}
+            )
     return out
 
 
 def _endpoint(view: Any) -> Any:
-    def wrapped(request: HttpRequest, slug: str) -> JsonResponse:
+    def wrapped(request: HttpRequest, slug: str, secret: str | None = None) -> JsonResponse:
         try:
-            return view(request, slug)
+            return view(request, slug, secret)
         except Refused as exc:
             return _error(exc.status, str(exc))
 
@@ -211,15 +248,15 @@ def _endpoint(view: Any) -> Any:
 
 @_endpoint
 @require_GET
-def health(request: HttpRequest, slug: str) -> JsonResponse:
-    _project(request, slug, Role.RESEARCHER, Role.REVIEWER)
+def health(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    _project(request, slug, *READERS, secret=secret)
     return JsonResponse({"status": "UP", "model_class": MODEL_CLASS})
 
 
 @_endpoint
 @require_POST
-def setup(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, Role.RESEARCHER)
+def setup(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    project = _project(request, slug, *READERS, secret=secret)
     data = _json(request)
     textarea_names(str(data.get("schema") or ""))
     return JsonResponse({"model_version": model_version(project)})
@@ -227,46 +264,53 @@ def setup(request: HttpRequest, slug: str) -> JsonResponse:
 
 @_endpoint
 @require_POST
-def predict(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, Role.RESEARCHER, Role.REVIEWER)
+def predict(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    project = _project(request, slug, *READERS, secret=secret)
     data = _json(request)
     tasks = data.get("tasks")
     if not isinstance(tasks, list):
         raise Refused(400, '"tasks" must be a list of Label Studio tasks.')
-    if len(tasks) > MAX_TASKS:
-        raise Refused(400, f"At most {MAX_TASKS} tasks per request ({len(tasks)} sent).")
     label_config = str(data.get("label_config") or "")
     return JsonResponse({"results": predictions(project, tasks, label_config)})
 
 
 @_endpoint
 @require_POST
-def webhook(request: HttpRequest, slug: str) -> JsonResponse:
-    project = _project(request, slug, Role.RESEARCHER)
+def webhook(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    project, caller = _webhook_caller(request, slug, secret)
     data = _json(request)
     event = data.get("action")
     if event not in TRAIN_EVENTS:
         return JsonResponse({"status": "Unknown event"}, status=200)
+    captions: dict[str, Any] | None = None
+    try:
+        if event in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED"):
+            captions = services.labelstudio_annotation_save(project=project, payload=data).as_dict()
+        elif event == "ANNOTATIONS_DELETED":
+            deleted = services.labelstudio_annotations_delete(project=project, payload=data)
+            captions = {"deleted": deleted}
+    except ValidationError as exc:
+        raise Refused(400, f"{event}: {' '.join(exc.messages)}") from None
     if event == "START_TRAINING":
         retrain = services.retrain_start(
             project=project,
             trigger=Retrain.Trigger.LABEL_STUDIO,
             reason="Label Studio START_TRAINING",
-            user=signed_in_user(request),
+            user=caller,
         )
-        result: dict[str, int | str | None] = {"retrain": retrain.pk, "job": retrain.job_id}
+        result: dict[str, Any] = {"retrain": retrain.pk, "job": retrain.job_id}
     else:
         # annotations in Label Studio: retrain only when the corpus grew enough
         config = services.project_config(project=project)
         approved = services.approved_caption_count(project)
         due, why = services.retrain_due(config=config, approved=approved, now=timezone.now())
-        result = {"retrain": None, "reason": why}
+        result = {"retrain": None, "reason": why, "captions": captions}
         if due:
             retrain = services.retrain_start(
                 project=project,
                 trigger=Retrain.Trigger.LABEL_STUDIO,
                 reason=f"Label Studio {event}: {why}",
-                user=signed_in_user(request),
+                user=caller,
             )
-            result = {"retrain": retrain.pk, "job": retrain.job_id, "reason": why}
+            result.update(retrain=retrain.pk, job=retrain.job_id)
     return JsonResponse({"result": result, "status": "ok"}, status=201)

@@ -8,6 +8,8 @@ The scoring itself is pure (active/scoring.py); active/services/ joins it to the
 
 from __future__ import annotations
 
+import secrets
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -34,8 +36,13 @@ class Presuggest(models.TextChoices):
     EDIT = "edit", "Edit: annotators start from the model's suggestion"
 
 
+def new_labelstudio_secret() -> str:
+    return secrets.token_urlsafe(24)
+
+
 class ProjectConfig(models.Model):
-    """How the loop retrains a project's captioner: which model, and when."""
+    """How the loop retrains a project's captioner: which model, and when; and the secret
+    that authenticates Label Studio's webhook calls for the project."""
 
     project = models.OneToOneField(
         "core.Project", on_delete=models.CASCADE, related_name="active_config"
@@ -48,6 +55,10 @@ class ProjectConfig(models.Model):
     baseline_captions = models.PositiveIntegerField(default=0)
     last_retrain_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
+    # Part of the backend URL given to Label Studio: the webhook it creates for a backend
+    # (<backend URL>/webhook) sends no credentials, so this path segment is what
+    # authenticates it. Shown to the project's researchers; rotating it retires old URLs.
+    labelstudio_secret = models.CharField(max_length=64, default=new_labelstudio_secret)
 
     def __str__(self) -> str:
         return f"active-learning settings of {self.project}"

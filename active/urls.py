@@ -18,9 +18,19 @@ urlpatterns = [
     path(P + "active/curve/", views.curve, name="active_curve"),
     path(P + "batches/<int:pk>/active/", views.batch_configure, name="active_batch_configure"),
     path(P + "batches/<int:pk>/active/flag/", views.batch_flag, name="active_batch_flag"),
-    # Label Studio's ML backend protocol; the base URL to give Label Studio is LS
+    path(
+        P + "active/labelstudio/rotate/",
+        views.labelstudio_rotate,
+        name="active_labelstudio_rotate",
+    ),
+    # Label Studio's ML backend protocol; the base URL to give Label Studio is LS plus the
+    # project's webhook secret (LS alone still serves a token holder, webhook included)
     path(LS + "health", labelstudio.health, name="labelstudio_health"),
     path(LS + "setup", labelstudio.setup, name="labelstudio_setup"),
     path(LS + "predict", labelstudio.predict, name="labelstudio_predict"),
     path(LS + "webhook", labelstudio.webhook, name="labelstudio_webhook"),
+    path(LS + "<str:secret>/health", labelstudio.health, name="labelstudio_secret_health"),
+    path(LS + "<str:secret>/setup", labelstudio.setup, name="labelstudio_secret_setup"),
+    path(LS + "<str:secret>/predict", labelstudio.predict, name="labelstudio_secret_predict"),
+    path(LS + "<str:secret>/webhook", labelstudio.webhook, name="labelstudio_secret_webhook"),
 ]

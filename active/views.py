@@ -14,10 +14,10 @@ from django.views.decorators.http import require_GET, require_POST
 from active import services
 from active.charts import curve_svg
 from active.forms import BatchActiveForm, ProjectActiveForm
-from active.models import PromotionDecision, Retrain
+from active.models import ProjectConfig, PromotionDecision, Retrain
 from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
-from core.models import Role
+from core.models import Project, Role
 from core.services import job_enqueue
 from modeling.models import TrainingRun
 
@@ -61,8 +61,34 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
             "run", "incumbent"
         )[:50],
         "runs": TrainingRun.objects.filter(project=project, state=TrainingRun.State.SUCCEEDED)[:20],
+        "labelstudio_url": _labelstudio_url(request, project, config, role),
     }
     return render(request, "active/loop.html", context)
+
+
+def _labelstudio_url(
+    request: HttpRequest, project: Project, config: ProjectConfig, role: str
+) -> str:
+    """The backend URL to give Label Studio. Researchers get it with the webhook secret
+    (Label Studio's webhook then authenticates); reviewers, who may read predictions but
+    not write captions or start retrains, get it without."""
+    path = f"/labelstudio/{project.slug}"
+    if role == Role.RESEARCHER:
+        path += f"/{config.labelstudio_secret}"
+    return request.build_absolute_uri(path)
+
+
+@login_required
+@require_POST
+def labelstudio_rotate(request: HttpRequest, slug: str) -> HttpResponse:
+    project, _ = project_for_page(request, slug, *WRITE)
+    services.labelstudio_secret_rotate(project=project, user=signed_in_user(request))
+    messages.success(
+        request,
+        "The Label Studio backend URL has a new secret: give Label Studio the URL below "
+        "(Settings → Model); the old one no longer works.",
+    )
+    return redirect("active_loop", project.slug)
 
 
 @login_required

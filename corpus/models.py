@@ -22,6 +22,8 @@ class CorpusFormat(models.TextChoices):
     AUDIOCAPS = "audiocaps", "AudioCaps CSV"
     CLOTHO = "clotho", "Clotho CSV"
     SYNTHSCENES = "synthscenes", "SynthScenes (generated offline)"
+    # captions written in Label Studio: its webhook's annotations and its JSON exports
+    LABEL_STUDIO = "label-studio", "Label Studio"
 
 
 class CorpusImport(models.Model):

@@ -1,7 +1,7 @@
 """The active-learning loop, one module per workflow: config (the settings rows), ranking
 (a batch's HITs by usefulness), flags (disagreement checks on submitted captions),
 suggestions (pre-suggestions and the edits made to them), retraining (retrain, promote only
-if better) and curve (learning curves).
+if better), curve (learning curves) and labelstudio (the Label Studio connection).
 
 Scores come from active/scoring.py (pure); these modules read the rows they need and write
 the results. Every public name is re-exported here, so `from active import services` and
@@ -22,6 +22,15 @@ from active.services.flags import (
     captions_flag,
     flag_thresholds,
     flags_sweep,
+)
+from active.services.labelstudio import (
+    annotation_texts,
+    labelstudio_annotation_save,
+    labelstudio_annotations_delete,
+    labelstudio_secret_matches,
+    labelstudio_secret_rotate,
+    task_clip_id,
+    textarea_names,
 )
 from active.services.ranking import (
     COMMITTEE_RUNS,
@@ -56,6 +65,7 @@ __all__ = [
     "COMMITTEE_RUNS",
     "CORPUS_CLIPS",
     "METRIC",
+    "annotation_texts",
     "approved_caption_count",
     "assignment_flag_job",
     "assignment_submitted",
@@ -74,6 +84,10 @@ __all__ = [
     "edit_stats",
     "flag_thresholds",
     "flags_sweep",
+    "labelstudio_annotation_save",
+    "labelstudio_annotations_delete",
+    "labelstudio_secret_matches",
+    "labelstudio_secret_rotate",
     "presuggested_texts",
     "project_config",
     "project_configure",
@@ -87,5 +101,7 @@ __all__ = [
     "retrain_watch",
     "run_promote_if_better",
     "suggestions_for_review",
+    "task_clip_id",
+    "textarea_names",
     "validation_score",
 ]

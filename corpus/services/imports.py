@@ -35,6 +35,7 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
 SUBSET_NAMES = {
     CorpusFormat.AUDIOCAPS: "AudioCaps (imported)",
     CorpusFormat.CLOTHO: "Clotho (imported)",
+    CorpusFormat.LABEL_STUDIO: "Label Studio (imported)",
 }
 
 
@@ -87,7 +88,7 @@ def captions_import(
         raise ValidationError(f"{path.name}: no captions after the header — nothing was imported.")
     with transaction.atomic():
         project = Project.objects.select_for_update().get(pk=project.pk)  # one import at a time
-        subset = _import_subset(project, fmt)
+        subset = import_subset(project, fmt)
         progress(1, 4, "clips")
         clip_pks, clips_created = _import_clips(items, fmt=fmt, subset=subset, split=split)
         progress(2, 4, "splits")
@@ -109,7 +110,7 @@ def captions_import(
         )
         record.full_clean()
         record.save()
-        _import_subset_report(subset)
+        import_subset_report(subset)
     if connection.vendor == "postgresql" and (clips_created or created):
         # Fresh statistics for the planner: right after a 50k-row load, autovacuum has not
         # run yet and an export planned on "tables are empty" took six minutes, not one second.
@@ -135,7 +136,7 @@ def _read_items(data: bytes, *, fmt: str, name: str) -> list[_Item]:
     ]
 
 
-def _import_subset(project: Project, fmt: str) -> Subset:
+def import_subset(project: Project, fmt: str) -> Subset:
     """The project's subset for imports of this format, created on the first import."""
     earlier = CorpusImport.objects.filter(project=project, format=fmt).select_related("subset")
     if (found := earlier.first()) is not None:
@@ -312,7 +313,7 @@ def _import_captions(
     return len(new), len(items) - len(new)
 
 
-def _import_subset_report(subset: Subset) -> None:
+def import_subset_report(subset: Subset) -> None:
     """Keeps the subset page's counts (clips per split) right after each import."""
     per_split = dict(
         SubsetClip.objects.filter(subset=subset)
