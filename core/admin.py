@@ -2,7 +2,15 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from core.models import ApiToken, Invite, Job, Membership, Project, WorkerHeartbeat
+from core.models import (
+    ApiToken,
+    Invite,
+    Job,
+    Membership,
+    Project,
+    SweepRun,
+    WorkerHeartbeat,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -41,3 +49,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "queues", "pid", "last_seen"]
+
+
+@admin.register(SweepRun)
+class SweepRunAdmin(admin.ModelAdmin):
+    list_display = ["task", "last_run_at", "last_ok", "last_error"]
