@@ -5,7 +5,15 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
 
 from core.forms import UserAddForm, UserEditForm
-from core.models import ApiToken, Invite, Job, Membership, Project, WorkerHeartbeat
+from core.models import (
+    ApiToken,
+    Invite,
+    Job,
+    Membership,
+    Project,
+    SweepRun,
+    WorkerHeartbeat,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -44,6 +52,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "queues", "pid", "last_seen"]
+
+
+@admin.register(SweepRun)
+class SweepRunAdmin(admin.ModelAdmin):
+    list_display = ["task", "last_run_at", "last_ok", "last_error"]
 
 
 # Django's own user admin with forms that keep reserved names (core.usernames) free

@@ -391,6 +391,15 @@ def _pid_alive(pid: int | None) -> bool:
     return True
 
 
+def _runner_process_gone(job: Job) -> bool:
+    """Whether the process that ran the job (on this machine) no longer exists. Its pid may
+    be this very process's when a restarted container got the same pid: that is a new
+    process unless it is the same instance."""
+    if job.runner_pid == os.getpid():
+        return job.runner_instance != RUNNER_INSTANCE
+    return not _pid_alive(job.runner_pid)
+
+
 def _runner_gone(job: Job, *, now: datetime, worker: str = "") -> bool:
     """Whether the job's execution certainly ended without finishing it: its lease ran out,
     or it ran on this machine — in a pool child of this very worker, or under this worker's
@@ -398,7 +407,7 @@ def _runner_gone(job: Job, *, now: datetime, worker: str = "") -> bool:
     if job.lease_expires_at is not None and job.lease_expires_at < now:
         return True
     here = job.runner_instance == RUNNER_INSTANCE or bool(worker and job.worker == worker)
-    return here and job.runner_pid != os.getpid() and not _pid_alive(job.runner_pid)
+    return here and _runner_process_gone(job)
 
 
 def _runner_text(job: Job) -> str:
@@ -755,8 +764,8 @@ def jobs_recover_restarted(*, worker: str, now: datetime | None = None) -> int:
     for job in Job.objects.filter(state=Job.State.RUNNING, worker=worker).exclude(
         runner_instance=RUNNER_INSTANCE
     ):
-        if _pid_alive(job.runner_pid):
-            continue  # another process with that pid: leave the job to its lease
+        if not _runner_process_gone(job):
+            continue  # a process with that pid runs: leave the job to its lease
         ended += _job_end_lost(
             job.pk,
             job.execution,

@@ -43,7 +43,19 @@ class RunRecorder:
 
     def on_start(self, _trainer: Trainer, info: dict[str, Any]) -> None:
         self.total = max(1, int(info["total_steps"]))
-        self.progress(int(info.get("resumed_from_step") or 0), self.total, "training")
+        resumed = int(info.get("resumed_from_step") or 0)
+        if resumed:
+            # resumed from a stored checkpoint: what was recorded after it (the run crashed
+            # before storing the next one) is trained again, so it goes
+            self.run.learning_curve = [
+                row for row in self.run.learning_curve if int(row.get("step") or 0) <= resumed
+            ]
+            self.run.history = [
+                row for row in self.run.history if int(row.get("step") or 0) <= resumed
+            ]
+            self.run.steps = resumed
+            self.flush(force=True)
+        self.progress(resumed, self.total, "training")
 
     def on_step(self, _trainer: Trainer, info: dict[str, Any]) -> None:
         row = {k: info[k] for k in ("step", "epoch", "loss", "lr")}

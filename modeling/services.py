@@ -9,6 +9,7 @@ scoring a checkpoint is `modeling.scoring`, captioning clips with a finished run
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +29,12 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.files import File
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
-from core.services import job_enqueue
+from core.services import JobCancelled, JobLost, job_enqueue
 from corpus.models import Snapshot
 from modeling import datasets
 from modeling.ml import registry
@@ -227,8 +229,13 @@ def run_start(
 
 
 def run_resume(*, run: TrainingRun, user: User | None) -> TrainingRun:
-    """Queues a cancelled or failed run again; training continues from its last checkpoint."""
-    if run.state not in (TrainingRun.State.CANCELLED, TrainingRun.State.FAILED):
+    """Queues a cancelled or failed run again; training continues from its last stored
+    checkpoint. A run still marked queued or running whose job has ended (a row from before
+    runs followed their jobs) counts as stopped."""
+    stopped = run.state in (TrainingRun.State.CANCELLED, TrainingRun.State.FAILED) or (
+        run.job is not None and run.job.is_finished
+    )
+    if not stopped:
         raise ValidationError(f"Run #{run.pk} is {run.state}; only a stopped run resumes.")
     with transaction.atomic():
         run.state = TrainingRun.State.QUEUED
@@ -277,7 +284,12 @@ def run_execute(
     resume: bool = False,
     work_dir: Path | None = None,
 ) -> RunOutcome:
-    """Trains the run (or continues it from its last checkpoint with `resume`).
+    """Trains the run (or continues it from its last stored checkpoint with `resume`).
+
+    The run follows `job`: it becomes the run's job, a cancel request stops training
+    cleanly (the run is cancelled, keeps its checkpoint and can resume), and once the job
+    is no longer held by this execution (swept, taken over) nothing here writes the run.
+    The checkpoint goes to storage after every epoch and every TRAIN_CHECKPOINT_MINUTES.
 
     Under torchrun (`run_execute_torchrun`) every rank calls this with the same `work_dir`,
     which the launcher made (holding `last.pt` to resume from) and removes: all ranks prepare
@@ -287,32 +299,167 @@ def run_execute(
 
     main = distributed.world_from_env().is_main
     if main:
+        if job is not None and run.job_id != job.pk:
+            TrainingRun.objects.filter(pk=run.pk).update(job=job)
+            run.job = job
         TrainingRun.objects.filter(pk=run.pk).update(
             state=TrainingRun.State.RUNNING, started_at=run.started_at or timezone.now(), error=""
         )
+        _remove_orphan_checkpoints(run)
+        _remove_stale_work_dirs(run)
     else:
         progress = no_progress
     started = time.perf_counter()
-    work = work_dir or Path(tempfile.mkdtemp(prefix=f"earmark-run-{run.pk}-"))
+    work = work_dir or Path(tempfile.mkdtemp(prefix=_work_prefix(run, os.getpid())))
     try:
         data = datasets.prepare_run_data(run, progress=progress)
+        quiet = _cancel_by_trainer(progress)
         trained = _train(
-            run, data, progress=progress, job=job, resume=resume, work=work, launched=work_dir
+            run, data, progress=quiet, job=job, resume=resume, work=work, launched=work_dir
         )
         if main:
-            run = _store_result(run, data, trained, progress=progress, started=started)
+            run = _store_result(run, data, trained, progress=quiet, started=started, job=job)
         return RunOutcome(run=run, dropped_clips=data.dropped_clips, video_counts=data.video_counts)
+    except JobLost:
+        raise  # the run belongs to another execution now: leave it alone
     except Exception as exc:
-        TrainingRun.objects.filter(pk=run.pk).update(
-            state=TrainingRun.State.FAILED,
-            error=str(exc) or type(exc).__name__,
-            finished_at=timezone.now(),
-            duration_seconds=(run.duration_seconds or 0) + time.perf_counter() - started,
-        )
+        # cancelled before training began (while the data was prepared): nothing to keep
+        cancelled = isinstance(exc, JobCancelled)
+        try:
+            if _holds(run, job):
+                TrainingRun.objects.filter(pk=run.pk).update(
+                    state=TrainingRun.State.CANCELLED if cancelled else TrainingRun.State.FAILED,
+                    error="" if cancelled else (str(exc) or type(exc).__name__),
+                    finished_at=timezone.now(),
+                    duration_seconds=(run.duration_seconds or 0) + time.perf_counter() - started,
+                )
+        except DatabaseError:  # the database went away too: the run follows its job later
+            log.exception("run %s: could not record how it ended", run.pk)
         raise
     finally:
         if work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _cancel_by_trainer(progress: ProgressFn) -> ProgressFn:
+    """The job's progress reporter minus its cancel exception, for the training loop: the
+    trainer polls the job's cancel flag at every batch and stops cleanly (the last
+    checkpoint kept, the run cancelled), where the exception from a progress report would
+    have failed the run mid-step and dropped its checkpoint."""
+
+    def report(done: int, total: int | None = None, message: str = "") -> None:
+        with contextlib.suppress(JobCancelled):
+            progress(done, total, message)
+
+    return report
+
+
+def _holds(run: TrainingRun, job: Job | None) -> bool:
+    """Whether this execution still owns the run: it trains for the run's current job, and
+    that job is still held by the execution this process started (not swept, failed or
+    taken over). Without a job (a command, a test) the run is always its own."""
+    if job is None:
+        return True
+    if TrainingRun.objects.filter(pk=run.pk).exclude(job=job).exists():
+        return False  # resumed meanwhile under another job
+    return (
+        Job.objects.filter(pk=job.pk, execution=job.execution)
+        .exclude(state__in=Job.FINISHED_STATES)
+        .exists()
+    )
+
+
+# Checkpoints in storage ----------------------------------------------------------------
+#
+# A run's checkpoint is replaced atomically: the new file is uploaded under a name of its
+# own, then the run row is switched to it in one update, then the old file is deleted. A
+# reader (resume, the run page, suggestions) always finds a complete file; a crash between
+# upload and switch leaves an orphan `run-<id>-*.pt`, removed when the run trains again.
+
+
+def _checkpoint_prefix(run: TrainingRun) -> str:
+    return f"run-{run.pk}-"
+
+
+def _upload_checkpoint(run: TrainingRun, path: Path) -> str:
+    field = run.checkpoint.field
+    name = field.generate_filename(run, f"{_checkpoint_prefix(run)}{uuid.uuid4().hex[:12]}.pt")
+    with path.open("rb") as handle:
+        return field.storage.save(name, File(handle))
+
+
+def _delete_replaced(run: TrainingRun, old: str, new: str) -> None:
+    if old and old != new:
+        storage = run.checkpoint.storage
+        transaction.on_commit(lambda: storage.delete(old), robust=True)
+
+
+def _store_checkpoint(run: TrainingRun, path: Path, *, job: Job | None) -> None:
+    """Makes `path` the run's stored checkpoint (see above); raises JobLost, storing nothing,
+    when this execution no longer owns the run."""
+    name = _upload_checkpoint(run, path)
+    with transaction.atomic():
+        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+        if not _holds(locked, job):
+            run.checkpoint.storage.delete(name)
+            raise JobLost(f"Run #{run.pk} belongs to another execution now.")
+        old = locked.checkpoint.name
+        TrainingRun.objects.filter(pk=run.pk).update(checkpoint=name)
+        _delete_replaced(run, old, name)
+    run.checkpoint.name = name
+
+
+def _remove_orphan_checkpoints(run: TrainingRun) -> None:
+    """Files of this run left in storage by a crash between upload and switch."""
+    field = run.checkpoint.field
+    folder = os.path.dirname(field.generate_filename(run, "x.pt"))
+    current = TrainingRun.objects.filter(pk=run.pk).values_list("checkpoint", flat=True).get()
+    try:
+        _, files = field.storage.listdir(folder)
+    except (FileNotFoundError, NotImplementedError):
+        return
+    for file_name in files:
+        name = f"{folder}/{file_name}" if folder else file_name
+        if file_name.startswith(_checkpoint_prefix(run)) and name != current:
+            field.storage.delete(name)
+
+
+class _CheckpointStore:
+    """Trainer callback: each "last" checkpoint written during training (after every epoch,
+    and within long epochs every TRAIN_CHECKPOINT_MINUTES) is stored as the run's, so a
+    crash loses at most that much and resume continues from it. The final one is stored with
+    the run's result instead (`_store_result`)."""
+
+    def __init__(self, run: TrainingRun, job: Job | None) -> None:
+        self.run, self.job = run, job
+
+    def __call__(self, _trainer: Any, info: dict[str, Any]) -> None:
+        if info["kind"] == "last" and not info.get("final"):
+            _store_checkpoint(self.run, Path(info["path"]), job=self.job)
+
+
+def _work_prefix(run: TrainingRun, pid: int) -> str:
+    return f"earmark-run-{run.pk}-pid{pid}-"
+
+
+def _remove_stale_work_dirs(run: TrainingRun) -> None:
+    """Work folders of this run whose process is gone (killed mid-training: its `finally`
+    never ran), so a crashed run does not leave its data and checkpoints in the temp dir."""
+    prefix = f"earmark-run-{run.pk}-pid"
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = folder.name.removeprefix(prefix).split("-", 1)[0]
+        if pid.isdigit() and not _process_exists(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -363,6 +510,8 @@ def _train(
         return job is not None and Job.objects.filter(pk=job.pk, cancel_requested=True).exists()
 
     recorder = RunRecorder(run, progress)
+    callbacks = recorder.callbacks()
+    callbacks["checkpoint"] = [_CheckpointStore(run, job)]
     if not resume:
         run.learning_curve, run.history = [], []
     resume_from = None
@@ -382,7 +531,7 @@ def _train(
         out_dir=work,
         val_items=val_items,
         score_fn=score_fn if validating else None,
-        callbacks=recorder.callbacks(),
+        callbacks=callbacks,
         cancel=cancelled,
         feature_config=data.feature_config,
         resume_from=resume_from,
@@ -391,6 +540,7 @@ def _train(
             if run_config.train.scst_epochs
             else None
         ),
+        checkpoint_every_seconds=60 * settings.TRAIN_CHECKPOINT_MINUTES or None,
     )
     if distributed.world_from_env().is_main:
         recorder.flush(force=True)
@@ -404,9 +554,10 @@ def _store_result(
     *,
     progress: ProgressFn,
     started: float,
+    job: Job | None = None,
 ) -> TrainingRun:
     """Scores the best checkpoint on val and test (unless cancelled) and stores it, the
-    scores and the training record in the run row."""
+    scores and the training record in the run row, while this execution owns the run."""
     from modeling.ml.checkpoint import load_checkpoint
     from modeling.ml.runtime import pick_device
 
@@ -438,10 +589,14 @@ def _store_result(
     state = TrainingRun.State.CANCELLED if cancelled else TrainingRun.State.SUCCEEDED
     # a cancelled run keeps its last checkpoint, so it can resume
     keep = result.last_checkpoint if state == TrainingRun.State.CANCELLED else best
+    stored = _upload_checkpoint(run, Path(keep))
     with transaction.atomic():
         locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        with Path(keep).open("rb") as handle:
-            locked.checkpoint.save(f"run-{run.pk}.pt", File(handle), save=False)
+        if not _holds(locked, job):
+            run.checkpoint.storage.delete(stored)
+            raise JobLost(f"Run #{run.pk} belongs to another execution now.")
+        _delete_replaced(run, locked.checkpoint.name, stored)
+        locked.checkpoint.name = stored
         locked.state = state
         locked.metrics = metrics
         locked.metrics_unavailable = unavailable
@@ -515,7 +670,7 @@ def run_execute_torchrun(
     with `python -m django train_run`, and waits for them. Rank 0 keeps the run row, its learning
     curve and the job's progress current and polls the job's cancel flag, as in-process
     training does; the processes share a work folder made (and removed) here."""
-    work = Path(tempfile.mkdtemp(prefix=f"earmark-run-{run.pk}-"))
+    work = Path(tempfile.mkdtemp(prefix=_work_prefix(run, os.getpid())))
     try:
         if resume and run.checkpoint:
             datasets.copy_from_storage(run.checkpoint, work / "last.pt")
@@ -560,6 +715,9 @@ def run_execute_job(
     else:
         outcome = run_execute(run=run, progress=progress, job=job, resume=resume)
     finished = outcome.run
+    if finished.state == TrainingRun.State.CANCELLED:
+        # the job ends cancelled too (not succeeded); the run keeps its checkpoint
+        raise JobCancelled("Cancelled on request.")
     return {
         "run": finished.pk,
         "state": finished.state,

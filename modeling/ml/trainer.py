@@ -40,7 +40,9 @@ Events and their payloads (callbacks get ``(trainer, info)``)::
                    every log_every_steps; figures: the model's or SCST's per-step figures
     "validation"   {"epoch", "step", "val_loss", "score", "improved"}
     "epoch_end"    the epoch's history row (see TrainResult.history)
-    "checkpoint"   {"kind": "last" | "best", "path"}
+    "checkpoint"   {"kind": "last" | "best", "path", "final"}: final for the "last" written
+                   when training ends; the others come after every epoch, every
+                   checkpoint_every_steps and every checkpoint_every_seconds
     "train_end"    {"stopped", "best_score", "steps"}
 """
 
@@ -131,6 +133,7 @@ class Trainer:
         feature_config: Any = None,
         run_config: RunConfig | None = None,
         reward_fn: ClipRewardFn | None = None,
+        checkpoint_every_seconds: float | None = None,
     ) -> None:
         _check_settings(model, model_name, config, train_items, reward_fn)
         self.model = model
@@ -147,6 +150,10 @@ class Trainer:
         self.feature_config = feature_config
         self.run_config = run_config
         self.reward_fn = reward_fn
+        # Within a long epoch, "last" is also saved this often (wall clock, rank 0's), so a
+        # crash loses at most this much training.
+        self.checkpoint_every_seconds = checkpoint_every_seconds
+        self._last_saved = time.monotonic()
         self.world = distributed.setup()
         self.device = self._pick_device()
         self.ddp: torch.nn.Module | None = None  # built in fit(), once the model is on device
@@ -392,9 +399,11 @@ class Trainer:
         self._emit("validation", info)
         return info
 
-    def _save(self, name: str) -> Path:
+    def _save(self, name: str, *, final: bool = False) -> Path:
         if not self.world.is_main:  # one writer; the others know where it is
             return self.out_dir / name
+        if name == LAST:
+            self._last_saved = time.monotonic()
         path = save_checkpoint(
             self.out_dir / name,
             model_name=self.model_name,
@@ -408,7 +417,7 @@ class Trainer:
             optimizer=self.optimizer,
             trainer_state=self.state.saved(),
         )
-        self._emit("checkpoint", {"kind": name.removesuffix(".pt"), "path": path})
+        self._emit("checkpoint", {"kind": name.removesuffix(".pt"), "path": path, "final": final})
         return path
 
     def _resume(self, path: str | Path) -> None:
@@ -423,7 +432,7 @@ class Trainer:
         self.state = TrainerState.restore(payload.get("trainer_state") or {})
 
     def _finish(self, stopped: str) -> TrainResult:
-        last = self._save(LAST)
+        last = self._save(LAST, final=True)
         distributed.barrier(self.world)  # every rank returns a checkpoint that exists
         best = self.out_dir / BEST
         result = TrainResult(
@@ -519,9 +528,17 @@ class Trainer:
                         "figures": figures,
                     },
                 )
-            if cfg.checkpoint_every_steps and state.step % cfg.checkpoint_every_steps == 0:
+            if self._checkpoint_due():
                 self._save(LAST)
         return True
+
+    def _checkpoint_due(self) -> bool:
+        """Mid-epoch "last": every checkpoint_every_steps steps, or once
+        checkpoint_every_seconds passed since the last one."""
+        steps, seconds = self.config.checkpoint_every_steps, self.checkpoint_every_seconds
+        if steps and self.state.step % steps == 0:
+            return True
+        return bool(seconds) and time.monotonic() - self._last_saved >= (seconds or 0)
 
     def _end_epoch(self, stage: Stage, started: float) -> bool:
         """Validates when due, records the epoch and saves "last"; True to stop early."""
@@ -622,6 +639,7 @@ def train(
     feature_config: Any = None,
     resume_from: str | Path | None = None,
     reward_fn: ClipRewardFn | None = None,
+    checkpoint_every_seconds: float | None = None,
 ) -> TrainResult:
     """Build ``run.model_name`` for ``vocab``, train it on ``train_items`` and return the result.
 
@@ -647,6 +665,7 @@ def train(
         feature_config=feature_config,
         run_config=run,
         reward_fn=reward_fn,
+        checkpoint_every_seconds=checkpoint_every_seconds,
     )
     for event, fns in (callbacks or {}).items():
         for fn in fns:

@@ -3,6 +3,7 @@ core.services and the jobs pages. Test-only job kinds point at the handlers belo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from core.services import (
     job_run,
     job_run_inline,
     jobs_fail_lost,
+    jobs_recover_restarted,
 )
 from core.tasks import run_job
 from tests.conftest import login
@@ -515,3 +517,35 @@ def test_it_requests_cancelling_from_the_job_page(make_job: Callable[..., Job], 
     job.refresh_from_db()
     assert job.cancel_requested is True
     assert job.state == Job.State.RUNNING
+
+
+def test_a_restarted_worker_ends_the_jobs_its_previous_process_left(
+    make_job: Callable[..., Job],
+) -> None:
+    left = make_job("test_count")
+    _set_running(left, worker="celery@box", pid=2**22 + 17)  # no such process
+    other = make_job("test_count")
+    _set_running(other, worker="celery@elsewhere", pid=2**22 + 17)
+
+    assert jobs_recover_restarted(worker="celery@box") == 1
+
+    left.refresh_from_db()
+    other.refresh_from_db()
+    assert left.state == Job.State.FAILED
+    assert left.error == (
+        f"Worker celery@box (pid {2**22 + 17}) was gone when the worker restarted."
+    )
+    assert other.state == Job.State.RUNNING  # another worker's: its lease decides
+
+
+def test_a_restarted_worker_that_got_its_old_pid_back_still_ends_the_old_jobs(
+    make_job: Callable[..., Job],
+) -> None:
+    """A container restarted gives the worker the same pid; the instance id tells them apart."""
+    left = make_job("test_count")
+    _set_running(left, worker="celery@box", pid=os.getpid(), instance="before-the-restart")
+
+    assert jobs_recover_restarted(worker="celery@box") == 1
+
+    left.refresh_from_db()
+    assert left.state == Job.State.FAILED

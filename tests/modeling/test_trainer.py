@@ -148,6 +148,29 @@ def test_callbacks_see_every_event(tmp_path):
     assert seen["train_end"] == [{"stopped": "completed", "best_score": best, "steps": 4}]
 
 
+def test_last_is_saved_every_epoch_and_finally_once(tmp_path):
+    saved: list[dict] = []
+    _train(
+        tmp_path,
+        _run(epochs=3),
+        callbacks={"checkpoint": [lambda trainer, info: saved.append(info)]},
+    )
+    last = [info["final"] for info in saved if info["kind"] == "last"]
+    assert last == [False, False, False, True]  # after each epoch, then when training ends
+
+
+def test_last_is_also_saved_within_epochs_when_time_is_due(tmp_path):
+    saved: list[dict] = []
+    _train(
+        tmp_path,
+        _run(epochs=1),
+        callbacks={"checkpoint": [lambda trainer, info: saved.append(info)]},
+        checkpoint_every_seconds=1e-9,  # due after every step
+    )
+    mid_epoch = [info for info in saved if info["kind"] == "last" and not info["final"]]
+    assert len(mid_epoch) == 2 + 1  # two steps in the epoch, then the epoch's end
+
+
 def test_an_unknown_event_is_refused():
     vocab = vocabulary()
     trainer = Trainer(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -179,3 +180,13 @@ def test_a_frozen_worker_is_swept_and_cannot_overwrite_the_outcome_when_it_resum
     # and the worker goes on with other jobs
     after = final(job_enqueue(kind="rel_sleep_once", params={"seconds": 0.2}), process=solo)
     assert after.state == Job.State.SUCCEEDED
+
+
+# 4. Sweeps run on any live worker -----------------------------------------------------
+
+
+def test_a_worker_serves_the_sweeps_queue_besides_the_queues_it_was_given(solo: Process) -> None:
+    beats = WorkerHeartbeat.objects.filter(hostname=solo.hostname)
+    processes.wait_until(beats.exists, what="a heartbeat", process=solo)  # after a flush
+    beat = beats.get()
+    assert set(beat.queues.split(",")) == {solo.queue, settings.SWEEPS_QUEUE}

@@ -1,0 +1,270 @@
+"""Failure 6: training runs. A run follows its job (a lost job fails its run, which can then
+resume); its checkpoint reaches storage after every epoch, atomically (one stored file per
+run); a cancel is a clean stop that keeps the checkpoint and cancels the job; and a run
+killed mid-training resumes from its last stored checkpoint, not from step 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from core.models import Job, Project
+from core.services import JobCancelled, job_cancel, job_create, job_run, jobs_fail_lost
+from core.tasks import run_job
+from corpus.models import Snapshot
+from corpus.services import snapshot_build, snapshot_create
+from curation.services import ontology_import
+from modeling import services
+from modeling.ml.checkpoint import read_checkpoint
+from modeling.ml.trainer import Trainer
+from modeling.models import TrainingRun
+from modeling.services_synth import synthscenes_make
+from tests.conftest import FIXTURES
+from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.reliability import processes
+from tests.reliability.processes import LEASE_SECONDS
+
+TINY = [
+    "train.batch_size=4",
+    "train.log_every_steps=1",
+    "features.n_mels=16",
+    "features.hop_length=3200",
+]
+
+
+@pytest.fixture
+def storage(settings: Any, tmp_path: Path) -> Path:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.FEATURE_CACHE_DIR = tmp_path / "features"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def snapshot(project: Project, storage: Path) -> Snapshot:
+    ontology_import(path=FIXTURES / "audioset_ontology.json")
+    synthscenes_make(project=project, train=8, val=2, test=2, seed=7)
+    created = snapshot_create(project=project, fmt="jsonl", text="raw", splits=["train", "val"])
+    return snapshot_build(snapshot=created)
+
+
+@pytest.fixture
+def no_broker(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Jobs these tests queue are run here, by hand; their messages go nowhere."""
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(run_job, "apply_async", lambda **kwargs: sent.append(kwargs["args"]))
+    return sent
+
+
+def _run_with_job(project: Project, snapshot: Snapshot, epochs: int) -> TrainingRun:
+    run = services.run_start(
+        project=project,
+        model_name="lstm",
+        snapshot=snapshot,
+        created_by=None,
+        preset="tiny",
+        overrides=[*TINY, f"train.epochs={epochs}"],
+        enqueue=False,
+    )
+    run.job = job_create(kind="training_run", params={"run_id": run.pk}, project=project)
+    run.save(update_fields=["job"])
+    return run
+
+
+def _stored(run: TrainingRun, storage: Path) -> list[str]:
+    folder = storage / "checkpoints"
+    return sorted(p.name for p in folder.glob(f"run-{run.pk}-*")) if folder.is_dir() else []
+
+
+# The run follows its job --------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_run_whose_job_was_lost_fails_with_it_and_can_resume(
+    project: Project, snapshot: Snapshot, no_broker: list[tuple[Any, ...]]
+) -> None:
+    run = _run_with_job(project, snapshot, epochs=1)
+    assert run.job is not None
+    Job.objects.filter(pk=run.job.pk).update(
+        state=Job.State.RUNNING,
+        worker="gpu@dead",
+        execution="gone",
+        runner_pid=4242,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    TrainingRun.objects.filter(pk=run.pk).update(state=TrainingRun.State.RUNNING)
+
+    assert jobs_fail_lost() == 1
+
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.FAILED
+    assert (
+        run.error == "Worker gpu@dead (pid 4242) stopped renewing its lease while running this job."
+    )
+    resumed = services.run_resume(run=run, user=None)
+    assert resumed.state == TrainingRun.State.QUEUED
+
+
+@pytest.mark.django_db
+def test_cancelling_a_queued_runs_job_cancels_the_run(project: Project, snapshot: Snapshot) -> None:
+    run = _run_with_job(project, snapshot, epochs=1)
+    assert run.job is not None
+
+    job_cancel(job=run.job)
+
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.CANCELLED
+
+
+# Checkpoints in storage, cancel ---------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_checkpoint_is_stored_after_every_epoch_replacing_the_last_one(
+    project: Project, snapshot: Snapshot, storage: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored_steps: list[int] = []
+    store = services._store_checkpoint
+
+    def spy(run: TrainingRun, path: Path, *, job: Job | None) -> None:
+        store(run, path, job=job)
+        stored_steps.append(read_checkpoint(storage / run.checkpoint.name)["step"])
+
+    monkeypatch.setattr(services, "_store_checkpoint", spy)
+    run = _run_with_job(project, snapshot, epochs=3)
+    assert run.job is not None
+
+    job = job_run(job_id=run.job.pk)
+
+    run.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert run.state == TrainingRun.State.SUCCEEDED
+    # stored as each epoch ended
+    assert stored_steps == [row["step"] for row in run.history]
+    assert len(stored_steps) == 3
+    assert _stored(run, storage) == [Path(run.checkpoint.name).name]  # the replaced are gone
+
+
+@pytest.mark.django_db
+def test_a_cancel_surfacing_in_a_progress_report_stops_cleanly_and_keeps_the_checkpoint(
+    project: Project, snapshot: Snapshot
+) -> None:
+    """With log_every_steps=1 each step reports progress, and a cancel request surfaces
+    there as JobCancelled; it must not fail the run and drop its checkpoint."""
+    run = _run_with_job(project, snapshot, epochs=3)
+    job = run.job
+    assert job is not None
+    steps: list[int] = []
+
+    def report(done: int, total: int | None = None, message: str = "") -> None:
+        if message.startswith("epoch"):  # a step's report
+            steps.append(done)
+            if len(steps) == 3:  # someone presses Cancel at the third step
+                Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+            if len(steps) >= 3:
+                raise JobCancelled("Cancelled on request.")
+
+    cancelled = services.run_execute(run=run, job=job, progress=report).run
+
+    assert cancelled.state == TrainingRun.State.CANCELLED, cancelled.error
+    assert cancelled.stopped == "cancelled"
+    assert cancelled.checkpoint
+    assert read_checkpoint(cancelled.checkpoint.path)["step"] == 3
+
+
+@pytest.mark.django_db
+def test_a_cancelled_runs_job_ends_cancelled_not_succeeded(
+    project: Project, snapshot: Snapshot
+) -> None:
+    run = _run_with_job(project, snapshot, epochs=3)
+    assert run.job is not None
+    Job.objects.filter(pk=run.job.pk).update(cancel_requested=True)
+
+    job = job_run(job_id=run.job.pk)
+
+    run.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+    assert run.state == TrainingRun.State.CANCELLED
+
+
+# A run killed mid-training resumes from its stored checkpoint ---------------------------
+
+
+@pytest.fixture
+def resumed_from(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The step each training in this process resumed at."""
+    steps: list[int] = []
+    resume = Trainer._resume
+
+    def spy(self: Trainer, path: str | Path) -> None:
+        resume(self, path)
+        steps.append(self.state.step)
+
+    monkeypatch.setattr(Trainer, "_resume", spy)
+    return steps
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_run_killed_mid_training_resumes_from_its_last_stored_checkpoint(
+    project: Project,
+    snapshot: Snapshot,
+    storage: Path,
+    settings: Any,
+    no_broker: list[tuple[Any, ...]],
+    resumed_from: list[int],
+) -> None:
+    epochs = 8
+    run = _run_with_job(project, snapshot, epochs=epochs)
+    assert run.job is not None
+    env = {
+        **processes.environment(),
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "FEATURE_CACHE_DIR": str(settings.FEATURE_CACHE_DIR),
+        "OMP_NUM_THREADS": "1",
+    }
+    command = processes.start(["manage", "run_job", str(run.job.pk)], env=env)
+    try:
+
+        def stored() -> bool:
+            run.refresh_from_db()
+            return bool(run.checkpoint) and run.state == TrainingRun.State.RUNNING
+
+        processes.wait_until(stored, what="a stored checkpoint", process=command, timeout=300)
+        command.signal(signal.SIGKILL)  # mid-training: the rest of the epochs are to come
+        command.process.wait(timeout=30)
+    finally:
+        command.stop()
+    run.refresh_from_db()
+    at_kill = read_checkpoint(storage / run.checkpoint.name)["step"]
+    assert at_kill > 0
+    left_behind = list(
+        Path(tempfile.gettempdir()).glob(f"earmark-run-{run.pk}-pid{command.process.pid}-*")
+    )
+    assert left_behind  # the killed process could not clean up its work folder
+
+    time.sleep(LEASE_SECONDS + 0.5)  # its job's lease runs out; the sweep ends job and run
+    assert jobs_fail_lost() == 1
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.FAILED
+    resumed = services.run_resume(run=run, user=None)
+    assert resumed.job is not None
+    job = job_run(job_id=resumed.job.pk)
+
+    run.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert run.state == TrainingRun.State.SUCCEEDED
+    assert resumed_from == [at_kill]  # not step 0
+    assert [row["epoch"] for row in run.history] == list(range(1, epochs + 1))
+    logged = [row["step"] for row in run.learning_curve if "loss" in row]
+    assert logged == sorted(set(logged))  # steps after the checkpoint were not logged twice
+    assert at_kill < run.steps == run.history[-1]["step"]
+    assert not any(path.exists() for path in left_behind)
+    assert os.path.exists(run.checkpoint.path)
