@@ -81,6 +81,9 @@ class BatchIn(Schema):
     auto_approve_days: int = Field(3, ge=0)
     min_words: int = 3
     max_words: int = 40
+    bonus_cap_cents: int = Field(
+        100_00, ge=0, description="the most paid in bonuses, all together, for this batch's work"
+    )
     publish: bool = Field(True, description="false keeps the batch a draft")
 
 
@@ -99,6 +102,7 @@ class BatchOut(Schema):
     auto_approve_delay_seconds: int
     min_words: int
     max_words: int
+    bonus_cap_cents: int
     hits: int
     created_at: datetime
     published_at: datetime | None
@@ -237,6 +241,7 @@ def _batch_out(batch: CountedBatch) -> dict[str, Any]:
         **{f: getattr(batch, f) for f in ("id", "name", "split", "state", "mode")},
         **{f: getattr(batch, f) for f in ("captions_per_clip", "clips_per_hit", "reward_cents")},
         **{f: getattr(batch, f) for f in ("min_words", "max_words", "created_at")},
+        "bonus_cap_cents": batch.bonus_cap_cents,
         "subset": batch.subset.slug,
         "time_allotted_seconds": _seconds(batch.time_allotted),
         "lifetime_seconds": _seconds(batch.lifetime),
@@ -285,6 +290,7 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
             auto_approve_delay=durations["auto_approve_delay"],
             min_words=payload.min_words,
             max_words=payload.max_words,
+            bonus_cap_cents=payload.bonus_cap_cents,
             created_by=signed_in_user(request),
             publish=payload.publish,
         )

@@ -44,6 +44,13 @@ class BatchForm(forms.Form):
     )
     min_words = forms.IntegerField(min_value=1, max_value=MAX_WORDS, initial=3)
     max_words = forms.IntegerField(min_value=1, max_value=MAX_WORDS, initial=40)
+    bonus_cap_cents = forms.IntegerField(
+        min_value=0,
+        required=False,
+        label="Bonus cap (cents)",
+        help_text="The most paid in bonuses, all together, for this batch's work. "
+        "Empty: 10000 ($100).",
+    )
 
     def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -66,6 +73,7 @@ class BatchForm(forms.Form):
             "auto_approve_delay": timedelta(days=data["auto_approve_days"]),
             "min_words": data["min_words"],
             "max_words": data["max_words"],
+            "bonus_cap_cents": data["bonus_cap_cents"],
         }
 
 

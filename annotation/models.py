@@ -56,6 +56,11 @@ class Batch(models.Model):
     auto_approve_delay = models.DurationField(default=timedelta(days=3))
     min_words = models.PositiveSmallIntegerField(default=3)
     max_words = models.PositiveSmallIntegerField(default=40)
+    # A ceiling on what bonuses may cost for this batch's work (crowd.services.bonus_pay),
+    # so a mistake or a misused reviewer account cannot pay out without limit.
+    bonus_cap_cents = models.PositiveIntegerField(
+        default=100_00, help_text="the most paid in bonuses, all together, for this batch's work"
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

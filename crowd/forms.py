@@ -4,7 +4,9 @@ import uuid
 from typing import Any, cast
 
 from django import forms
+from django.db.models import QuerySet
 
+from annotation.models import Batch
 from core.models import Project
 from crowd.models import Qualification, RejectReason
 from crowd.services import MAX_BONUS_CENTS
@@ -34,11 +36,15 @@ class UnblockForm(forms.Form):
 
 class BonusForm(forms.Form):
     amount_cents = forms.IntegerField(min_value=1, max_value=MAX_BONUS_CENTS, label="Amount (¢)")
+    batch = forms.ModelChoiceField(queryset=Batch.objects.none(), empty_label="For work in…")
     reason = forms.CharField(max_length=2000)
     idempotency_key = forms.CharField(max_length=64, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, batches: QuerySet[Batch], **kwargs: Any) -> None:
+        """`batches`: those the worker worked in; a bonus counts against its batch's cap."""
         super().__init__(*args, **kwargs)
+        # self.fields holds copies of the fields declared above, typed only as Field
+        cast(forms.ModelChoiceField, self.fields["batch"]).queryset = batches
         # a fresh key per rendered form: sending the same form twice pays once
         self.fields["idempotency_key"].initial = uuid.uuid4().hex
 

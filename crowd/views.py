@@ -4,9 +4,10 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q, Sum
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -253,7 +254,7 @@ def worker_detail(request: HttpRequest, slug: str, user_id: int) -> HttpResponse
         # one page, three forms with a "reason": distinct ids keep each label on its field
         "block_form": BlockForm(auto_id="block_%s"),
         "unblock_form": UnblockForm(auto_id="unblock_%s"),
-        "bonus_form": BonusForm(auto_id="bonus_%s"),
+        "bonus_form": BonusForm(auto_id="bonus_%s", batches=_batches_worked(project, worker)),
     }
     return render(request, "crowd/worker_detail.html", context)
 
@@ -314,12 +315,16 @@ def worker_unblock(request: HttpRequest, slug: str, user_id: int) -> HttpRespons
     return redirect("worker_detail", slug, user_id)
 
 
+def _batches_worked(project: Project, worker: User) -> QuerySet[Batch]:
+    return Batch.objects.filter(project=project, hits__assignments__worker=worker).distinct()
+
+
 @login_required
 @require_POST
 def worker_bonus(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
     project, _ = project_for_page(request, slug, *REVIEWERS)
     worker = _worker_for(project, user_id)
-    form = BonusForm(request.POST)
+    form = BonusForm(request.POST, batches=_batches_worked(project, worker))
     try:
         if not form.is_valid():
             raise ValidationError(f"Check the bonus: {form.errors.as_text()}")

@@ -49,6 +49,7 @@ def batch_publish(
     max_words: int = 40,
     mode: str = Batch.Mode.CAPTION,
     publish: bool = True,
+    bonus_cap_cents: int | None = None,
 ) -> Batch:
     """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
     publishes it unless `publish` is false. `created_by` None means a trusted caller (a
@@ -102,6 +103,8 @@ def batch_publish(
             max_words=max_words,
             created_by=created_by,
         )
+        if bonus_cap_cents is not None:
+            batch.bonus_cap_cents = bonus_cap_cents
         batch.full_clean()
         batch.save()
         groups = [clip_ids[i : i + clips_per_hit] for i in range(0, len(clip_ids), clips_per_hit)]

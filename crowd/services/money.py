@@ -16,7 +16,7 @@ from django.db.models import (
     Sum,
 )
 
-from annotation.models import Assignment
+from annotation.models import Assignment, Batch
 from core.models import Project, Role
 from core.services import require_role
 from crowd.models import (
@@ -36,11 +36,13 @@ def bonus_pay(
     amount_cents: int,
     reason: str,
     idempotency_key: str,
+    batch: Batch | None = None,
     assignment: Assignment | None = None,
 ) -> tuple[LedgerEntry, bool]:
-    """Pays the worker a bonus, once per idempotency key: a repeated request (a form sent
-    twice) returns the first bonus and False. A key reused for a different bonus is
-    refused."""
+    """Pays the worker a bonus for work in a batch (`batch`, or `assignment`'s), once per
+    idempotency key: a repeated request (a form sent twice) returns the first bonus and
+    False. A key reused for a different bonus is refused, and so is a bonus that would
+    take the batch's bonuses past its `bonus_cap_cents`."""
     require_role(project, by, *REVIEWERS)
     worker_of_project_check(project, worker)
     reason = reason.strip()
@@ -56,36 +58,65 @@ def bonus_pay(
         assignment.worker_id != worker.pk or assignment.hit.batch.project_id != project.pk
     ):
         errors["assignment"] = f"Assignment #{assignment.pk} is not this worker's in {project}."
+    elif assignment is not None:
+        if batch is not None and batch.pk != assignment.hit.batch_id:
+            errors["batch"] = f"Assignment #{assignment.pk} is not in batch {batch.name!r}."
+        batch = assignment.hit.batch
+    if batch is None:
+        errors["batch"] = "Name the batch the bonus is for: each batch caps its bonuses."
+    elif batch.project_id != project.pk:
+        errors["batch"] = f"Batch #{batch.pk} is not in {project}."
     if errors:
         raise ValidationError(errors)
+    assert batch is not None
     same = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.BONUS, idempotency_key=key)
     try:
         with transaction.atomic():
-            entry = LedgerEntry.objects.create(
-                kind=LedgerEntry.Kind.BONUS,
-                project=project,
-                worker=worker,
-                batch=assignment.hit.batch if assignment else None,
-                assignment=assignment,
-                amount_cents=amount_cents,
-                reason=reason,
-                paid_by=by,
-                idempotency_key=key,
-            )
-    except IntegrityError:
+            # the batch's row lock serializes bonuses for it, so two at once cannot both
+            # fit under the cap that only one fits under
+            locked = Batch.objects.select_for_update().get(pk=batch.pk)
+            first = same.first()
+            if first is None:
+                _bonus_cap_check(locked, amount_cents)
+                entry = LedgerEntry.objects.create(
+                    kind=LedgerEntry.Kind.BONUS,
+                    project=project,
+                    worker=worker,
+                    batch=locked,
+                    assignment=assignment,
+                    amount_cents=amount_cents,
+                    reason=reason,
+                    paid_by=by,
+                    idempotency_key=key,
+                )
+                return entry, True
+    except IntegrityError:  # the same key, paid by a request that committed meanwhile
         first = same.first()
         if first is None:
             raise
-        if (first.project_id, first.worker_id, first.amount_cents) != (
-            project.pk,
-            worker.pk,
-            amount_cents,
-        ):
-            raise ValidationError(
-                "This idempotency key was already used for another bonus."
-            ) from None
-        return first, False
-    return entry, True
+    if (first.project_id, first.worker_id, first.amount_cents) != (
+        project.pk,
+        worker.pk,
+        amount_cents,
+    ):
+        raise ValidationError("This idempotency key was already used for another bonus.")
+    return first, False
+
+
+def _bonus_cap_check(batch: Batch, amount_cents: int) -> None:
+    paid = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.BONUS, batch=batch).aggregate(
+        total=Sum("amount_cents", default=0)
+    )["total"]
+    if paid + amount_cents > batch.bonus_cap_cents:
+        left = max(0, batch.bonus_cap_cents - paid)
+        raise ValidationError(
+            {
+                "amount_cents": f"Batch {batch.name!r} caps bonuses at "
+                f"${batch.bonus_cap_cents / 100:,.2f} in all; ${paid / 100:,.2f} is paid "
+                f"already, so at most ${left / 100:,.2f} more (staff can raise the cap in "
+                "the admin)."
+            }
+        )
 
 
 def ledger_totals(*, project: Project) -> dict[str, Any]:

@@ -266,6 +266,15 @@ def test_a_researcher_creates_and_publishes_a_batch(project: Project, alice: Any
     assert batch.created_by == alice
 
 
+def test_a_batch_is_created_with_its_bonus_cap(project: Project, alice: Any) -> None:
+    subset = make_subset(project, make_clips(1))
+    body = {"name": "Val", "subset": subset.slug, "split": "val", "bonus_cap_cents": 2500}
+    response = _post(login(alice), f"{P}/batches", body)
+    assert response.status_code == 201, response.content
+    assert response.json()["bonus_cap_cents"] == 2500
+    assert Batch.objects.get(pk=response.json()["id"]).bonus_cap_cents == 2500
+
+
 def test_a_draft_batch_is_published_then_paused_then_closed(project: Project, alice: Any) -> None:
     subset = make_subset(project, make_clips(2))
     client = login(alice)

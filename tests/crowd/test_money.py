@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from annotation.models import Batch
+from core.models import Project
 from crowd.models import LedgerEntry
 from crowd.services import bonus_pay, ledger_csv, ledger_totals, review_approve
 from tests.crowd.conftest import MakeBatch, Submit
@@ -24,6 +25,7 @@ def test_it_pays_a_bonus_once_per_key(batch: Batch, ann: Any, rey: Any) -> None:
         "amount_cents": 50,
         "reason": "Great detail.",
         "idempotency_key": "k-1",
+        "batch": batch,
     }
     first, created = bonus_pay(**kwargs)
     again, created_again = bonus_pay(**kwargs)
@@ -41,6 +43,7 @@ def test_it_refuses_a_key_reused_for_another_bonus(batch: Batch, ann: Any, rey: 
         amount_cents=50,
         reason="r",
         idempotency_key="k-1",
+        batch=batch,
     )
     with pytest.raises(ValidationError, match="already used for another bonus"):
         bonus_pay(
@@ -50,6 +53,7 @@ def test_it_refuses_a_key_reused_for_another_bonus(batch: Batch, ann: Any, rey: 
             amount_cents=500,
             reason="r",
             idempotency_key="k-1",
+            batch=batch,
         )
     assert LedgerEntry.objects.get().amount_cents == 50
 
@@ -74,6 +78,7 @@ def test_it_checks_a_bonus(
             amount_cents=amount,
             reason=reason,
             idempotency_key=key,
+            batch=batch,
         )
     assert field in info.value.message_dict
     assert not LedgerEntry.objects.exists()
@@ -107,6 +112,7 @@ def test_it_lets_only_reviewers_of_the_project_pay(
             amount_cents=5,
             reason="r",
             idempotency_key="k",
+            batch=batch,
         )
     assert not LedgerEntry.objects.exists()
 
@@ -126,6 +132,7 @@ def test_it_totals_per_worker_and_per_batch(
         amount_cents=5,
         reason="r",
         idempotency_key="k",
+        batch=cheap,
     )
 
     totals = ledger_totals(project=cheap.project)
@@ -133,7 +140,7 @@ def test_it_totals_per_worker_and_per_batch(
     per_worker = {r["worker__username"]: (r["rewards"], r["bonuses"]) for r in totals["per_worker"]}
     per_batch = {r["batch__name"]: r["total"] for r in totals["per_batch"]}
     assert per_worker == {"ann": (40, 0), "abe": (10, 5)}
-    assert per_batch == {"Cheap": 20, "Dear": 30, None: 5}
+    assert per_batch == {"Cheap": 25, "Dear": 30}
     assert totals["total"] == 55
 
 
@@ -148,6 +155,7 @@ def test_it_exports_the_ledger_as_csv(
         amount_cents=125,
         reason='=HYPERLINK("http://evil")',
         idempotency_key="k",
+        batch=batch,
     )
     rows = list(csv.reader(io.StringIO("".join(ledger_csv(project=batch.project, user=alice)))))
     assert rows[0] == [
@@ -171,7 +179,8 @@ def test_it_exports_the_ledger_as_csv(
         "",
     ]
     # a formula in a reason is written as text, not run by the spreadsheet
-    assert rows[2][1:] == ["bonus", "ann", "", "", "", "1.25", '\'=HYPERLINK("http://evil")', "rey"]
+    bonus = ["bonus", "ann", str(batch.pk), batch.name, "", "1.25"]
+    assert rows[2][1:] == [*bonus, '\'=HYPERLINK("http://evil")', "rey"]
 
 
 @pytest.mark.parametrize("persona", ["rey", "ann", "olive"])
@@ -180,3 +189,96 @@ def test_it_exports_the_ledger_to_researchers_only(
 ) -> None:
     with pytest.raises(PermissionDenied):
         list(ledger_csv(project=batch.project, user=request.getfixturevalue(persona)))
+
+
+# The batch's bonus cap ---------------------------------------------------------------
+
+
+def _bonus(batch: Batch, worker: Any, by: Any, cents: int, key: str) -> tuple[LedgerEntry, bool]:
+    return bonus_pay(
+        project=batch.project,
+        worker=worker,
+        by=by,
+        amount_cents=cents,
+        reason="Great detail.",
+        idempotency_key=key,
+        batch=batch,
+    )
+
+
+def test_bonuses_stop_at_the_batchs_cap(batch: Batch, ann: Any, abe: Any, rey: Any) -> None:
+    Batch.objects.filter(pk=batch.pk).update(bonus_cap_cents=300)
+    batch.refresh_from_db()
+    _bonus(batch, ann, rey, 200, "k-1")
+    with pytest.raises(ValidationError) as info:
+        _bonus(batch, abe, rey, 150, "k-2")
+    message = " ".join(info.value.message_dict["amount_cents"])
+    assert "caps bonuses at $3.00 in all; $2.00 is paid already, so at most $1.00 more" in message
+    _bonus(batch, abe, rey, 100, "k-3")  # exactly up to the cap
+    assert LedgerEntry.objects.filter(kind="bonus").count() == 2
+
+
+def test_a_repeated_request_at_the_cap_returns_the_bonus_it_paid(
+    batch: Batch, ann: Any, rey: Any
+) -> None:
+    Batch.objects.filter(pk=batch.pk).update(bonus_cap_cents=200)
+    first, _ = _bonus(batch, ann, rey, 200, "k-1")
+    again, created = _bonus(batch, ann, rey, 200, "k-1")
+    assert (again, created) == (first, False)
+
+
+def test_each_batch_has_its_own_cap(make_batch: MakeBatch, ann: Any, rey: Any) -> None:
+    small = make_batch(name="Small", clips=1)
+    other = make_batch(name="Other", clips=1)
+    Batch.objects.filter(pk=small.pk).update(bonus_cap_cents=100)
+    small.refresh_from_db()
+    _bonus(small, ann, rey, 100, "k-1")
+    _bonus(other, ann, rey, 100, "k-2")
+    with pytest.raises(ValidationError, match="caps bonuses"):
+        _bonus(small, ann, rey, 1, "k-3")
+
+
+def test_a_bonus_names_its_batch(batch: Batch, ann: Any, rey: Any) -> None:
+    with pytest.raises(ValidationError) as info:
+        bonus_pay(
+            project=batch.project,
+            worker=ann,
+            by=rey,
+            amount_cents=5,
+            reason="r",
+            idempotency_key="k",
+        )
+    assert "each batch caps its bonuses" in info.value.message_dict["batch"][0]
+
+
+def test_a_bonus_for_another_projects_batch_is_refused(
+    batch: Batch, ann: Any, rey: Any, olive: Any
+) -> None:
+    birds = Batch(project=Project.objects.get(slug="birds"), name="Birds")
+    with pytest.raises(ValidationError, match="is not in"):
+        bonus_pay(
+            project=batch.project,
+            worker=ann,
+            by=rey,
+            amount_cents=5,
+            reason="r",
+            idempotency_key="k",
+            batch=birds,
+        )
+
+
+def test_a_bonus_for_an_assignment_counts_against_its_batch(
+    batch: Batch, submit: Submit, ann: Any, rey: Any
+) -> None:
+    Batch.objects.filter(pk=batch.pk).update(bonus_cap_cents=10)
+    assignment = submit(ann)
+    with pytest.raises(ValidationError, match="caps bonuses"):
+        bonus_pay(
+            project=batch.project,
+            worker=ann,
+            by=rey,
+            amount_cents=11,
+            reason="r",
+            idempotency_key="k",
+            assignment=assignment,
+        )

@@ -416,6 +416,7 @@ def test_it_shows_a_worker_only_their_own_earnings(
         amount_cents=77,
         reason="Ann's secret bonus",
         idempotency_key="k",
+        batch=world.batch,
     )
     response = login(abe).get(URLS["my_earnings"](world))
     assert response.status_code == 200
@@ -522,10 +523,34 @@ def test_it_bulk_approves_from_the_worker_page(world: World, rey: Any) -> None:
 
 def test_it_pays_a_bonus_once_when_the_form_is_sent_twice(world: World, rey: Any) -> None:
     client = login(rey)
-    data = {"amount_cents": "40", "reason": "Thorough", "idempotency_key": "form-1"}
+    data = {
+        "amount_cents": "40",
+        "batch": str(world.batch.pk),
+        "reason": "Thorough",
+        "idempotency_key": "form-1",
+    }
     client.post(URLS["worker_bonus"](world), data)
     client.post(URLS["worker_bonus"](world), data)
     assert LedgerEntry.objects.get().amount_cents == 40
+
+
+def test_the_worker_page_refuses_a_bonus_past_the_batchs_cap(world: World, rey: Any) -> None:
+    Batch.objects.filter(pk=world.batch.pk).update(bonus_cap_cents=30)
+    client = login(rey)
+    data = {
+        "amount_cents": "40",
+        "batch": str(world.batch.pk),
+        "reason": "Thorough",
+        "idempotency_key": "form-1",
+    }
+    response = client.post(URLS["worker_bonus"](world), data, follow=True)
+    assert "caps bonuses at $0.30 in all" in response.content.decode()
+    assert not LedgerEntry.objects.exists()
+
+
+def test_the_worker_page_offers_the_batches_the_worker_worked_in(world: World, rey: Any) -> None:
+    page = login(rey).get(URLS["worker_detail"](world)).content.decode()
+    assert f'<option value="{world.batch.pk}">{world.batch}</option>' in page
 
 
 def test_it_shows_the_worker_page_with_history_and_earnings(
@@ -538,6 +563,7 @@ def test_it_shows_the_worker_page_with_history_and_earnings(
         amount_cents=250,
         reason="r",
         idempotency_key="k",
+        batch=world.batch,
     )
     response = login(rey).get(URLS["worker_detail"](world))
     assert response.status_code == 200
