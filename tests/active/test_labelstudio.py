@@ -13,7 +13,7 @@ from django.test import Client
 
 from active.labelstudio import REASON_MAX_CHARS, reason_phrase
 from active.models import Retrain
-from active.services import project_config
+from active.services import project_config, run_promote_if_better
 from annotation.models import Batch, Caption
 from core.models import Job, Project
 from core.services import api_token_create
@@ -23,6 +23,7 @@ from modeling.models import TrainingRun
 from tests.active.conftest import suggest
 from tests.annotation.conftest import make_clips, make_subset
 from tests.conftest import login
+from tests.modeling.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -464,3 +465,20 @@ def test_a_body_over_the_upload_limit_is_refused_naming_the_setting(
     response = _post(_client(alice), "/labelstudio/sounds/predict", payload)
     assert response.status_code == 413
     assert "UPLOAD_MAX_BYTES" in response.reason_phrase
+
+
+def test_label_studio_keeps_the_old_version_until_a_new_run_has_suggested(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun, snapshot: Any
+) -> None:
+    suggest(promoted, clips[0], "a dog barks twice")
+    better = make_run(batch.project, snapshot, metrics={"val": {"CIDEr-D": 0.9}})
+    promoted.metrics = {"val": {"CIDEr-D": 0.1}}
+    promoted.save(update_fields=["metrics"])
+    assert run_promote_if_better(run=better).promoted
+    client = _client(alice)
+    setup = _post(client, "/labelstudio/sounds/setup", {"project": "3.1", "schema": LABEL_CONFIG})
+    assert setup.json() == {"model_version": f"earmark-run-{promoted.pk}"}
+    payload = {"tasks": [_ls_task(1, clips[0].pk)], "label_config": LABEL_CONFIG}
+    result = _post(client, "/labelstudio/sounds/predict", payload).json()["results"][0]
+    assert result["model_version"] == f"earmark-run-{promoted.pk}"
+    assert result["result"][0]["value"] == {"text": ["a dog barks twice"]}
