@@ -18,7 +18,7 @@ The shapes follow label-studio-ml-backend's server (label_studio_ml/api.py):
 
 A task names its Earmark clip by `data.clip_id` (or `data.earmark_clip_id`), or by an audio
 URL of Earmark's (`…/clips/<id>/audio`). A task whose clip has no suggestion gets an empty
-result. `fit` (the webhook) only enqueues a debounced retrain; it never trains inline.
+result with no score. `fit` (the webhook) only enqueues a debounced retrain; it never trains inline.
 """
 
 from __future__ import annotations
@@ -183,11 +183,14 @@ def model_version(project: Project) -> str:
 
 
 def _confidence(suggestion: Suggestion) -> float:
-    """The per-token probability of the caption: exp of its length-normalised beam score."""
+    """The caption's per-token probability: exp of its beam score, which is normalised by
+    length. A greedy suggestion's score is its whole log-probability (a long caption
+    would look unlikely), so that is divided by its tokens (the words and <eos>). For the
+    1NN model this is how clearly the nearest clip was the nearest (nn_retrieval)."""
     best = suggestion.hypotheses[0] if suggestion.hypotheses else {}
     value = best.get("score")
-    if value is None:
-        value = suggestion.log_prob
+    if value is None or suggestion.beam_size <= 1:
+        value = suggestion.log_prob / (len(suggestion.text.split()) + 1)
     return round(min(1.0, math.exp(float(value))), 6)
 
 
@@ -208,14 +211,16 @@ def predictions(project: Project, tasks: list[Any], label_config: str) -> list[d
     from_name, to_name = textarea_names(label_config)
     version = model_version(project)
     run = services.promoted_run(project)
-    out = []
+    out: list[dict[str, Any]] = []
     for start in range(0, len(tasks), PREDICT_CHUNK):
         wanted = [services.task_clip_id(t) for t in tasks[start : start + PREDICT_CHUNK]]
         found = _suggestions(project, run, [c for c in wanted if c is not None])
         for clip_id in wanted:
             suggestion = found.get(clip_id) if clip_id is not None else None
             if suggestion is None:
-                out.append({"result": [], "score": 0.0, "model_version": version})
+                # no score, not 0.0: Label Studio sorts by it, and 0 would rank the
+                # tasks the model has nothing to say about as its least sure
+                out.append({"result": [], "score": None, "model_version": version})
                 continue
             result = {"from_name": from_name, "to_name": to_name, "type": "textarea",
                       "value": {"text": [suggestion.text]}}  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 import pytest
@@ -126,7 +127,7 @@ def test_predict_returns_textarea_predictions_in_task_order(
     ]  # fmt: skip
     assert 0 < results[0]["score"] <= 1
     assert results[0]["model_version"] == version
-    assert results[1] == {"result": [], "score": 0.0, "model_version": version}
+    assert results[1] == {"result": [], "score": None, "model_version": version}
     assert results[2]["result"][0]["value"] == {"text": ["a dog barks twice"]}
 
 
@@ -482,3 +483,25 @@ def test_label_studio_keeps_the_old_version_until_a_new_run_has_suggested(
     result = _post(client, "/labelstudio/sounds/predict", payload).json()["results"][0]
     assert result["model_version"] == f"earmark-run-{promoted.pk}"
     assert result["result"][0]["value"] == {"text": ["a dog barks twice"]}
+
+
+def test_the_score_is_the_suggestions_per_word_probability(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun
+) -> None:
+    # what a 1NN run stores: per word the confidence c of its neighbour (here 0.75 and 1)
+    unsure = suggest(promoted, clips[0], "birds chirp")
+    unsure.hypotheses = [{"text": "birds chirp", "log_prob": 3 * math.log(0.75),
+                          "score": math.log(0.75), "entropy": 0.2158}]  # fmt: skip
+    unsure.beam_size = 3
+    unsure.save(update_fields=["hypotheses", "beam_size"])
+    sure = suggest(promoted, clips[1], "a siren wails")
+    sure.hypotheses = [{"text": "a siren wails", "log_prob": 0.0, "score": 0.0, "entropy": 0.0}]
+    sure.beam_size = 3
+    sure.save(update_fields=["hypotheses", "beam_size"])
+    greedy = suggest(promoted, clips[2], "rain falls")
+    greedy.beam_size, greedy.log_prob = 1, 3 * math.log(0.5)  # 2 words and <eos>
+    greedy.save(update_fields=["beam_size", "log_prob"])
+    tasks = [_ls_task(n, clip.pk) for n, clip in enumerate(clips)]
+    payload = {"tasks": tasks, "label_config": LABEL_CONFIG}
+    results = _post(_client(alice), "/labelstudio/sounds/predict", payload).json()["results"]
+    assert [r["score"] for r in results] == [0.75, 1.0, 0.5, None]
