@@ -12,6 +12,7 @@ The shapes follow label-studio-ml-backend's server (label_studio_ml/api.py):
                    -> {"results": [{"result": [{"from_name", "to_name", "type": "textarea",
                         "value": {"text": ["a dog barks"]}}], "score": 0.71,
                         "model_version": "earmark-run-<id>"}, …]}   (one per task, in order)
+    GET  /versions -> {"versions": ["earmark-run-<id>", …], "model_version": "earmark-run-<id>"}
     POST /webhook  {"action": "START_TRAINING" | "ANNOTATION_CREATED" | …, "project": {…}}
                    -> 201 {"result": {…}, "status": "ok"}; other actions 200
                    {"status": "Unknown event"}
@@ -177,9 +178,40 @@ def textarea_names(label_config: str) -> tuple[str, str]:
         raise Refused(400, " ".join(exc.messages)) from None
 
 
+NO_MODEL = "earmark-none"
+
+
+def version_of(run: TrainingRun | None) -> str:
+    return f"earmark-run-{run.pk}" if run else NO_MODEL
+
+
 def model_version(project: Project) -> str:
-    run = services.promoted_run(project)
-    return f"earmark-run-{run.pk}" if run else "earmark-none"
+    return version_of(services.promoted_run(project))
+
+
+def _versions(project: Project) -> list[str]:
+    """The model versions Label Studio may ask for: the promoted run's first, then the
+    project's other runs that have suggestions, newest first."""
+    current = services.promoted_run(project)
+    others = TrainingRun.objects.filter(project=project, suggestions__isnull=False)
+    if current is not None:
+        others = others.exclude(pk=current.pk)
+    return [version_of(current), *(version_of(run) for run in others.distinct().order_by("-pk"))]
+
+
+def _run_for(project: Project, requested: Any) -> TrainingRun | None:
+    """The run whose suggestions answer: the one Label Studio asks for by version (a
+    project whose Label Studio pins a version, auto-update off) when it is one of
+    `_versions`, else the promoted run."""
+    prefix = "earmark-run-"
+    if isinstance(requested, str) and requested.startswith(prefix):
+        pk = services.clip_id_value(requested.removeprefix(prefix))
+        run = TrainingRun.objects.filter(project=project, pk=pk).first() if pk else None
+        if run is not None and (
+            run.promoted_at is not None or Suggestion.objects.filter(run=run).exists()
+        ):
+            return run
+    return services.promoted_run(project)
 
 
 def _confidence(suggestion: Suggestion) -> float:
@@ -204,13 +236,15 @@ def _suggestions(
     return {s.clip_id: s for s in Suggestion.objects.filter(run=run, clip_id__in=ours)}
 
 
-def predictions(project: Project, tasks: list[Any], label_config: str) -> list[dict[str, Any]]:
+def predictions(
+    project: Project, tasks: list[Any], label_config: str, requested_version: Any = None
+) -> list[dict[str, Any]]:
     """One prediction per task, in order. Label Studio's "Retrieve predictions" sends
     every selected task in one request, so they are read PREDICT_CHUNK at a time (the
     request body limit, UPLOAD_MAX_BYTES, bounds how many there can be)."""
     from_name, to_name = textarea_names(label_config)
-    version = model_version(project)
-    run = services.promoted_run(project)
+    run = _run_for(project, requested_version)
+    version = version_of(run)
     out: list[dict[str, Any]] = []
     for start in range(0, len(tasks), PREDICT_CHUNK):
         wanted = [services.task_clip_id(t) for t in tasks[start : start + PREDICT_CHUNK]]
@@ -267,7 +301,17 @@ def predict(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse
     if not isinstance(tasks, list):
         raise Refused(400, '"tasks" must be a list of Label Studio tasks.')
     label_config = str(data.get("label_config") or "")
-    return JsonResponse({"results": predictions(project, tasks, label_config)})
+    results = predictions(project, tasks, label_config, data.get("model_version"))
+    return JsonResponse({"results": results})
+
+
+@_endpoint
+@require_GET
+def versions(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    """GET /versions as label-studio-ml-backend serves it; Label Studio lists these for a
+    project to pick from (it sends no body, and reads only "versions")."""
+    project = _project(request, slug, *READERS, secret=secret)
+    return JsonResponse({"versions": _versions(project), "model_version": model_version(project)})
 
 
 @_endpoint

@@ -29,8 +29,10 @@ urlpatterns = [
     path(LS + "setup", labelstudio.setup, name="labelstudio_setup"),
     path(LS + "predict", labelstudio.predict, name="labelstudio_predict"),
     path(LS + "webhook", labelstudio.webhook, name="labelstudio_webhook"),
+    path(LS + "versions", labelstudio.versions, name="labelstudio_versions"),
     path(LS + "<str:secret>/health", labelstudio.health, name="labelstudio_secret_health"),
     path(LS + "<str:secret>/setup", labelstudio.setup, name="labelstudio_secret_setup"),
     path(LS + "<str:secret>/predict", labelstudio.predict, name="labelstudio_secret_predict"),
     path(LS + "<str:secret>/webhook", labelstudio.webhook, name="labelstudio_secret_webhook"),
+    path(LS + "<str:secret>/versions", labelstudio.versions, name="labelstudio_secret_versions"),
 ]

@@ -25,6 +25,7 @@ from active.services.flags import (
 )
 from active.services.labelstudio import (
     annotation_texts,
+    clip_id_value,
     labelstudio_annotation_save,
     labelstudio_annotations_delete,
     labelstudio_secret_matches,
@@ -78,6 +79,7 @@ __all__ = [
     "batches_rank",
     "caption_edits_record",
     "captions_flag",
+    "clip_id_value",
     "clip_labels",
     "curve_import",
     "curve_series",

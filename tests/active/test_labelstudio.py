@@ -193,7 +193,13 @@ def test_an_unknown_event_is_acknowledged(project: Any, alice: Any) -> None:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("get", "health"), ("post", "setup"), ("post", "predict"), ("post", "webhook")],
+    [
+        ("get", "health"),
+        ("post", "setup"),
+        ("post", "predict"),
+        ("post", "webhook"),
+        ("get", "versions"),
+    ],
 )
 def test_who_may_call_the_endpoints(
     method: str, path: str, project: Any, ann: Any, olive: Any, rey: Any
@@ -505,3 +511,46 @@ def test_the_score_is_the_suggestions_per_word_probability(
     payload = {"tasks": tasks, "label_config": LABEL_CONFIG}
     results = _post(_client(alice), "/labelstudio/sounds/predict", payload).json()["results"]
     assert [r["score"] for r in results] == [0.75, 1.0, 0.5, None]
+
+
+def test_versions_lists_the_promoted_run_first_then_older_suggesting_runs(
+    batch: Batch, clips: list[Clip], rey: Any, promoted: TrainingRun, snapshot: Any
+) -> None:
+    older = make_run(batch.project, snapshot)
+    suggest(older, clips[0], "an older guess")
+    make_run(batch.project, snapshot)  # never suggested: nothing to serve
+    # Label Studio 1.23 asks with a GET and no body (MLApi.get_versions), basic auth
+    response = _client(rey, basic=True).get(
+        f"/labelstudio/sounds/{_secret(batch.project)}/versions"
+    )
+    assert response.status_code == 200
+    assert response.json() == {
+        "versions": [f"earmark-run-{promoted.pk}", f"earmark-run-{older.pk}"],
+        "model_version": f"earmark-run-{promoted.pk}",
+    }
+
+
+def test_versions_without_a_model(project: Any, alice: Any) -> None:
+    response = _client(alice).get("/labelstudio/sounds/versions")
+    assert response.json() == {"versions": ["earmark-none"], "model_version": "earmark-none"}
+
+
+def test_predict_serves_the_version_label_studio_pins(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun, snapshot: Any
+) -> None:
+    older = make_run(batch.project, snapshot)
+    suggest(older, clips[0], "an older guess")
+    suggest(promoted, clips[0], "a dog barks twice")
+    client = _client(alice)
+
+    def served(version: Any) -> tuple[str, str]:
+        payload = {"tasks": [_ls_task(1, clips[0].pk)], "label_config": LABEL_CONFIG,
+                   "model_version": version}  # fmt: skip
+        result = _post(client, "/labelstudio/sounds/predict", payload).json()["results"][0]
+        return result["model_version"], result["result"][0]["value"]["text"][0]
+
+    assert served(f"earmark-run-{older.pk}") == (f"earmark-run-{older.pk}", "an older guess")
+    current = (f"earmark-run-{promoted.pk}", "a dog barks twice")
+    assert served(None) == current
+    assert served("earmark-run-999999") == current
+    assert served("someone else's model") == current
