@@ -1,7 +1,10 @@
 """Label Studio ML-backend endpoints, so a Label Studio project can use a project's
 suggesting model: point Label Studio's "Model" setting at
-`https://<earmark>/labelstudio/<project slug>` with basic auth (any user name, an Earmark API
-token as the password) or send `Authorization: Bearer <token>`.
+`https://<earmark>/labelstudio/<project slug>/<webhook secret>` (the active page shows it)
+with basic auth (a non-empty user name, an Earmark API token as the password), or send
+`Authorization: Bearer <token>`. Label Studio calls <URL>/webhook without credentials: the
+secret in the URL authenticates that call alone (without a secret, a researcher's token
+must). Refusals carry their reason in the HTTP reason phrase, all Label Studio shows.
 
 The shapes follow label-studio-ml-backend's server (label_studio_ml/api.py):
 
@@ -19,7 +22,8 @@ The shapes follow label-studio-ml-backend's server (label_studio_ml/api.py):
 
 A task names its Earmark clip by `data.clip_id` (or `data.earmark_clip_id`), or by an audio
 URL of Earmark's (`…/clips/<id>/audio`). A task whose clip has no suggestion gets an empty
-result with no score. `fit` (the webhook) only enqueues a debounced retrain; it never trains inline.
+result with no score. The webhook stores the captions of annotations (active/services/
+labelstudio.py) and only enqueues a debounced retrain; it never trains inline.
 """
 
 from __future__ import annotations
