@@ -19,6 +19,16 @@ urlpatterns = [
     path(P + "batches/<int:pk>/active/", views.batch_configure, name="active_batch_configure"),
     path(P + "batches/<int:pk>/active/flag/", views.batch_flag, name="active_batch_flag"),
     path(
+        P + "batches/<int:pk>/active/labelstudio.zip",
+        views.batch_labelstudio,
+        name="active_batch_labelstudio",
+    ),
+    path(
+        P + "active/labelstudio/import/",
+        views.labelstudio_import,
+        name="active_labelstudio_import",
+    ),
+    path(
         P + "active/labelstudio/rotate/",
         views.labelstudio_rotate,
         name="active_labelstudio_rotate",
