@@ -1,5 +1,6 @@
 """Active-learning API (mounted on /api/ by earmark.api): a batch's strategy, scores and flag
-rate; promotion decisions; retrains; learning curves.
+rate; promotion decisions; retrains; learning curves; a batch as a Label Studio project and
+Label Studio's JSON export imported back as captions.
 
 As on the pages: a project you are not in is a 404; researchers and reviewers read;
 researchers change things.
@@ -12,7 +13,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
-from ninja import Router, Schema
+from django.urls import reverse
+from ninja import File, Router, Schema, UploadedFile
 from ninja.errors import HttpError
 from ninja.responses import Status
 
@@ -178,3 +180,49 @@ def curve_import(request: HttpRequest, slug: str, body: CurveIn) -> Any:
     except ValidationError as exc:
         return Status(400, {"detail": "; ".join(exc.messages)})
     return Status(201, {"points": n})
+
+
+class LabelStudioProjectOut(Schema):
+    label_config: str  # Label Studio's Labeling Setup → Code
+    tasks: list[dict[str, Any]]  # to import into it (audio URL and clip id per task)
+
+
+class LabelStudioImportOut(Schema):
+    tasks: int
+    annotations: int
+    created: int
+    updated: int
+    unchanged: int
+    skipped_tasks: int
+
+
+@router.get("/projects/{slug}/batches/{batch_id}/labelstudio", response=LabelStudioProjectOut)
+def batch_labelstudio(request: HttpRequest, slug: str, batch_id: int) -> Any:
+    """The batch as a Label Studio project: its labelling config and one task per clip."""
+    project = project_for_api(request, slug, *READ, refusals=TERSE)
+    batch = _batch(project, batch_id)
+
+    def audio_url(clip_id: int) -> str:
+        return request.build_absolute_uri(reverse("clip_audio", args=[project.slug, clip_id]))
+
+    return {
+        "label_config": services.labelstudio_config(batch=batch),
+        "tasks": services.labelstudio_tasks(batch=batch, audio_url=audio_url),
+    }
+
+
+@router.post(
+    "/projects/{slug}/labelstudio/import",
+    response={201: LabelStudioImportOut, 400: ErrorOut},
+)
+def labelstudio_import(request: HttpRequest, slug: str, file: File[UploadedFile]) -> Any:
+    """Captions from Label Studio's JSON export (multipart field "file"), all or nothing."""
+    project = project_for_api(request, slug, *WRITE, refusals=TERSE)
+    try:
+        name, data = services.labelstudio_upload_read(file)
+        outcome = services.labelstudio_import(
+            project=project, data=data, file_name=name, user=signed_in_user(request)
+        )
+    except ValidationError as exc:
+        return Status(400, {"detail": " ".join(exc.messages)})
+    return Status(201, outcome.as_dict())

@@ -1,7 +1,10 @@
 """Label Studio ML-backend endpoints, so a Label Studio project can use a project's
 suggesting model: point Label Studio's "Model" setting at
-`https://<earmark>/labelstudio/<project slug>` with basic auth (any user name, an Earmark API
-token as the password) or send `Authorization: Bearer <token>`.
+`https://<earmark>/labelstudio/<project slug>/<webhook secret>` (the active page shows it)
+with basic auth (a non-empty user name, an Earmark API token as the password), or send
+`Authorization: Bearer <token>`. Label Studio calls <URL>/webhook without credentials: the
+secret in the URL authenticates that call alone (without a secret, a researcher's token
+must). Refusals carry their reason in the HTTP reason phrase, all Label Studio shows.
 
 The shapes follow label-studio-ml-backend's server (label_studio_ml/api.py):
 
@@ -12,13 +15,15 @@ The shapes follow label-studio-ml-backend's server (label_studio_ml/api.py):
                    -> {"results": [{"result": [{"from_name", "to_name", "type": "textarea",
                         "value": {"text": ["a dog barks"]}}], "score": 0.71,
                         "model_version": "earmark-run-<id>"}, …]}   (one per task, in order)
+    GET  /versions -> {"versions": ["earmark-run-<id>", …], "model_version": "earmark-run-<id>"}
     POST /webhook  {"action": "START_TRAINING" | "ANNOTATION_CREATED" | …, "project": {…}}
                    -> 201 {"result": {…}, "status": "ok"}; other actions 200
                    {"status": "Unknown event"}
 
 A task names its Earmark clip by `data.clip_id` (or `data.earmark_clip_id`), or by an audio
 URL of Earmark's (`…/clips/<id>/audio`). A task whose clip has no suggestion gets an empty
-result. `fit` (the webhook) only enqueues a debounced retrain; it never trains inline.
+result with no score. The webhook stores the captions of annotations (active/services/
+labelstudio.py) and only enqueues a debounced retrain; it never trains inline.
 """
 
 from __future__ import annotations
@@ -186,17 +191,51 @@ def textarea_names(label_config: str) -> tuple[str, str]:
         raise Refused(400, " ".join(exc.messages)) from None
 
 
+NO_MODEL = "earmark-none"
+
+
+def version_of(run: TrainingRun | None) -> str:
+    return f"earmark-run-{run.pk}" if run else NO_MODEL
+
+
 def model_version(project: Project) -> str:
-    run = services.promoted_run(project)
-    return f"earmark-run-{run.pk}" if run else "earmark-none"
+    return version_of(services.promoted_run(project))
+
+
+def _versions(project: Project) -> list[str]:
+    """The model versions Label Studio may ask for: the promoted run's first, then the
+    project's other runs that have suggestions, newest first."""
+    current = services.promoted_run(project)
+    others = TrainingRun.objects.filter(project=project, suggestions__isnull=False)
+    if current is not None:
+        others = others.exclude(pk=current.pk)
+    return [version_of(current), *(version_of(run) for run in others.distinct().order_by("-pk"))]
+
+
+def _run_for(project: Project, requested: Any) -> TrainingRun | None:
+    """The run whose suggestions answer: the one Label Studio asks for by version (a
+    project whose Label Studio pins a version, auto-update off) when it is one of
+    `_versions`, else the promoted run."""
+    prefix = "earmark-run-"
+    if isinstance(requested, str) and requested.startswith(prefix):
+        pk = services.clip_id_value(requested.removeprefix(prefix))
+        run = TrainingRun.objects.filter(project=project, pk=pk).first() if pk else None
+        if run is not None and (
+            run.promoted_at is not None or Suggestion.objects.filter(run=run).exists()
+        ):
+            return run
+    return services.promoted_run(project)
 
 
 def _confidence(suggestion: Suggestion) -> float:
-    """The per-token probability of the caption: exp of its length-normalised beam score."""
+    """The caption's per-token probability: exp of its beam score, which is normalised by
+    length. A greedy suggestion's score is its whole log-probability (a long caption
+    would look unlikely), so that is divided by its tokens (the words and <eos>). For the
+    1NN model this is how clearly the nearest clip was the nearest (nn_retrieval)."""
     best = suggestion.hypotheses[0] if suggestion.hypotheses else {}
     value = best.get("score")
-    if value is None:
-        value = suggestion.log_prob
+    if value is None or suggestion.beam_size <= 1:
+        value = suggestion.log_prob / (len(suggestion.text.split()) + 1)
     return round(min(1.0, math.exp(float(value))), 6)
 
 
@@ -210,21 +249,25 @@ def _suggestions(
     return {s.clip_id: s for s in Suggestion.objects.filter(run=run, clip_id__in=ours)}
 
 
-def predictions(project: Project, tasks: list[Any], label_config: str) -> list[dict[str, Any]]:
+def predictions(
+    project: Project, tasks: list[Any], label_config: str, requested_version: Any = None
+) -> list[dict[str, Any]]:
     """One prediction per task, in order. Label Studio's "Retrieve predictions" sends
     every selected task in one request, so they are read PREDICT_CHUNK at a time (the
     request body limit, UPLOAD_MAX_BYTES, bounds how many there can be)."""
     from_name, to_name = textarea_names(label_config)
-    version = model_version(project)
-    run = services.promoted_run(project)
-    out = []
+    run = _run_for(project, requested_version)
+    version = version_of(run)
+    out: list[dict[str, Any]] = []
     for start in range(0, len(tasks), PREDICT_CHUNK):
         wanted = [services.task_clip_id(t) for t in tasks[start : start + PREDICT_CHUNK]]
         found = _suggestions(project, run, [c for c in wanted if c is not None])
         for clip_id in wanted:
             suggestion = found.get(clip_id) if clip_id is not None else None
             if suggestion is None:
-                out.append({"result": [], "score": 0.0, "model_version": version})
+                # no score, not 0.0: Label Studio sorts by it, and 0 would rank the
+                # tasks the model has nothing to say about as its least sure
+                out.append({"result": [], "score": None, "model_version": version})
                 continue
             result = {"from_name": from_name, "to_name": to_name, "type": "textarea",
                       "value": {"text": [suggestion.text]}}  # fmt: skip
@@ -271,7 +314,17 @@ def predict(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse
     if not isinstance(tasks, list):
         raise Refused(400, '"tasks" must be a list of Label Studio tasks.')
     label_config = str(data.get("label_config") or "")
-    return JsonResponse({"results": predictions(project, tasks, label_config)})
+    results = predictions(project, tasks, label_config, data.get("model_version"))
+    return JsonResponse({"results": results})
+
+
+@_endpoint
+@require_GET
+def versions(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse:
+    """GET /versions as label-studio-ml-backend serves it; Label Studio lists these for a
+    project to pick from (it sends no body, and reads only "versions")."""
+    project = _project(request, slug, *READERS, secret=secret)
+    return JsonResponse({"versions": _versions(project), "model_version": model_version(project)})
 
 
 @_endpoint

@@ -19,6 +19,16 @@ urlpatterns = [
     path(P + "batches/<int:pk>/active/", views.batch_configure, name="active_batch_configure"),
     path(P + "batches/<int:pk>/active/flag/", views.batch_flag, name="active_batch_flag"),
     path(
+        P + "batches/<int:pk>/active/labelstudio.zip",
+        views.batch_labelstudio,
+        name="active_batch_labelstudio",
+    ),
+    path(
+        P + "active/labelstudio/import/",
+        views.labelstudio_import,
+        name="active_labelstudio_import",
+    ),
+    path(
         P + "active/labelstudio/rotate/",
         views.labelstudio_rotate,
         name="active_labelstudio_rotate",
@@ -29,8 +39,10 @@ urlpatterns = [
     path(LS + "setup", labelstudio.setup, name="labelstudio_setup"),
     path(LS + "predict", labelstudio.predict, name="labelstudio_predict"),
     path(LS + "webhook", labelstudio.webhook, name="labelstudio_webhook"),
+    path(LS + "versions", labelstudio.versions, name="labelstudio_versions"),
     path(LS + "<str:secret>/health", labelstudio.health, name="labelstudio_secret_health"),
     path(LS + "<str:secret>/setup", labelstudio.setup, name="labelstudio_secret_setup"),
     path(LS + "<str:secret>/predict", labelstudio.predict, name="labelstudio_secret_predict"),
     path(LS + "<str:secret>/webhook", labelstudio.webhook, name="labelstudio_secret_webhook"),
+    path(LS + "<str:secret>/versions", labelstudio.versions, name="labelstudio_secret_versions"),
 ]

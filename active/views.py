@@ -4,11 +4,17 @@ reviewers may look."""
 
 from __future__ import annotations
 
+import io
+import json
+import zipfile
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from active import services
@@ -174,3 +180,71 @@ def curve(request: HttpRequest, slug: str) -> HttpResponse:
         "active/curve.html",
         {"project": project, "role": role, "series": series, "svg": curve_svg(series)},
     )
+
+
+def _audio_url(request: HttpRequest, project: Project) -> Callable[[int], str]:
+    def url(clip_id: int) -> str:
+        return request.build_absolute_uri(reverse("clip_audio", args=[project.slug, clip_id]))
+
+    return url
+
+
+LABELSTUDIO_README = """A batch of Earmark as a Label Studio project.
+
+1. In Label Studio, create a project; in Labeling Setup choose Code and paste
+   label_config.xml.
+2. Import tasks.json. Each task plays its clip from Earmark: the browser must be signed in
+   to Earmark as a researcher or reviewer of the project (or point "audio" at your own
+   copies of the files; keep "clip_id").
+3. To have Earmark's model suggest captions and take the captions written there, add
+   Earmark as the project's model (the URL and settings are on the project's
+   active-learning page); or export the project as JSON and import the file there.
+"""
+
+
+@login_required
+@require_GET
+def batch_labelstudio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """The batch as a Label Studio project: a zip of its labelling config and tasks."""
+    project, _ = project_for_page(request, slug, *READ)
+    batch = get_object_or_404(Batch, project=project, pk=pk)
+    tasks = services.labelstudio_tasks(batch=batch, audio_url=_audio_url(request, project))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("label_config.xml", services.labelstudio_config(batch=batch))
+        archive.writestr("tasks.json", json.dumps(tasks, indent=1))
+        archive.writestr("README.txt", LABELSTUDIO_README)
+    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+    name = f"labelstudio-{project.slug}-batch-{batch.pk}.zip"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+@require_POST
+def labelstudio_import(request: HttpRequest, slug: str) -> HttpResponse:
+    """Captions from a Label Studio JSON export (an uploaded file)."""
+    project, _ = project_for_page(request, slug, *WRITE)
+    try:
+        name, data = _uploaded_export(request)
+        outcome = services.labelstudio_import(
+            project=project, data=data, file_name=name, user=signed_in_user(request)
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(
+            request,
+            f"{name}: {outcome.created} caption(s) imported, {outcome.updated} replaced, "
+            f"{outcome.unchanged} already there, from {outcome.annotations} annotation(s); "
+            f"{outcome.skipped_tasks} task(s) without a caption.",
+        )
+    return redirect("active_loop", project.slug)
+
+
+def _uploaded_export(request: HttpRequest) -> tuple[str, bytes]:
+    """The uploaded file's name and bytes, after the checks that need no reading."""
+    upload = request.FILES.get("file")
+    if upload is None:
+        raise ValidationError("Choose the JSON file Label Studio exported.")
+    return services.labelstudio_upload_read(upload)

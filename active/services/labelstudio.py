@@ -1,6 +1,7 @@
 """Label Studio, the workflows behind the ML-backend endpoints (active/labelstudio.py):
 reading its label configs and tasks, the per-project secret in the backend URL that
-authenticates its webhook, and the captions written there.
+authenticates its webhook, the captions written there, and moving between the two tools:
+a batch exported as a Label Studio project, Label Studio's JSON export imported back.
 
 A caption written in Label Studio (a TextArea of an annotation on a task naming a clip of
 the project) becomes an imported caption, like those of an AudioCaps or Clotho file: it
@@ -13,23 +14,27 @@ texts and a deletion removes them.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import json
 import math
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from xml.etree import ElementTree
+from xml.sax.saxutils import escape
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from active.models import ProjectConfig, new_labelstudio_secret
 from active.services.config import project_config
-from annotation.models import Caption
+from annotation.models import Batch, Caption, HitClip
 from core.models import Project, Role
 from core.services import require_role
 from corpus.models import CorpusFormat, CorpusImport
@@ -192,19 +197,21 @@ def _existing_subset(project: Project) -> Subset | None:
     return found.subset if found is not None else None
 
 
-def _clip_split(project: Project, subset: Subset | None, clip_id: int) -> str | None:
-    """The split the clip has in the Label Studio subset, else in the project's other
-    subsets (the oldest first); None for a clip the project does not hold."""
-    if not project_clips(project).filter(pk=clip_id).exists():
-        return None
-    placed = SubsetClip.objects.filter(subset__project=project, clip_id=clip_id)
-    if subset is not None:
-        mine = placed.filter(subset=subset).first()
-        if mine is not None:
-            return mine.split
-        placed = placed.exclude(subset=subset)
-    elsewhere = placed.order_by("subset_id").first()
-    return elsewhere.split if elsewhere is not None else None
+def _clip_splits(
+    project: Project, subset: Subset | None, clip_ids: Iterable[int]
+) -> dict[int, str]:
+    """Per clip of the project among `clip_ids`: its split in the Label Studio subset,
+    else in the project's other subsets (the oldest first). Clips the project does not
+    hold, or holds in no subset, are left out."""
+    ours = project_clips(project).filter(pk__in=sorted(set(clip_ids))).values("pk")
+    links = SubsetClip.objects.filter(subset__project=project, clip_id__in=ours)
+    others = links.exclude(subset=subset) if subset is not None else links
+    splits: dict[int, str] = {}
+    for clip_id, split in others.order_by("subset_id").values_list("clip_id", "split"):
+        splits.setdefault(clip_id, split)
+    if subset is not None:  # a clip placed by an earlier caption keeps its split
+        splits.update(links.filter(subset=subset).values_list("clip_id", "split"))
+    return splits
 
 
 def _webhook_record(project: Project, subset: Subset, split: str) -> CorpusImport:
@@ -229,7 +236,8 @@ def _webhook_record(project: Project, subset: Subset, split: str) -> CorpusImpor
     return record
 
 
-def _annotation_captions(subset: Subset, prefix: str) -> QuerySet[Caption]:
+def _label_studio_captions(subset: Subset, prefix: str = "label-studio/") -> QuerySet[Caption]:
+    """The subset's captions from Label Studio (of one annotation, with its prefix)."""
     return Caption.objects.filter(
         provenance=Caption.Provenance.IMPORTED,
         clip__subsetclip__subset=subset,
@@ -237,36 +245,45 @@ def _annotation_captions(subset: Subset, prefix: str) -> QuerySet[Caption]:
     ).order_by("external_id")
 
 
-def _replace_texts(
-    *, subset: Subset, clip_id: int, prefix: str, texts: list[str]
-) -> tuple[int, int, int]:
-    """Makes the annotation's captions exactly `texts` (n-th caption, n-th text): changed
-    texts replace the old (a reviewer's fix of the old text is dropped with it), extra
-    texts are added, missing ones deleted. -> (created, updated, deleted)."""
-    existing = {c.external_id: c for c in _annotation_captions(subset, prefix)}
-    created = updated = 0
-    for n, text in enumerate(texts, start=1):
-        caption = existing.pop(f"{prefix}{n}", None)
-        if caption is None:
-            caption = Caption(
-                provenance=Caption.Provenance.IMPORTED,
-                clip_id=clip_id,
-                text=text,
-                external_id=f"{prefix}{n}",
-            )
-            caption.full_clean()
-            caption.save()
-            created += 1
-        elif caption.text != text or caption.clip_id != clip_id:
-            caption.text, caption.clip_id = text, clip_id
-            caption.fixed_text, caption.fixed_by, caption.fixed_at = "", None, None
-            caption.full_clean()
-            caption.save(update_fields=["text", "clip", "fixed_text", "fixed_by", "fixed_at"])
-            updated += 1
-    deleted = len(existing)
-    if existing:
-        Caption.objects.filter(pk__in=[c.pk for c in existing.values()]).delete()
-    return created, updated, deleted
+@dataclass
+class _Changes:
+    """Captions to create, update and delete so annotations' captions are their texts."""
+
+    new: list[Caption] = field(default_factory=list)
+    changed: list[Caption] = field(default_factory=list)
+    gone: list[Caption] = field(default_factory=list)
+
+    def plan(
+        self, existing: dict[str, Caption], *, clip_id: int, prefix: str, texts: list[str]
+    ) -> None:
+        """The n-th caption of the annotation gets its n-th text: a changed text replaces
+        the old (a reviewer's fix of the old text goes with it), extra texts are added,
+        captions beyond the texts deleted. `existing`: the annotation's captions."""
+        mine = {k: c for k, c in existing.items() if k.startswith(prefix)}
+        for n, text in enumerate(texts, start=1):
+            caption = mine.pop(f"{prefix}{n}", None)
+            if caption is None:
+                self.new.append(
+                    Caption(
+                        provenance=Caption.Provenance.IMPORTED,
+                        clip_id=clip_id,
+                        text=text,
+                        external_id=f"{prefix}{n}",
+                    )
+                )
+            elif caption.text != text or caption.clip_id != clip_id:
+                caption.text, caption.clip_id = text, clip_id
+                caption.fixed_text, caption.fixed_by, caption.fixed_at = "", None, None
+                self.changed.append(caption)
+        self.gone.extend(mine.values())
+
+    def apply(self) -> None:
+        if self.gone:
+            Caption.objects.filter(pk__in=[c.pk for c in self.gone]).delete()
+        Caption.objects.bulk_update(
+            self.changed, ["text", "clip", "fixed_text", "fixed_by", "fixed_at"], batch_size=500
+        )
+        Caption.objects.bulk_create(self.new, batch_size=500)
 
 
 def _too_long(texts: Iterable[str]) -> str:
@@ -297,22 +314,26 @@ def labelstudio_annotation_save(*, project: Project, payload: Mapping[str, Any])
         return Written(clip_id=None, skipped="the task names no Earmark clip")
     with transaction.atomic():
         project = Project.objects.select_for_update().get(pk=project.pk)  # one writer
-        split = _clip_split(project, _existing_subset(project), clip_id)
+        split = _clip_splits(project, _existing_subset(project), [clip_id]).get(clip_id)
         if split is None:
             return Written(clip_id=clip_id, skipped="the task's clip is not in this project")
         subset = import_subset(project, CorpusFormat.LABEL_STUDIO)
         record = _webhook_record(project, subset, split)
         if not SubsetClip.objects.filter(subset=subset, clip_id=clip_id).exists():
             SubsetClip.objects.create(subset=subset, clip_id=clip_id, split=split)
-        created, updated, deleted = _replace_texts(
-            subset=subset,
-            clip_id=clip_id,
-            prefix=_annotation_prefix(ls_project, annotation_id),
-            texts=texts,
-        )
+        prefix = _annotation_prefix(ls_project, annotation_id)
+        changes = _Changes()
+        existing = {c.external_id: c for c in _label_studio_captions(subset, prefix)}
+        changes.plan(existing, clip_id=clip_id, prefix=prefix, texts=texts)
+        changes.apply()
         _record_counts(record, subset)
         import_subset_report(subset)
-    return Written(clip_id=clip_id, created=created, updated=updated, deleted=deleted)
+    return Written(
+        clip_id=clip_id,
+        created=len(changes.new),
+        updated=len(changes.changed),
+        deleted=len(changes.gone),
+    )
 
 
 def labelstudio_annotations_delete(*, project: Project, payload: Mapping[str, Any]) -> int:
@@ -332,7 +353,7 @@ def labelstudio_annotations_delete(*, project: Project, payload: Mapping[str, An
         if subset is None:
             return 0
         for annotation_id in ids:
-            found = _annotation_captions(subset, _annotation_prefix(ls_project, annotation_id))
+            found = _label_studio_captions(subset, _annotation_prefix(ls_project, annotation_id))
             deleted += found.delete()[1].get(Caption._meta.label, 0)
         for record in CorpusImport.objects.filter(
             project=project, format=CorpusFormat.LABEL_STUDIO, file_name=WEBHOOK_RECORD
@@ -353,3 +374,244 @@ def _record_counts(record: CorpusImport, subset: Subset) -> None:
     record.rows = len({i.rpartition("#")[0] for i in ids})
     record.captions_created = len(ids)
     record.save(update_fields=["rows", "captions_created"])
+
+
+# A batch as a Label Studio project, and Label Studio's JSON export back -----------------
+
+IMPORT_MAX_BYTES = 100 * 2**20  # a JSON export of 10,000 annotated tasks is about 20 MB
+IMPORT_MAX_ERRORS = 10  # problems listed before "and N more"
+
+
+def labelstudio_config(*, batch: Batch) -> str:
+    """The labelling config of an audio-captioning project: the clip's player and one
+    caption box, with the batch's instructions on length. Its control names are the ones
+    the ML backend and the imports read (TextArea "caption" on Audio "audio")."""
+    words = f"{batch.min_words} to {batch.max_words} words"
+    return (
+        "<View>\n"
+        f'  <Header value="Describe what you hear in one sentence ({escape(words)})."/>\n'
+        '  <Audio name="audio" value="$audio" hotkey="ctrl+enter"/>\n'
+        '  <TextArea name="caption" toName="audio" rows="2" editable="true" '
+        'maxSubmissions="1" required="true" showSubmitButton="false" '
+        'placeholder="A dog barks while cars pass by"/>\n'
+        "</View>\n"
+    )
+
+
+def labelstudio_tasks(*, batch: Batch, audio_url: Callable[[int], str]) -> list[dict[str, Any]]:
+    """One Label Studio task per clip of the batch's HITs, in clip order: its audio URL
+    (`audio_url(clip id)`, Earmark's by default, which plays for a browser signed in to
+    Earmark), the clip id the ML backend and the imports read, and where it came from."""
+    clip_ids = (
+        HitClip.objects.filter(hit__batch=batch)
+        .order_by("clip_id")
+        .values_list("clip_id", flat=True)
+        .distinct()
+    )
+    return [
+        {
+            "data": {
+                "audio": audio_url(clip_id),
+                "clip_id": clip_id,
+                "earmark_project": batch.project.slug,
+                "earmark_batch": batch.pk,
+                "split": batch.split,
+            }
+        }
+        for clip_id in clip_ids
+    ]
+
+
+@dataclass(frozen=True)
+class _Annotation:
+    """One annotation of the export, checked, ready to store."""
+
+    clip_id: int
+    ls_project: int
+    annotation_id: int
+    texts: list[str]
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What an import of Label Studio's JSON export did."""
+
+    tasks: int
+    annotations: int  # annotations stored (with their captions)
+    created: int
+    updated: int
+    unchanged: int
+    skipped_tasks: int  # tasks without annotations
+    records: list[CorpusImport]
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: v for k, v in self.__dict__.items() if k != "records"}
+
+
+def labelstudio_upload_read(upload: UploadedFile) -> tuple[str, bytes]:
+    """An uploaded Label Studio export's name and bytes, refused before reading when it is
+    too large or not a .json file."""
+    name = upload.name or "upload"
+    if not name.lower().endswith(".json"):
+        raise ValidationError(
+            f"{name} is not a .json file: export the Label Studio project as JSON."
+        )
+    if upload.size is not None and upload.size > IMPORT_MAX_BYTES:
+        raise ValidationError(
+            f"{name} is larger than {IMPORT_MAX_BYTES // 2**20} MB — nothing was imported."
+        )
+    return name, upload.read()
+
+
+def _export_tasks(data: bytes, name: str) -> list[Any]:
+    if len(data) > IMPORT_MAX_BYTES:
+        raise ValidationError(
+            f"{name} is larger than {IMPORT_MAX_BYTES // 2**20} MB — nothing was imported."
+        )
+    try:
+        tasks = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{name} is not JSON ({exc}) — nothing was imported.") from None
+    if not isinstance(tasks, list):
+        raise ValidationError(
+            f"{name} is not Label Studio's JSON export: its top level must be a list of tasks "
+            "(export with the JSON format, not JSON-MIN or CSV) — nothing was imported."
+        )
+    return tasks
+
+
+def _export_annotations(
+    index: int, task: Any, project_clips_ids: set[int]
+) -> tuple[list[_Annotation], list[str]]:
+    """The annotations of tasks[index], or the problems that make it unusable."""
+    where = f"tasks[{index}]"
+    if not isinstance(task, dict):
+        return [], [f"{where} is not an object"]
+    if isinstance(task.get("id"), int):
+        where += f" (Label Studio task {task['id']})"
+    annotations = task.get("annotations") or []
+    if not isinstance(annotations, list):
+        return [], [f'{where}: "annotations" is not a list']
+    out: list[_Annotation] = []
+    problems: list[str] = []
+    clip_id = task_clip_id(task)
+    for position, annotation in enumerate(annotations):
+        at = f"{where}, annotations[{position}]"
+        try:
+            if not isinstance(annotation, dict):
+                raise ValidationError("is not an object")
+            texts = annotation_texts(annotation, None)
+            if not texts:
+                continue
+            if problem := _too_long(texts):
+                raise ValidationError(problem)
+            if clip_id is None:
+                raise ValidationError("its task names no Earmark clip (data.clip_id)")
+            if clip_id not in project_clips_ids:
+                raise ValidationError(f"clip {clip_id} is not in this project")
+            ls_project = annotation.get("project", task.get("project"))
+            out.append(
+                _Annotation(
+                    clip_id=clip_id,
+                    ls_project=_whole(ls_project, "the Label Studio project's id"),
+                    annotation_id=_whole(annotation.get("id"), "the annotation's id"),
+                    texts=texts,
+                )
+            )
+        except ValidationError as exc:
+            problems.append(f"{at}: {' '.join(exc.messages)}")
+    return out, problems
+
+
+def labelstudio_import(
+    *, project: Project, data: bytes, file_name: str, user: User
+) -> ImportOutcome:
+    """Imports the captions of Label Studio's JSON export (tasks with their annotations)
+    as imported captions of the tasks' clips, exactly as the webhook stores them (same
+    external ids: an annotation the webhook stored is updated, not repeated). The whole
+    file is checked first and written in one transaction: any malformed task or a clip
+    that is not the project's stops it, naming the task, and nothing is written."""
+    require_role(project, user, Role.RESEARCHER)
+    tasks = _export_tasks(data, file_name)
+    candidates = {task_clip_id(t) for t in tasks}
+    ours = set(
+        project_clips(project)
+        .filter(pk__in=[c for c in candidates if c is not None])
+        .values_list("pk", flat=True)
+    )
+    found: list[_Annotation] = []
+    problems: list[str] = []
+    skipped = 0
+    for index, task in enumerate(tasks):
+        annotations, wrong = _export_annotations(index, task, ours)
+        found.extend(annotations)
+        problems.extend(wrong)
+        skipped += not annotations and not wrong
+    if problems:
+        more = len(problems) - IMPORT_MAX_ERRORS
+        listed = "; ".join(problems[:IMPORT_MAX_ERRORS]) + (
+            f"; and {more} more" if more > 0 else ""
+        )
+        raise ValidationError(f"{file_name}: {listed} — nothing was imported.")
+    if not found:
+        raise ValidationError(f"{file_name}: no task has a caption — nothing was imported.")
+    with transaction.atomic():
+        project = Project.objects.select_for_update().get(pk=project.pk)
+        splits = _clip_splits(project, _existing_subset(project), (a.clip_id for a in found))
+        per_split: dict[str, list[_Annotation]] = {}
+        for annotation in found:
+            if annotation.clip_id not in splits:  # the project's, but in no subset
+                raise ValidationError(
+                    f"{file_name}: clip {annotation.clip_id} has no split in this project "
+                    "— nothing was imported."
+                )
+            per_split.setdefault(splits[annotation.clip_id], []).append(annotation)
+        subset = import_subset(project, CorpusFormat.LABEL_STUDIO)
+        existing = {c.external_id: c for c in _label_studio_captions(subset)}
+        by_prefix: dict[str, dict[str, Caption]] = {}
+        for key, caption in existing.items():
+            by_prefix.setdefault(key.rpartition("#")[0] + "#", {})[key] = caption
+        placed = set(SubsetClip.objects.filter(subset=subset).values_list("clip_id", flat=True))
+        records, created, updated = [], 0, 0
+        for split, annotations in sorted(per_split.items()):
+            new_clips = sorted({a.clip_id for a in annotations} - placed)
+            SubsetClip.objects.bulk_create(
+                SubsetClip(subset=subset, clip_id=c, split=split) for c in new_clips
+            )
+            placed.update(new_clips)
+            changes = _Changes()
+            for a in annotations:
+                prefix = _annotation_prefix(a.ls_project, a.annotation_id)
+                changes.plan(
+                    by_prefix.get(prefix, {}), clip_id=a.clip_id, prefix=prefix, texts=a.texts
+                )
+            changes.apply()
+            texts = sum(len(a.texts) for a in annotations)
+            record = CorpusImport(
+                project=project,
+                subset=subset,
+                format=CorpusFormat.LABEL_STUDIO,
+                split=split,
+                file_name=file_name[:300],
+                sha256=hashlib.sha256(data).hexdigest(),
+                rows=len(annotations),
+                clips_created=0,
+                captions_created=len(changes.new),
+                captions_existing=texts - len(changes.new),
+                imported_by=user,
+            )
+            record.full_clean()
+            record.save()
+            records.append(record)
+            created, updated = created + len(changes.new), updated + len(changes.changed)
+        import_subset_report(subset)
+    total = sum(len(a.texts) for a in found)
+    return ImportOutcome(
+        tasks=len(tasks),
+        annotations=len(found),
+        created=created,
+        updated=updated,
+        unchanged=total - created - updated,
+        skipped_tasks=skipped,
+        records=records,
+    )

@@ -67,9 +67,8 @@ def run_promote_if_better(
 ) -> PromotionDecision:
     """Promotes `run` only if it beats the project's current suggesting run on the same
     validation split (the run's snapshot's) by more than `min_gain` CIDEr-D; logs the
-    decision either way."""
-    from modeling.services import run_promote
-
+    decision either way. A promoted run without suggestions for all the project's clips
+    becomes the suggesting model once they are made (_promote_with_suggestions)."""
     project = run.project
     incumbent = promoted_run(project)
     decision = PromotionDecision(
@@ -98,9 +97,40 @@ def run_promote_if_better(
             )
     with transaction.atomic():
         if decision.promoted:
-            run_promote(run=run)
+            _promote_with_suggestions(run=run, decision=decision)
         decision.save()
     return decision
+
+
+def _promote_with_suggestions(*, run: TrainingRun, decision: PromotionDecision) -> None:
+    """Promotion switches what annotators, reviewers and Label Studio are shown, and they
+    read the run's stored suggestions: a run switched to before it has suggested shows
+    nothing (Label Studio keeps the empty predictions of its version for good). So a run
+    that lacks suggestions for some of the project's clips is queued to suggest them and
+    becomes the suggesting model at the end of that job; one that has them all suggests
+    at once. Either way the job re-ranks the open batches with it."""
+    from active.services.suggestions import clips_to_suggest
+    from modeling.services import run_promote
+
+    missing = clips_to_suggest(run=run).count()
+    if not missing:
+        run_promote(run=run)
+    job = job_enqueue(
+        kind="active_suggest",
+        params={"run_id": run.pk, "promote": bool(missing)},
+        project=run.project,
+        label=(
+            f"Suggest captions with run #{run.pk}, then make it the suggesting model"
+            if missing
+            else f"Re-rank open batches with promoted run #{run.pk}"
+        ),
+    )
+    if missing:
+        decision.reason += (
+            f" It suggests captions once its suggestions for {missing:,} clip(s) are made "
+            f"(job #{job.pk}); until then run "
+            f"{f'#{decision.incumbent_id}' if decision.incumbent_id else 'none'} does."
+        )
 
 
 def approved_caption_count(project: Project) -> int:
@@ -208,9 +238,9 @@ def retrain_watch(*, now: datetime | None = None) -> list[Retrain]:
 def retrain_execute(
     *, retrain: Retrain, progress: ProgressFn = no_progress, job: Job | None = None
 ) -> PromotionDecision:
-    """Snapshots the approved captions (JSON lines), trains the configured model on them,
-    promotes the run only if it is better, and after a promotion re-ranks the open
-    batches and queues suggestions for the project's clips."""
+    """Snapshots the approved captions (JSON lines), trains the configured model on them
+    and promotes the run only if it is better (run_promote_if_better: a promoted run
+    suggests for the project's clips first, then re-ranks the open batches)."""
     from corpus.queries import approved_captions
     from corpus.services import snapshot_build, snapshot_create
     from modeling.services import run_execute, run_start
@@ -248,13 +278,6 @@ def retrain_execute(
             captions=snapshot.counts.get("train", {}).get("captions", retrain.approved_captions),
             value=decision.run_score,
             run=run,
-        )
-    if decision.promoted:
-        job_enqueue(
-            kind="active_suggest",
-            params={"run_id": run.pk},
-            project=project,
-            label=f"Suggest captions with promoted run #{run.pk} and re-rank open batches",
         )
     return decision
 

@@ -1,15 +1,17 @@
 """Pre-suggestions: in an edit-mode batch a caption box starts from the promoted run's
 suggestion (fixed at first sight), and each submitted caption's edit distance to it is
 recorded; reviewers see the suggestions too. After a promotion the new run suggests
-captions for the whole project."""
+captions for the whole project, and only then becomes the suggesting model."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+from django.db.models import QuerySet
+
 from active import scoring
-from active.models import BatchConfig, CaptionEdit, Presuggest, Presuggestion
+from active.models import BatchConfig, CaptionEdit, Presuggest, Presuggestion, PromotionDecision
 from active.services.ranking import batches_rank, promoted_run
 from annotation.models import Assignment, Batch, Caption, HitClip
 from core.models import Job, Project
@@ -87,26 +89,59 @@ def suggestions_for_review(clip_ids: Iterable[int], project: Project) -> dict[in
     return {s.clip_id: s for s in Suggestion.objects.filter(run=run, clip_id__in=list(clip_ids))}
 
 
-def project_suggest(
-    *, run: TrainingRun, beam_size: int = 3, progress: ProgressFn = no_progress
-) -> dict[str, Any]:
-    """After a promotion: the run suggests captions for every ready clip of the project
-    (captioned or not, so suggestions can be compared with people's), then the open
-    batches are re-ranked with them."""
-    from modeling.services import clips_caption
-
-    clip_ids = list(
+def clips_to_suggest(*, run: TrainingRun) -> QuerySet[Clip]:
+    """The project's ready clips with audio that the run has no suggestion for."""
+    return (
         project_clips(run.project, status=Clip.Status.READY)
         .exclude(audio="")
-        .values_list("pk", flat=True)
+        .exclude(suggestions__run=run)
     )
-    result = clips_caption(run=run, clip_ids=clip_ids, beam_size=beam_size, progress=progress)
+
+
+def _still_chosen(run: TrainingRun) -> bool:
+    """Whether the run is still the one the project's latest promotion decision chose: a
+    later decision for another run, or another run promoted by hand since, supersedes a
+    promotion waiting for its suggestions."""
+    latest = (
+        PromotionDecision.objects.filter(project=run.project, promoted=True)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if latest is None or latest.run_id != run.pk:
+        return False
+    promoted_since = TrainingRun.objects.filter(
+        project=run.project, promoted_at__gt=latest.created_at
+    ).exclude(pk=run.pk)
+    return not promoted_since.exists()
+
+
+def project_suggest(
+    *,
+    run: TrainingRun,
+    beam_size: int = 3,
+    promote: bool = False,
+    progress: ProgressFn = no_progress,
+) -> dict[str, Any]:
+    """After a promotion decision: the run suggests captions for the ready clips of the
+    project it has none for yet (captioned or not, so suggestions can be compared with
+    people's); with `promote` it then becomes the suggesting model, unless a later
+    decision chose another run meanwhile; and the open batches are re-ranked."""
+    from modeling.services import clips_caption, run_promote
+
+    clip_ids = list(clips_to_suggest(run=run).values_list("pk", flat=True))
+    result: dict[str, Any] = {"run": run.pk, "clips": 0, "suggestions": 0}
+    if clip_ids:
+        result = clips_caption(run=run, clip_ids=clip_ids, beam_size=beam_size, progress=progress)
+    if promote:
+        result["promoted"] = _still_chosen(run)
+        if result["promoted"]:
+            run_promote(run=run)
     result["batches_ranked"] = batches_rank(project=run.project)
     return result
 
 
 def project_suggest_job(
-    *, job: Job, progress: ProgressFn, run_id: int, beam_size: int = 3
+    *, job: Job, progress: ProgressFn, run_id: int, beam_size: int = 3, promote: bool = False
 ) -> dict[str, Any]:
     run = TrainingRun.objects.select_related("project").get(pk=run_id)
-    return project_suggest(run=run, beam_size=beam_size, progress=progress)
+    return project_suggest(run=run, beam_size=beam_size, promote=promote, progress=progress)

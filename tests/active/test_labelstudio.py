@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from django.test import Client
 
 from active.labelstudio import REASON_MAX_CHARS, reason_phrase
 from active.models import Retrain
-from active.services import project_config
+from active.services import project_config, run_promote_if_better
 from annotation.models import Batch, Caption
 from core.models import Job, Project
 from core.services import api_token_create
@@ -23,6 +24,7 @@ from modeling.models import TrainingRun
 from tests.active.conftest import suggest
 from tests.annotation.conftest import make_clips, make_subset
 from tests.conftest import login
+from tests.modeling.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -125,7 +127,7 @@ def test_predict_returns_textarea_predictions_in_task_order(
     ]  # fmt: skip
     assert 0 < results[0]["score"] <= 1
     assert results[0]["model_version"] == version
-    assert results[1] == {"result": [], "score": 0.0, "model_version": version}
+    assert results[1] == {"result": [], "score": None, "model_version": version}
     assert results[2]["result"][0]["value"] == {"text": ["a dog barks twice"]}
 
 
@@ -202,7 +204,13 @@ def test_an_unknown_event_is_acknowledged(project: Any, alice: Any) -> None:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("get", "health"), ("post", "setup"), ("post", "predict"), ("post", "webhook")],
+    [
+        ("get", "health"),
+        ("post", "setup"),
+        ("post", "predict"),
+        ("post", "webhook"),
+        ("get", "versions"),
+    ],
 )
 def test_who_may_call_the_endpoints(
     method: str, path: str, project: Any, ann: Any, olive: Any, rey: Any
@@ -475,3 +483,85 @@ def test_a_body_over_the_upload_limit_is_refused_naming_the_setting(
     response = _post(_client(alice), "/labelstudio/sounds/predict", payload)
     assert response.status_code == 413
     assert "UPLOAD_MAX_BYTES" in response.reason_phrase
+
+
+def test_label_studio_keeps_the_old_version_until_a_new_run_has_suggested(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun, snapshot: Any
+) -> None:
+    suggest(promoted, clips[0], "a dog barks twice")
+    better = make_run(batch.project, snapshot, metrics={"val": {"CIDEr-D": 0.9}})
+    promoted.metrics = {"val": {"CIDEr-D": 0.1}}
+    promoted.save(update_fields=["metrics"])
+    assert run_promote_if_better(run=better).promoted
+    client = _client(alice)
+    setup = _post(client, "/labelstudio/sounds/setup", {"project": "3.1", "schema": LABEL_CONFIG})
+    assert setup.json() == {"model_version": f"earmark-run-{promoted.pk}"}
+    payload = {"tasks": [_ls_task(1, clips[0].pk)], "label_config": LABEL_CONFIG}
+    result = _post(client, "/labelstudio/sounds/predict", payload).json()["results"][0]
+    assert result["model_version"] == f"earmark-run-{promoted.pk}"
+    assert result["result"][0]["value"] == {"text": ["a dog barks twice"]}
+
+
+def test_the_score_is_the_suggestions_per_word_probability(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun
+) -> None:
+    # what a 1NN run stores: per word the confidence c of its neighbour (here 0.75 and 1)
+    unsure = suggest(promoted, clips[0], "birds chirp")
+    unsure.hypotheses = [{"text": "birds chirp", "log_prob": 3 * math.log(0.75),
+                          "score": math.log(0.75), "entropy": 0.2158}]  # fmt: skip
+    unsure.beam_size = 3
+    unsure.save(update_fields=["hypotheses", "beam_size"])
+    sure = suggest(promoted, clips[1], "a siren wails")
+    sure.hypotheses = [{"text": "a siren wails", "log_prob": 0.0, "score": 0.0, "entropy": 0.0}]
+    sure.beam_size = 3
+    sure.save(update_fields=["hypotheses", "beam_size"])
+    greedy = suggest(promoted, clips[2], "rain falls")
+    greedy.beam_size, greedy.log_prob = 1, 3 * math.log(0.5)  # 2 words and <eos>
+    greedy.save(update_fields=["beam_size", "log_prob"])
+    tasks = [_ls_task(n, clip.pk) for n, clip in enumerate(clips)]
+    payload = {"tasks": tasks, "label_config": LABEL_CONFIG}
+    results = _post(_client(alice), "/labelstudio/sounds/predict", payload).json()["results"]
+    assert [r["score"] for r in results] == [0.75, 1.0, 0.5, None]
+
+
+def test_versions_lists_the_promoted_run_first_then_older_suggesting_runs(
+    batch: Batch, clips: list[Clip], rey: Any, promoted: TrainingRun, snapshot: Any
+) -> None:
+    older = make_run(batch.project, snapshot)
+    suggest(older, clips[0], "an older guess")
+    make_run(batch.project, snapshot)  # never suggested: nothing to serve
+    # Label Studio 1.23 asks with a GET and no body (MLApi.get_versions), basic auth
+    response = _client(rey, basic=True).get(
+        f"/labelstudio/sounds/{_secret(batch.project)}/versions"
+    )
+    assert response.status_code == 200
+    assert response.json() == {
+        "versions": [f"earmark-run-{promoted.pk}", f"earmark-run-{older.pk}"],
+        "model_version": f"earmark-run-{promoted.pk}",
+    }
+
+
+def test_versions_without_a_model(project: Any, alice: Any) -> None:
+    response = _client(alice).get("/labelstudio/sounds/versions")
+    assert response.json() == {"versions": ["earmark-none"], "model_version": "earmark-none"}
+
+
+def test_predict_serves_the_version_label_studio_pins(
+    batch: Batch, clips: list[Clip], alice: Any, promoted: TrainingRun, snapshot: Any
+) -> None:
+    older = make_run(batch.project, snapshot)
+    suggest(older, clips[0], "an older guess")
+    suggest(promoted, clips[0], "a dog barks twice")
+    client = _client(alice)
+
+    def served(version: Any) -> tuple[str, str]:
+        payload = {"tasks": [_ls_task(1, clips[0].pk)], "label_config": LABEL_CONFIG,
+                   "model_version": version}  # fmt: skip
+        result = _post(client, "/labelstudio/sounds/predict", payload).json()["results"][0]
+        return result["model_version"], result["result"][0]["value"]["text"][0]
+
+    assert served(f"earmark-run-{older.pk}") == (f"earmark-run-{older.pk}", "an older guess")
+    current = (f"earmark-run-{promoted.pk}", "a dog barks twice")
+    assert served(None) == current
+    assert served("earmark-run-999999") == current
+    assert served("someone else's model") == current

@@ -11,15 +11,19 @@ from django.utils import timezone
 
 from active.models import ProjectConfig, PromotionDecision, Retrain
 from active.services.config import project_config
+from active.services.ranking import promoted_run
 from active.services.retraining import (
     retrain_due,
     retrain_start,
     retrain_watch,
     run_promote_if_better,
 )
+from active.services.suggestions import project_suggest
+from annotation.models import Batch
 from core.models import Job, Project
 from corpus.models import Snapshot
-from modeling.models import TrainingRun
+from curation.models import Clip
+from modeling.models import Suggestion, TrainingRun
 from tests.modeling.factories import make_run
 
 pytestmark = pytest.mark.django_db
@@ -170,3 +174,74 @@ def test_a_start_inside_the_debounce_window_returns_the_last_retrain(
     assert again == first
     forced = retrain_start(project=project, trigger="manual", reason="three", debounce=False)
     assert forced != first
+
+
+def _fake_captioner(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """Replaces the GPU captioning with stored suggestions; records the clips asked for."""
+    import modeling.services
+    from tests.active.conftest import suggest
+
+    asked: list[list[int]] = []
+
+    def clips_caption(*, run: TrainingRun, clip_ids: list[int], **_: Any) -> dict[str, Any]:
+        asked.append(sorted(clip_ids))
+        for clip in Clip.objects.filter(pk__in=clip_ids):
+            suggest(run, clip, f"run {run.pk} hears clip {clip.pk}")
+        return {"run": run.pk, "clips": len(clip_ids), "suggestions": len(clip_ids)}
+
+    monkeypatch.setattr(modeling.services, "clips_caption", clips_caption)
+    return asked
+
+
+def test_a_run_without_suggestions_suggests_before_it_is_promoted(
+    batch: Batch, clips: list[Clip], snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = batch.project
+    old = _run(project, snapshot, 0.3, promoted_at=timezone.now())
+    new = _run(project, snapshot, 0.45)
+
+    decision = run_promote_if_better(run=new)
+
+    assert decision.promoted
+    assert promoted_run(project) == old  # annotators and Label Studio still read the old run
+    assert "once its suggestions for 4 clip(s) are made" in decision.reason
+    job = Job.objects.get(kind="active_suggest")
+    assert job.params == {"run_id": new.pk, "promote": True}
+
+    asked = _fake_captioner(monkeypatch)
+    result = project_suggest(run=new, promote=True)
+    assert asked == [sorted(c.pk for c in clips)]
+    assert result["promoted"]
+    assert promoted_run(project) == new
+    assert Suggestion.objects.filter(run=new).count() == 4
+
+
+def test_a_run_with_all_its_suggestions_is_promoted_at_once(
+    batch: Batch, clips: list[Clip], snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = _run(batch.project, snapshot, 0.3, promoted_at=timezone.now())
+    new = _run(batch.project, snapshot, 0.45)
+    _fake_captioner(monkeypatch)
+    project_suggest(run=new)  # suggested before, e.g. for a look at its captions
+
+    run_promote_if_better(run=new)
+
+    assert promoted_run(batch.project) == new
+    assert old.pk != new.pk
+    assert Job.objects.get(kind="active_suggest").params == {"run_id": new.pk, "promote": False}
+
+
+def test_a_later_decision_overrides_a_promotion_waiting_for_suggestions(
+    batch: Batch, clips: list[Clip], snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = _run(batch.project, snapshot, 0.3, promoted_at=timezone.now())
+    waiting = _run(batch.project, snapshot, 0.45)
+    assert run_promote_if_better(run=waiting).promoted
+    later = _run(batch.project, snapshot, 0.5)
+    assert run_promote_if_better(run=later).promoted
+    _fake_captioner(monkeypatch)
+
+    assert not project_suggest(run=waiting, promote=True)["promoted"]
+    assert promoted_run(batch.project) == old
+    assert project_suggest(run=later, promote=True)["promoted"]
+    assert promoted_run(batch.project) == later

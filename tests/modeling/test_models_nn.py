@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from modeling.ml.data import CaptionItem, collate
-from modeling.ml.decoding import greedy
+from modeling.ml.decoding import beam_search, greedy
 from modeling.ml.models.nn_retrieval import NearestNeighbourCaptioner, with_retrieved_attributes
 from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
@@ -102,3 +104,35 @@ def test_an_empty_bank_says_prepare_was_not_called():
 
 def test_the_retrieval_model_has_nothing_to_train():
     assert not tiny_model("nn", vocabulary()).trainable
+
+
+def test_a_suggestion_is_as_sure_as_the_nearest_clip_is_clearly_nearest():
+    vocab = vocabulary()
+    model = build_model("nn", model_preset("nn", "tiny"), vocab_size=len(vocab))
+    model.prepare(
+        [
+            _constant_clip(0.0, 3, vocab.encode("birds chirp"), "quiet", []),
+            _constant_clip(4.0, 3, vocab.encode("a siren wails"), "loud", []),
+        ]
+    )
+    # per feature 1 from "quiet" and 3 from "loud": c = 3 / (1 + 3)
+    between = CaptionItem(torch.full((2, 8), 1.0), vocab.encode("x"), "q")
+    exact = CaptionItem(torch.full((2, 8), 4.0), vocab.encode("x"), "e")
+    beams = beam_search(model, collate([between, exact]), beam_size=3)
+    best, sure = beams[0][0], beams[1][0]
+    assert vocab.decode(best.tokens) == "birds chirp"
+    assert best.score == pytest.approx(math.log(0.75))  # per word, so the caption's c
+    assert best.log_prob == pytest.approx(3 * math.log(0.75))  # "birds chirp" <eos>
+    assert best.entropy == pytest.approx(-0.75 * math.log(0.75))
+    assert (vocab.decode(sure.tokens), sure.score, sure.entropy) == ("a siren wails", 0.0, 0.0)
+    assert [len(b) for b in beams] == [1, 1]  # no made-up alternatives
+
+
+def test_a_bank_of_one_clip_is_certain():
+    vocab = vocabulary()
+    model = build_model("nn", model_preset("nn", "tiny"), vocab_size=len(vocab))
+    assert isinstance(model, NearestNeighbourCaptioner)
+    model.prepare([_constant_clip(0.0, 3, vocab.encode("birds chirp"), "only", [])])
+    rows, confidence = model.nearest_with_confidence(torch.full((1, 2, 8), 9.0), torch.tensor([2]))
+    assert rows.tolist() == [0]
+    assert confidence.tolist() == [1.0]

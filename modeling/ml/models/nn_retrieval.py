@@ -4,6 +4,12 @@ Each clip is mean-pooled over time; a query clip gets the caption of the trainin
 by L2 distance. The same neighbour's labels (as attribute word ids) are the "retrieved
 attributes" that the realistic TopDown-AlignedAtt variant reads.
 
+Decoding emits every word of the retrieved caption with probability c, how clearly the
+nearest clip is the nearest: c = d2 / (d1 + d2) for the distances to the nearest (d1) and
+the runner-up (d2), 1 for an exact match (or a bank of one clip), 0.5 when both are equally
+near. So a suggestion's length-normalised score is log c and its per-token entropy
+-c log c, instead of a constant certainty that ranked every clip alike.
+
 The model has no trainable parameters: ``prepare`` (called by the trainer) fills a bank of
 buffers, which the checkpoint stores like any state_dict, so a saved 1NN reloads strictly.
 """
@@ -97,14 +103,10 @@ class NearestNeighbourCaptioner(Captioner):
 
     # ------------------------------------------------------------------ retrieval
 
-    def nearest(
+    def _distances(
         self, features: Tensor, lengths: Tensor, exclude: Sequence[str] | None = None
     ) -> Tensor:
-        """Bank row of the nearest clip for each query (B,), by L2 between time means.
-
-        ``exclude[b]`` names a clip id that query b may not retrieve (itself, when retrieving
-        attributes for training clips; otherwise they would be its ground-truth labels).
-        """
+        """(B, N) L2 distances between the queries' and the bank's time means."""
         if self.bank_features.size(0) == 0:
             raise RuntimeError("1NN bank is empty: call prepare(train_items) first")
         queries = masked_mean(features.float(), lengths)
@@ -115,7 +117,29 @@ class NearestNeighbourCaptioner(Captioner):
                 row = positions.get(clip)
                 if row is not None and self.bank_features.size(0) > 1:
                     distances[b, row] = float("inf")
-        return distances.argmin(dim=1)
+        return distances
+
+    def nearest(
+        self, features: Tensor, lengths: Tensor, exclude: Sequence[str] | None = None
+    ) -> Tensor:
+        """Bank row of the nearest clip for each query (B,), by L2 between time means.
+
+        ``exclude[b]`` names a clip id that query b may not retrieve (itself, when retrieving
+        attributes for training clips; otherwise they would be its ground-truth labels).
+        """
+        return self._distances(features, lengths, exclude).argmin(dim=1)
+
+    def nearest_with_confidence(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Bank row of each query's nearest clip (B,) and how clearly it is the nearest
+        (B,) in [0.5, 1]: d2 / (d1 + d2) for the nearest and runner-up distances."""
+        distances = self._distances(features, lengths)
+        if distances.size(1) < 2:
+            return distances.argmin(dim=1), torch.ones(distances.size(0), device=distances.device)
+        two = distances.topk(2, dim=1, largest=False)
+        d1, d2, rows = two.values[:, 0], two.values[:, 1], two.indices[:, 0]
+        total = d1 + d2
+        confidence = torch.where(total > 0, d2 / total.clamp(min=1e-12), torch.ones_like(d1))
+        return rows, confidence
 
     def retrieve_attributes(
         self, features: Tensor, lengths: Tensor, exclude: Sequence[str] | None = None
@@ -127,11 +151,15 @@ class NearestNeighbourCaptioner(Captioner):
     # ------------------------------------------------------------------ captioner interface
 
     def encode(self, batch: Batch) -> Memory:
-        """-> {"caption": the retrieved "<bos> .. <eos>" ids (B, Lc)}."""
-        rows = self.nearest(batch["features"], batch["feature_lengths"])
-        return {"caption": self.bank_captions[rows]}
+        """-> {"caption": the retrieved "<bos> .. <eos>" ids (B, Lc), "confidence": how
+        clearly each was the nearest (B,)}."""
+        rows, confidence = self.nearest_with_confidence(batch["features"], batch["feature_lengths"])
+        return {"caption": self.bank_captions[rows], "confidence": confidence}
 
-    def _next_log_probs(self, caption: Tensor, position: int, floor: float) -> Tensor:
+    def _next_log_probs(
+        self, caption: Tensor, position: int, floor: float, word_log_prob: Tensor
+    ) -> Tensor:
+        """(B, V): `word_log_prob` (B,) on the caption's next word, `floor` elsewhere."""
         if position < caption.size(1):
             target = caption[:, position]
             target = torch.where(target == PAD_ID, torch.full_like(target, EOS_ID), target)
@@ -140,17 +168,24 @@ class NearestNeighbourCaptioner(Captioner):
         log_probs = caption.new_full(
             (caption.size(0), self.config.vocab_size), floor, dtype=torch.float
         )
-        return log_probs.scatter(1, target.unsqueeze(1), 0.0)
+        return log_probs.scatter(1, target.unsqueeze(1), word_log_prob.float().unsqueeze(1))
 
     def forward(self, batch: Batch) -> Tensor:
+        # the training view: the retrieved caption is certain (a finite validation loss)
         caption = self.encode(batch)["caption"]
+        certain = torch.zeros(caption.size(0), device=caption.device)
         steps = [
-            self._next_log_probs(caption, i + 1, _LOG_FLOOR) for i in range(batch["tokens"].size(1))
+            self._next_log_probs(caption, i + 1, _LOG_FLOOR, certain)
+            for i in range(batch["tokens"].size(1))
         ]
         return torch.stack(steps, dim=1)
 
     def step(self, memory: Memory, tokens: Tensor, state: State | None) -> tuple[Tensor, State]:
-        return self._next_log_probs(memory["caption"], tokens.size(1), float("-inf")), {}
+        word_log_prob = memory["confidence"].log()
+        return (
+            self._next_log_probs(memory["caption"], tokens.size(1), float("-inf"), word_log_prob),
+            {},
+        )
 
 
 def with_retrieved_attributes(
