@@ -42,7 +42,7 @@ from core.models import (
     Role,
     hash_token,
 )
-from core.signals import RUNNER_INSTANCE, job_finished
+from core.runner import RUNNER_INSTANCE, job_finished
 
 log = logging.getLogger(__name__)
 

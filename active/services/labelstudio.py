@@ -240,6 +240,7 @@ def _label_studio_captions(subset: Subset, prefix: str = "label-studio/") -> Que
     """The subset's captions from Label Studio (of one annotation, with its prefix)."""
     return Caption.objects.filter(
         provenance=Caption.Provenance.IMPORTED,
+        imported_into_id=subset.project_id,
         clip__subsetclip__subset=subset,
         external_id__startswith=prefix,
     ).order_by("external_id")
@@ -247,8 +248,10 @@ def _label_studio_captions(subset: Subset, prefix: str = "label-studio/") -> Que
 
 @dataclass
 class _Changes:
-    """Captions to create, update and delete so annotations' captions are their texts."""
+    """Captions to create, update and delete so annotations' captions are their texts; new
+    ones are imported into `project_id`."""
 
+    project_id: int
     new: list[Caption] = field(default_factory=list)
     changed: list[Caption] = field(default_factory=list)
     gone: list[Caption] = field(default_factory=list)
@@ -266,6 +269,7 @@ class _Changes:
                 self.new.append(
                     Caption(
                         provenance=Caption.Provenance.IMPORTED,
+                        imported_into_id=self.project_id,
                         clip_id=clip_id,
                         text=text,
                         external_id=f"{prefix}{n}",
@@ -322,7 +326,7 @@ def labelstudio_annotation_save(*, project: Project, payload: Mapping[str, Any])
         if not SubsetClip.objects.filter(subset=subset, clip_id=clip_id).exists():
             SubsetClip.objects.create(subset=subset, clip_id=clip_id, split=split)
         prefix = _annotation_prefix(ls_project, annotation_id)
-        changes = _Changes()
+        changes = _Changes(project_id=subset.project_id)
         existing = {c.external_id: c for c in _label_studio_captions(subset, prefix)}
         changes.plan(existing, clip_id=clip_id, prefix=prefix, texts=texts)
         changes.apply()
@@ -366,6 +370,7 @@ def _record_counts(record: CorpusImport, subset: Subset) -> None:
     """The webhook record's counts: the annotations and captions it holds in its split."""
     captions = Caption.objects.filter(
         provenance=Caption.Provenance.IMPORTED,
+        imported_into_id=subset.project_id,
         clip__subsetclip__subset=subset,
         clip__subsetclip__split=record.split,
         external_id__startswith="label-studio/",
@@ -579,7 +584,7 @@ def labelstudio_import(
                 SubsetClip(subset=subset, clip_id=c, split=split) for c in new_clips
             )
             placed.update(new_clips)
-            changes = _Changes()
+            changes = _Changes(project_id=subset.project_id)
             for a in annotations:
                 prefix = _annotation_prefix(a.ls_project, a.annotation_id)
                 changes.plan(

@@ -37,6 +37,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import resolve_url
@@ -44,6 +45,7 @@ from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
+from active.models import ProjectConfig
 from annotation.models import Assignment, Caption, VideoHintView
 from annotation.services import assignment_submit, hit_claim
 from core.models import ApiToken, Invite, Job, Project, Role
@@ -289,6 +291,8 @@ PUBLIC: dict[str, str] = {
     "openapi-json": "the API's schema: operations, no data",
     "openapi-view": "the API's documentation page",
     "api-root": "the API's root",
+    "labelstudio_secret_webhook": "Label Studio's webhook: the project's secret in the URL is "
+    "the credential, as Label Studio sends none (tests/active/test_labelstudio.py)",
 }
 
 
@@ -340,6 +344,17 @@ KWARGS: dict[str, dict[str, Fill]] = {
         )
     },
     "label_curate": {"pk": lambda v: v.label.pk},
+    "active_batch_labelstudio": {"pk": _batch},
+    # the Label Studio backend under the victim's own secret: the URL alone must not let
+    # another project's members (or anyone without a token of the project) in
+    **{
+        f"labelstudio_secret_{endpoint}": {
+            "secret": lambda v: (
+                ProjectConfig.objects.get_or_create(project=v.project)[0].labelstudio_secret
+            )
+        }
+        for endpoint in ("health", "setup", "predict", "versions")
+    },
     "recipe_export": {"fmt": lambda v: "toml"},
     "clip_audio": {"pk": lambda v: v.clip.pk},
     "clip_video": {"pk": lambda v: v.clip.pk},
@@ -595,9 +610,23 @@ def _api_request(
             query[name] = _example(parameter["schema"])
     body = None
     if "requestBody" in operation:
-        schema = operation["requestBody"]["content"]["application/json"]["schema"]
-        body = API_BODIES.get(f"{method} {path}", _example(schema))
+        content = operation["requestBody"]["content"]
+        if "application/json" in content:
+            body = API_BODIES.get(
+                f"{method} {path}", _example(content["application/json"]["schema"])
+            )
+        else:  # an upload: a small valid file in every file field
+            body = Upload(
+                {
+                    field: SimpleUploadedFile(f"{field}.json", b"[]", "application/json")
+                    for field in content["multipart/form-data"]["schema"]["properties"]
+                }
+            )
     return url, query, body
+
+
+class Upload(dict[str, Any]):
+    """A multipart body (the API operation takes files)."""
 
 
 def _call(client: Client, method: str, url: str, query: dict[str, Any], body: Any) -> Any:
@@ -605,6 +634,10 @@ def _call(client: Client, method: str, url: str, query: dict[str, Any], body: An
         return client.get(url, query)
     if query:
         url = f"{url}?" + "&".join(f"{k}={v}" for k, v in query.items())
+    if isinstance(body, Upload):
+        for upload in body.values():
+            upload.seek(0)
+        return client.post(url, dict(body))
     return client.generic(method, url, b"" if body is None else _json(body), "application/json")
 
 

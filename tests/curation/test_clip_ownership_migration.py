@@ -5,22 +5,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from importlib import import_module
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 
 from annotation.models import Caption, HitClip
 from curation.models import Clip, SubsetClip
 
-# just before curation 0008: its dependencies, every app with rows that point at clips
-BEFORE = import_module(
-    "curation.migrations.0008_clips_and_captions_to_their_projects"
-).Migration.dependencies
+OWNERS = ("curation", "0008_clips_and_captions_to_their_projects")
+
+
+def _before_owners() -> list[tuple[str, str]]:
+    """Targets that leave every migration applied but curation 0008 and what depends on it.
+    Migrating to a node rolls back all its children in its app, so a target is a kept node
+    whose children in its app all depend on 0008 (migrations merged beside 0008 stay)."""
+    graph = MigrationLoader(connection).graph
+    after = set(graph.backwards_plan(OWNERS))  # 0008 and everything that depends on it
+    return [
+        node
+        for node in graph.nodes
+        if node not in after
+        and all(
+            child.key in after for child in graph.node_map[node].children if child.key[0] == node[0]
+        )
+    ]
 
 
 def _migrate(to: list[tuple[str, str]] | None = None) -> Any:
@@ -97,7 +110,7 @@ def made(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
     for every test here (migrating takes seconds); emptied afterwards."""
     with django_db_blocker.unblock():
         try:
-            rows = _Rows(_migrate(BEFORE))
+            rows = _Rows(_migrate(_before_owners()))
             sounds, birds, cats = (rows.project(slug) for slug in ("sounds", "birds", "cats"))
             shared = rows.model("Clip").objects.create(
                 source="local", original_name="dawn.wav", content_sha256="a" * 64, audio="a.wav"
