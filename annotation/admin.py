@@ -6,6 +6,7 @@ from annotation.models import (
     Assignment,
     Batch,
     Caption,
+    ClipAudioServed,
     ClipListen,
     ClipReport,
     Hit,
@@ -57,4 +58,10 @@ class VideoHintViewAdmin(admin.ModelAdmin):
 @admin.register(ClipListen)
 class ClipListenAdmin(admin.ModelAdmin):
     list_display = ["__str__", "assignment", "clip", "heard_at"]
+    raw_id_fields = ["assignment", "clip"]
+
+
+@admin.register(ClipAudioServed)
+class ClipAudioServedAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "assignment", "clip", "served_at", "earliest_heard_at"]
     raw_id_fields = ["assignment", "clip"]
