@@ -6,6 +6,7 @@ from annotation.models import (
     Assignment,
     Batch,
     Caption,
+    ClipAudioServed,
     ClipListen,
     ClipReport,
     Hit,
@@ -66,3 +67,9 @@ class MTurkWorkerAdmin(admin.ModelAdmin):
     list_display = ["worker_id", "user", "created_at"]
     search_fields = ["worker_id", "user__username"]
     raw_id_fields = ["user"]
+
+
+@admin.register(ClipAudioServed)
+class ClipAudioServedAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "assignment", "clip", "served_at", "earliest_heard_at"]
+    raw_id_fields = ["assignment", "clip"]

@@ -567,7 +567,8 @@ def work_assignment(request: HttpRequest, assignment_id: int) -> Any:
 )
 def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> HttpResponseBase:
     """The clip's audio (Range requests answered with 206), for the assignment's worker
-    and only for clips of its HIT."""
+    and only for clips of its HIT. Fetch each clip before captioning it: submit refuses
+    a caption until the clip's playing time has passed since its audio was first served."""
     assignment = _mine(request, assignment_id)
     hit_clip = (
         HitClip.objects.select_related("clip").filter(hit=assignment.hit_id, clip_id=clip_id)
@@ -575,9 +576,15 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
     if hit_clip is None:
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
     try:
-        return media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+        response = media_response(
+            request, hit_clip.clip.audio, missing="This clip has no audio yet."
+        )
     except Http404 as exc:
         raise HttpError(404, str(exc)) from None
+    if assignment.state == Assignment.State.ACCEPTED:
+        # a submit's captions are refused until the clip could have played through
+        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
+    return response
 
 
 @router.post(

@@ -383,6 +383,34 @@ class ClipListen(models.Model):
         return f"clip {self.clip_id} heard in assignment #{self.assignment_id}"
 
 
+class ClipAudioServed(models.Model):
+    """The clip's audio was first served for this assignment (the HIT page's player, the
+    API or the MTurk page). Nobody can have heard the clip through before
+    `earliest_heard_at`, the first serving plus the clip's playing time, so the server
+    refuses a caption for it (and the HIT page's "heard" report) until then: the
+    server's own record, not the browser's word."""
+
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.CASCADE, related_name="audio_served"
+    )
+    clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="+")
+    served_at = models.DateTimeField(default=timezone.now)
+    earliest_heard_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["assignment", "served_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "clip"], name="clipaudioserved_once"),
+            models.CheckConstraint(
+                condition=Q(earliest_heard_at__gte=models.F("served_at")),
+                name="clipaudioserved_heard_after_served",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"clip {self.clip_id} served in assignment #{self.assignment_id}"
+
+
 class VideoHintView(models.Model):
     """The worker opened a clip's video hint (a last resort: reviewers see it). The first
     opening is kept; the video is served only once this row exists."""

@@ -188,4 +188,7 @@ def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpRes
     if assignment.hit_id != hit.pk or assignment.state != Assignment.State.ACCEPTED:
         raise Http404("No such clip for this assignment.")
     hit_clip = get_object_or_404(HitClip.objects.select_related("clip"), hit=hit, clip_id=clip_id)
-    return media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+    response = media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+    # the submit refuses captions of clips that cannot have played through yet
+    services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
+    return response

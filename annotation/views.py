@@ -130,7 +130,7 @@ def _clip_items(
             "id": clip.pk,
             "number": number,
             "peaks": clip.peaks,
-            "duration": clip.duration_seconds or float(clip.end_seconds - clip.start_seconds),
+            "duration": services.clip_seconds(clip),
             "heard": clip.pk in heard,
             "heard_url": reverse("assignment_clip_heard", args=args),
             "video_open_url": reverse("assignment_video_hint", args=args) if clip.video else None,
@@ -222,7 +222,10 @@ def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     hit_clip = get_object_or_404(
         HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
     )
-    return media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+    response = media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+    if assignment.state == Assignment.State.ACCEPTED:
+        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
+    return response
 
 
 def _hit_clip_for(assignment: Assignment, clip_id: int) -> HitClip:

@@ -36,7 +36,12 @@ def main() -> None:
     from django.utils import timezone
 
     from annotation.models import Assignment, Batch, Hit
-    from annotation.services import assignment_submit, batch_publish, hit_claim
+    from annotation.services import (
+        assignment_submit,
+        batch_publish,
+        clip_audio_served,
+        hit_claim,
+    )
     from core.models import Role
     from core.services import membership_add, project_create
     from crowd.models import BatchRequirements, Block, QualificationAttempt
@@ -149,6 +154,13 @@ def main() -> None:
                 c: "a dog barks while cars pass by"
                 for c in assignment.hit.hit_clips.values_list("clip_id", flat=True)
             }
+            for hit_clip in assignment.hit.hit_clips.select_related("clip"):
+                # as the worker's player would have, long enough ago to have played through
+                clip_audio_served(
+                    assignment=assignment,
+                    clip=hit_clip.clip,
+                    now=timezone.now() - timedelta(hours=1),
+                )
             assignment_submit(assignment=assignment, worker=worker, captions=captions)
         ms = sorted(t * 1000 for t in times)
         p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]  # noqa: E731

@@ -4,7 +4,8 @@
 - `batches`: publishing a subset as HITs, batch states and progress;
 - `assignments`: the assignment engine (claim, submit, return, review, expiry) and the
   caption rules a submit applies;
-- `hit_page`: what the HIT page records (clips heard, video hints opened, broken clips);
+- `hit_page`: what the HIT page records (audio served, clips heard, video hints opened,
+  broken clips);
 - `workers`: a worker's own summary.
 """
 
@@ -35,11 +36,19 @@ from annotation.services.batches import (
     batch_progress,
     batch_publish,
 )
-from annotation.services.hit_page import clip_heard, clip_report, video_hint_open
+from annotation.services.hit_page import (
+    HEARD_SHARE,
+    clip_audio_served,
+    clip_heard,
+    clip_report,
+    clip_seconds,
+    video_hint_open,
+)
 from annotation.services.workers import REVIEW_STATES, WorkerSummary, worker_summary
 
 __all__ = [
     "DEFAULT_CAPTIONS_PER_CLIP",
+    "HEARD_SHARE",
     "MAX_AUTO_APPROVE_DELAY",
     "MAX_CAPTIONS_PER_CLIP",
     "MAX_CLIPS_PER_HIT",
@@ -60,8 +69,10 @@ __all__ = [
     "caption_limits",
     "caption_problem",
     "claimable_hits",
+    "clip_audio_served",
     "clip_heard",
     "clip_report",
+    "clip_seconds",
     "hit_claim",
     "slot_release",
     "video_hint_open",

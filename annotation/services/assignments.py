@@ -30,6 +30,7 @@ from annotation.models import (
     Assignment,
     Batch,
     Caption,
+    ClipAudioServed,
     ClipReport,
     Hit,
     HitClip,
@@ -244,9 +245,11 @@ def assignment_submit(
     """Stores one caption per clip of the HIT and marks the assignment submitted.
 
     Refused (ValidationError, nothing stored) when a clip lacks a caption, a caption is
-    refused by caption_problem, the time ran out, or the worker was blocked from the
-    project since taking the HIT; in those last two cases the assignment is expired or
-    returned and its slot released.
+    refused by caption_problem, a clip's audio was not served to this assignment long
+    enough ago to have been heard to the end (ClipAudioServed; the HIT page, the API and
+    the MTurk page record it as they serve the audio), the time ran out, or the worker was
+    blocked from the project since taking the HIT; in those last two cases the assignment
+    is expired or returned and its slot released.
     """
     now = now or timezone.now()
     late = False
@@ -263,7 +266,7 @@ def assignment_submit(
             # a block stops the HIT already held too, not only the next claim
             slot_release(assignment, Assignment.State.RETURNED, now)
         else:
-            texts = _checked_captions(assignment, captions)
+            texts = _checked_captions(assignment, captions, now)
             assignment.move_to(Assignment.State.SUBMITTED, now=now)
             Caption.objects.bulk_create(
                 Caption(assignment=assignment, clip_id=clip_id, text=text, created_at=now)
@@ -320,30 +323,49 @@ def _locked_own(assignment: Assignment, worker: User) -> Assignment:
     return locked
 
 
-def _checked_captions(assignment: Assignment, captions: dict[int, str]) -> dict[int, str]:
+def _checked_captions(
+    assignment: Assignment, captions: dict[int, str], now: datetime
+) -> dict[int, str]:
+    """The captions trimmed, one per clip of the HIT; ValidationError naming each clip
+    whose caption the rules refuse or whose audio the worker cannot have heard through."""
     if assignment.state != Assignment.State.ACCEPTED:
         raise ValidationError(
             f"This assignment is already {assignment.get_state_display().lower()}."
         )
     batch = assignment.hit.batch
-    with connections[router.db_for_read(HitClip)].cursor() as cursor:
+    # the HIT's clips in order, each with whether its audio was served long enough ago to
+    # have been heard through (ClipAudioServed); the database compares the times
+    alias = router.db_for_read(HitClip)
+    served = ClipAudioServed._meta.db_table
+    with connections[alias].cursor() as cursor:
         cursor.execute(
-            f"SELECT clip_id FROM {HitClip._meta.db_table} WHERE hit_id = %s ORDER BY position",
-            [assignment.hit_id],
+            f"SELECT h.clip_id, s.earliest_heard_at IS NOT NULL AND s.earliest_heard_at <= %s "
+            f"FROM {HitClip._meta.db_table} h LEFT JOIN {served} s "
+            "ON s.assignment_id = %s AND s.clip_id = h.clip_id "
+            "WHERE h.hit_id = %s ORDER BY h.position",
+            [
+                connections[alias].ops.adapt_datetimefield_value(now),
+                assignment.pk,
+                assignment.hit_id,
+            ],
         )
-        clip_ids = [clip_id for (clip_id,) in cursor.fetchall()]
+        rows = cursor.fetchall()
+    clip_ids = [clip_id for clip_id, _ in rows]
     given = {int(clip_id): text for clip_id, text in captions.items()}
     errors: dict[str, list[str]] = {}
     if unknown := sorted(set(given) - set(clip_ids)):
         errors["__all__"] = [f"Clips {unknown} are not part of this HIT."]
     texts: dict[int, str] = {}
     limits = caption_limits(batch)
-    for number, clip_id in enumerate(clip_ids, start=1):
+    for number, (clip_id, heard) in enumerate(rows, start=1):
         text = rules.trim(given.get(clip_id) or "")
-        if problems := rules.errors(text, limits):
-            errors[f"caption-{clip_id}"] = [
-                f"The caption for clip {number} {problem.message}." for problem in problems
-            ]
+        clip_errors = [] if heard else [f"Listen to clip {number} to the end first."]
+        clip_errors += [
+            f"The caption for clip {number} {problem.message}."
+            for problem in rules.errors(text, limits)
+        ]
+        if clip_errors:
+            errors[f"caption-{clip_id}"] = clip_errors
         texts[clip_id] = text
     if errors:
         raise ValidationError(errors)

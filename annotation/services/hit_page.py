@@ -3,7 +3,7 @@ clips reported as broken. Each checks the clip belongs to the worker's open assi
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -13,6 +13,7 @@ from django.utils import timezone
 from annotation import rules
 from annotation.models import (
     Assignment,
+    ClipAudioServed,
     ClipListen,
     ClipReport,
     HitClip,
@@ -40,14 +41,47 @@ def _clip_in_hit(assignment: Assignment, worker: User, clip_id: int) -> Clip:
     return hit_clip.clip
 
 
+# The share of a clip that must play, in order, to count as heard (static/hit.js's
+# HEARD_SHARE): the least time between serving its audio and hearing it through.
+HEARD_SHARE = 0.95
+
+
+def clip_seconds(clip: Clip) -> float:
+    """The clip's length: measured when fetched, else its section's."""
+    return clip.duration_seconds or float(clip.end_seconds - clip.start_seconds)
+
+
+def clip_audio_served(
+    *, assignment: Assignment, clip: Clip, now: datetime | None = None
+) -> ClipAudioServed:
+    """Records the first time the clip's audio is served for the assignment (later
+    requests, such as a player's range requests or a replay, keep it): the clip cannot
+    be heard through before HEARD_SHARE of its length has passed since."""
+    now = now or timezone.now()
+    playing = timedelta(seconds=HEARD_SHARE * clip_seconds(clip))
+    served, _ = ClipAudioServed.objects.get_or_create(
+        assignment=assignment,
+        clip=clip,
+        defaults={"served_at": now, "earliest_heard_at": now + playing},
+    )
+    return served
+
+
 def clip_heard(
     *, assignment: Assignment, worker: User, clip_id: int, now: datetime | None = None
 ) -> ClipListen:
     """Records that the worker heard the clip to the end; the caption box unlocks from it.
-    Idempotent: the first time is kept."""
+    Idempotent: the first time is kept. Refused while the clip's audio was not served to
+    this assignment long enough ago to have played through."""
+    now = now or timezone.now()
     clip = _clip_in_hit(assignment, worker, clip_id)
+    served = ClipAudioServed.objects.filter(assignment=assignment, clip=clip).first()
+    if served is None:
+        raise ValidationError("This clip's audio was never loaded; play it on the HIT page.")
+    if served.earliest_heard_at > now:
+        raise ValidationError("This clip has not played long enough to be heard to the end.")
     listen, _ = ClipListen.objects.get_or_create(
-        assignment=assignment, clip=clip, defaults={"heard_at": now or timezone.now()}
+        assignment=assignment, clip=clip, defaults={"heard_at": now}
     )
     return listen
 

@@ -18,6 +18,7 @@ from crowd.services import review_queue
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import claim, hint, suggest
+from tests.annotation.conftest import listened
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -154,7 +155,9 @@ def test_submitting_queues_the_check_and_the_job_flags(
     assert assignment.hit.hit_clips.get().clip == dog_clip
     with django_capture_on_commit_callbacks(execute=False):
         assignment_submit(
-            assignment=assignment, worker=ann, captions={dog_clip.pk: "a siren wails far away"}
+            assignment=listened(assignment),
+            worker=ann,
+            captions={dog_clip.pk: "a siren wails far away"},
         )
     job = Job.objects.get(kind="captions_flag")
     assert job.params == {"assignment_id": assignment.pk}
@@ -168,7 +171,7 @@ def _submit_odd(batch: Batch, clip: Clip, worker: Any) -> Assignment:
     assignment = claim(worker, batch)
     assert assignment.hit.hit_clips.get().clip == clip
     return assignment_submit(
-        assignment=assignment, worker=worker, captions={clip.pk: "a siren wails far away"}
+        assignment=listened(assignment), worker=worker, captions={clip.pk: "a siren wails far away"}
     )
 
 

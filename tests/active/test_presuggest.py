@@ -15,6 +15,7 @@ from annotation.services import assignment_submit
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import claim, suggest
+from tests.annotation.conftest import listened
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +66,9 @@ def test_an_edit_mode_caption_stores_its_edit_distance(
     clip = assignment.hit.hit_clips.get().clip
 
     assignment_submit(
-        assignment=assignment, worker=ann, captions={clip.pk: "a machine hums loudly nearby"}
+        assignment=listened(assignment),
+        worker=ann,
+        captions={clip.pk: "a machine hums loudly nearby"},
     )
 
     edit = CaptionEdit.objects.get(caption__assignment=assignment)
@@ -80,7 +83,9 @@ def test_a_blind_caption_stores_no_edit(
     assignment = claim(ann)
     login(ann).get(assignment.get_absolute_url())
     clip = assignment.hit.hit_clips.get().clip
-    assignment_submit(assignment=assignment, worker=ann, captions={clip.pk: "a dog barks twice"})
+    assignment_submit(
+        assignment=listened(assignment), worker=ann, captions={clip.pk: "a dog barks twice"}
+    )
     assert not CaptionEdit.objects.exists()
 
 
@@ -108,7 +113,9 @@ def test_reviewers_see_the_suggestion_beside_the_caption(
 ) -> None:
     assignment = claim(ann)
     clip = assignment.hit.hit_clips.get().clip
-    assignment_submit(assignment=assignment, worker=ann, captions={clip.pk: "a dog barks twice"})
+    assignment_submit(
+        assignment=listened(assignment), worker=ann, captions={clip.pk: "a dog barks twice"}
+    )
     page = login(rey).get(f"/projects/{batch.project.slug}/review/").content.decode()
     assert 'data-testid="model-suggestion"' in page
     assert SUGGESTION in page

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from itertools import count
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from annotation.models import Assignment, Batch
+from annotation.models import Assignment, Batch, ClipAudioServed
 from annotation.services import batch_publish
 from core.models import Project
 from curation.models import Clip, Split, Subset, SubsetClip
@@ -60,6 +61,26 @@ def publish(subset: Subset, **overrides: Any) -> Batch:
 def captions_for(assignment: Assignment, text: str = CAPTION) -> dict[int, str]:
     clip_ids = assignment.hit.hit_clips.values_list("clip_id", flat=True)
     return {clip_id: text for clip_id in clip_ids}
+
+
+def listened(assignment: Assignment, *, now: datetime | None = None) -> Assignment:
+    """Records that every clip of the HIT was served to the assignment an hour before `now`,
+    as the HIT page's player, the API or the MTurk page record it: long enough to have been
+    heard to the end, which a submit requires. Returns the assignment."""
+    served_at = (now or timezone.now()) - timedelta(hours=1)
+    ClipAudioServed.objects.bulk_create(
+        [
+            ClipAudioServed(
+                assignment=assignment,
+                clip_id=clip_id,
+                served_at=served_at,
+                earliest_heard_at=served_at,
+            )
+            for clip_id in assignment.hit.hit_clips.values_list("clip_id", flat=True)
+        ],
+        ignore_conflicts=True,
+    )
+    return assignment
 
 
 MakeBatch = Callable[..., Batch]

@@ -31,6 +31,7 @@ from tests.annotation.conftest import (
     CAPTION,
     MakeBatch,
     captions_for,
+    listened,
     make_clips,
     make_subset,
     publish,
@@ -62,10 +63,13 @@ def world(project: Project, make_batch: MakeBatch, ann: Any, abe: Any) -> World:
     submitted = hit_claim(worker=abe)
     assert submitted is not None
     assignment_submit(
-        assignment=submitted, worker=abe, captions=captions_for(submitted, "abe hears a dog bark")
+        assignment=listened(submitted),
+        worker=abe,
+        captions=captions_for(submitted, "abe hears a dog bark"),
     )
     assignment = hit_claim(worker=ann)
     assert assignment is not None
+    listened(assignment)  # Ann has heard her clip: her submits pass that check
     return World(project=project, batch=batch, assignment=assignment, submitted=submitted)
 
 

@@ -41,7 +41,7 @@ from annotation.services import (
 )
 from core.models import Project, Role
 from core.services import membership_add
-from tests.annotation.conftest import captions_for, make_clips, make_subset, publish
+from tests.annotation.conftest import captions_for, listened, make_clips, make_subset, publish
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -92,7 +92,7 @@ def _worker_loop(crowd: Crowd, worker: Any, batch: Batch, *, stop: threading.Eve
             continue
         text = f"worker {worker.pk} hears claim {claims} of a dog barking"
         assignment_submit(
-            assignment=assignment, worker=worker, captions=captions_for(assignment, text)
+            assignment=listened(assignment), worker=worker, captions=captions_for(assignment, text)
         )
 
 

@@ -32,6 +32,7 @@ from tests.annotation.conftest import (
     CAPTION,
     MakeBatch,
     captions_for,
+    listened,
     make_clips,
     make_subset,
     publish,
@@ -46,8 +47,11 @@ def _claim(worker: Any, **kwargs: Any) -> Assignment:
 
 
 def _submit(assignment: Assignment, text: str = CAPTION) -> Assignment:
+    listened(assignment)
     return assignment_submit(
-        assignment=assignment, worker=assignment.worker, captions=captions_for(assignment, text)
+        assignment=listened(assignment),
+        worker=assignment.worker,
+        captions=captions_for(assignment, text),
     )
 
 
@@ -408,7 +412,9 @@ def test_it_keeps_the_slot_taken_after_submitting(batch: Batch, ann: Any) -> Non
 def test_it_lets_only_the_holder_submit(batch: Batch, ann: Any, abe: Any) -> None:
     assignment = _claim(ann)
     with pytest.raises(PermissionDenied):
-        assignment_submit(assignment=assignment, worker=abe, captions=captions_for(assignment))
+        assignment_submit(
+            assignment=listened(assignment), worker=abe, captions=captions_for(assignment)
+        )
     assert not Caption.objects.exists()
 
 
@@ -423,7 +429,7 @@ def test_it_refuses_a_late_submission_and_expires_the_assignment(batch: Batch, a
     assignment = _claim(ann)
     with pytest.raises(ValidationError, match="time allotted for this HIT ran out"):
         assignment_submit(
-            assignment=assignment,
+            assignment=listened(assignment),
             worker=ann,
             captions=captions_for(assignment),
             now=assignment.deadline,
@@ -435,20 +441,20 @@ def test_it_refuses_a_late_submission_and_expires_the_assignment(batch: Batch, a
 
 def test_it_requires_a_caption_for_every_clip(make_batch: MakeBatch, ann: Any) -> None:
     make_batch(clips=2, clips_per_hit=2)
-    assignment = _claim(ann)
+    assignment = listened(_claim(ann))
     first, second = assignment.hit.hit_clips.order_by("position").values_list("clip_id", flat=True)
     with pytest.raises(ValidationError) as exc:
-        assignment_submit(assignment=assignment, worker=ann, captions={first: CAPTION})
+        assignment_submit(assignment=listened(assignment), worker=ann, captions={first: CAPTION})
     assert exc.value.message_dict == {f"caption-{second}": ["The caption for clip 2 is empty."]}
     assert not Caption.objects.exists()
 
 
 def test_it_refuses_captions_for_clips_outside_the_hit(batch: Batch, ann: Any) -> None:
-    assignment = _claim(ann)
+    assignment = listened(_claim(ann))
     stranger = make_clips(1)[0]
     captions = {**captions_for(assignment), stranger.pk: CAPTION}
     with pytest.raises(ValidationError, match=f"Clips \\[{stranger.pk}\\] are not part"):
-        assignment_submit(assignment=assignment, worker=ann, captions=captions)
+        assignment_submit(assignment=listened(assignment), worker=ann, captions=captions)
 
 
 def test_it_trims_surrounding_whitespace(batch: Batch, ann: Any) -> None:

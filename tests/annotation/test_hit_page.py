@@ -31,7 +31,7 @@ from annotation.services import assignment_submit, caption_limits, hit_claim
 from core.models import Project
 from crowd.models import LedgerEntry
 from curation.models import Clip, Label, SuperCategory, WordLabel
-from tests.annotation.conftest import CAPTION, MakeBatch, captions_for
+from tests.annotation.conftest import CAPTION, MakeBatch, captions_for, listened
 from tests.conftest import login, streamed
 
 
@@ -120,7 +120,9 @@ def test_it_folds_the_instructions_once_the_worker_has_submitted(
     make_batch: MakeBatch, ann: Any
 ) -> None:
     make_batch(clips=2)
-    assignment_submit(assignment=(first := _claim(ann)), worker=ann, captions=captions_for(first))
+    assignment_submit(
+        assignment=listened(first := _claim(ann)), worker=ann, captions=captions_for(first)
+    )
     page = _page(login(ann), _claim(ann))
     assert '<details class="instructions" id="instructions">' in page
 
@@ -167,7 +169,7 @@ def test_it_locks_the_caption_box_until_the_clip_was_heard(
 
 
 def test_it_remembers_a_heard_clip_across_reloads(assignment: Assignment, ann: Any) -> None:
-    client, clip = login(ann), _clip(assignment)
+    client, clip = login(ann), _clip(listened(assignment))
     response = client.post(_url("assignment_clip_heard", assignment, clip))
     assert response.status_code == 200
     listen = ClipListen.objects.get()
@@ -177,7 +179,7 @@ def test_it_remembers_a_heard_clip_across_reloads(assignment: Assignment, ann: A
 
 
 def test_it_keeps_the_first_time_a_clip_was_heard(assignment: Assignment, ann: Any) -> None:
-    client, clip = login(ann), _clip(assignment)
+    client, clip = login(ann), _clip(listened(assignment))
     first = client.post(_url("assignment_clip_heard", assignment, clip)).json()
     again = client.post(_url("assignment_clip_heard", assignment, clip)).json()
     assert first == again
@@ -185,7 +187,9 @@ def test_it_keeps_the_first_time_a_clip_was_heard(assignment: Assignment, ann: A
 
 
 def test_it_refuses_to_log_listening_after_submitting(assignment: Assignment, ann: Any) -> None:
-    assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+    assignment_submit(
+        assignment=listened(assignment), worker=ann, captions=captions_for(assignment)
+    )
     response = login(ann).post(_url("assignment_clip_heard", assignment, _clip(assignment)))
     assert response.status_code == 409
     assert response.json() == {"error": "This assignment is already submitted."}
@@ -289,7 +293,9 @@ def test_it_shows_the_researcher_which_captions_used_the_video(
     with_video: Clip, assignment: Assignment, ann: Any, alice: Any
 ) -> None:
     login(ann).post(_url("assignment_video_hint", assignment, with_video))
-    assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+    assignment_submit(
+        assignment=listened(assignment), worker=ann, captions=captions_for(assignment)
+    )
     batch = assignment.hit.batch
     response = login(alice).get(reverse("batch_detail", args=[batch.project.slug, batch.pk]))
     assert [c.video_hint for c in response.context["captions"]] == [True]
@@ -381,7 +387,9 @@ def test_it_reports_only_clips_of_the_hit(batch: Batch, assignment: Assignment, 
 
 def _reviewed(worker: Any, approve: bool) -> Assignment:
     assignment = _claim(worker)
-    assignment_submit(assignment=assignment, worker=worker, captions=captions_for(assignment))
+    assignment_submit(
+        assignment=listened(assignment), worker=worker, captions=captions_for(assignment)
+    )
     state = Assignment.State.APPROVED if approve else Assignment.State.REJECTED
     Assignment.objects.filter(pk=assignment.pk).update(state=state, reviewed_at=timezone.now())
     return assignment
@@ -394,7 +402,7 @@ def test_it_shows_the_worker_their_approval_rate_and_earnings(
     for approve in (True, True, True, False):
         _reviewed(ann, approve)
     pending = _claim(ann)
-    assignment_submit(assignment=pending, worker=ann, captions=captions_for(pending))
+    assignment_submit(assignment=listened(pending), worker=ann, captions=captions_for(pending))
     response = login(ann).get(_claim(ann).get_absolute_url())
     stats = response.content.decode().split('data-testid="worker-stats"')[1].split("</dl>")[0]
     assert "75%" in stats
@@ -458,7 +466,7 @@ def test_it_gives_each_clip_of_a_hit_its_own_player_and_box(
 
 def test_it_stores_one_caption_per_clip_of_a_hit(make_batch: MakeBatch, ann: Any) -> None:
     make_batch(clips=2, clips_per_hit=2)
-    assignment = _claim(ann)
+    assignment = listened(_claim(ann))
     first, second = _clip(assignment, 0), _clip(assignment, 1)
     data = {
         f"caption-{first.pk}": "a dog barks loudly nearby",
@@ -474,7 +482,7 @@ def test_it_stores_one_caption_per_clip_of_a_hit(make_batch: MakeBatch, ann: Any
 
 def test_it_shows_each_clips_problems_next_to_it(make_batch: MakeBatch, ann: Any) -> None:
     make_batch(clips=2, clips_per_hit=2)
-    assignment = _claim(ann)
+    assignment = listened(_claim(ann))
     first, second = _clip(assignment, 0), _clip(assignment, 1)
     data = {f"caption-{first.pk}": "There is a dog barking", f"caption-{second.pk}": CAPTION}
     response = login(ann).post(reverse("assignment_submit", args=[assignment.pk]), data)
@@ -492,7 +500,7 @@ def test_it_shows_each_clips_problems_next_to_it(make_batch: MakeBatch, ann: Any
 
 def test_it_goes_straight_to_the_next_hit(make_batch: MakeBatch, ann: Any) -> None:
     make_batch(clips=2)
-    first = _claim(ann)
+    first = listened(_claim(ann))
     data = {f"caption-{k}": v for k, v in captions_for(first).items()}
     response = login(ann).post(reverse("assignment_submit", args=[first.pk]), data)
     following = Assignment.objects.get(worker=ann, state=Assignment.State.ACCEPTED)
@@ -501,7 +509,7 @@ def test_it_goes_straight_to_the_next_hit(make_batch: MakeBatch, ann: Any) -> No
 
 def test_it_says_kindly_when_no_work_is_left(make_batch: MakeBatch, ann: Any) -> None:
     make_batch(clips=1, reward_cents=40)
-    first = _claim(ann)
+    first = listened(_claim(ann))
     data = {f"caption-{k}": v for k, v in captions_for(first).items()}
     response = login(ann).post(reverse("assignment_submit", args=[first.pk]), data, follow=True)
     assert response.redirect_chain == [(reverse("work_done"), 302)]
@@ -555,6 +563,6 @@ def test_it_keeps_the_text_of_a_caption_with_a_warning(assignment: Assignment, a
     # warnings (past tense, no detail) never block
     text = "a dog barked at a car"
     assignment_submit(
-        assignment=assignment, worker=ann, captions={_clip(assignment).pk: f"  {text}\n"}
+        assignment=listened(assignment), worker=ann, captions={_clip(assignment).pk: f"  {text}\n"}
     )
     assert Caption.objects.get().text == text

@@ -39,7 +39,7 @@ from crowd.services import (
     review_reject,
     worker_block,
 )
-from tests.annotation.conftest import CAPTION, MakeBatch, make_clips, make_subset
+from tests.annotation.conftest import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, fake_mturk
 from tests.conftest import make_user, streamed
 
@@ -99,6 +99,8 @@ def _accept(
     client = Client(enforce_csrf_checks=True)
     response = client.get(_page_url(hit, assignment_id, worker_id))
     assert response.status_code == 200, response.content
+    # the worker then plays the clips through (their audio served long enough ago)
+    listened(Assignment.objects.order_by("-pk")[0])
     return client, _token(response.content.decode())
 
 

@@ -14,13 +14,14 @@ from django.test import Client
 from annotation.models import Assignment, Batch
 from core.services import api_token_create
 from crowd.services import batch_requirements_set, qualification_create
-from tests.annotation.conftest import CAPTION, MakeBatch, make_clips, make_subset
+from tests.annotation.conftest import CAPTION, MakeBatch, listened, make_clips, make_subset
 
 # token, savepoint pair, current assignment, claim SELECT … SKIP LOCKED, slot UPDATE …
 # RETURNING the HIT, its batch, assignment INSERT; then the answer's clips and their labels
 CLAIM_QUERIES = 10
 # token, savepoint pair, the worker's assignment locked, its HIT, its batch, the HIT's
-# clips, state UPDATE, captions INSERT, pre-suggestions shown (edit mode's edit distances);
+# clips (with whether each was heard), state UPDATE, captions INSERT, pre-suggestions
+# shown (edit mode's edit distances);
 # the disagreement checks come from the periodic sweep, not from each submit
 SUBMIT_QUERIES = 10
 
@@ -38,6 +39,10 @@ def _claim(client: Client) -> dict[str, Any]:
     response = client.post("/api/work/claim")
     assert response.status_code == 201, response.content
     return response.json()
+
+
+def _heard(work: dict[str, Any]) -> None:
+    listened(Assignment.objects.get(pk=work["id"]))
 
 
 def _submit(client: Client, work: dict[str, Any]) -> None:
@@ -90,6 +95,7 @@ def test_a_submit_takes_a_fixed_number_of_queries(
     batch: Batch, worker_client: Client, django_assert_max_num_queries: Any
 ) -> None:
     work = _claim(worker_client)
+    _heard(work)
     with django_assert_max_num_queries(SUBMIT_QUERIES):
         _submit(worker_client, work)
     assert Assignment.objects.get(pk=work["id"]).state == Assignment.State.SUBMITTED
@@ -103,6 +109,7 @@ def test_claims_and_submits_keep_their_query_counts_in_a_loop(
     for _ in range(4):
         with django_assert_max_num_queries(CLAIM_QUERIES):
             work = _claim(worker_client)
+        _heard(work)
         with django_assert_max_num_queries(SUBMIT_QUERIES):
             _submit(worker_client, work)
     assert worker_client.post("/api/work/claim").status_code == 204

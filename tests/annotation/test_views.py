@@ -35,7 +35,14 @@ from core.models import Project, Role
 from core.services import membership_add
 from crowd.services import worker_block
 from curation.models import Subset
-from tests.annotation.conftest import CAPTION, MakeBatch, captions_for, make_clips, make_subset
+from tests.annotation.conftest import (
+    CAPTION,
+    MakeBatch,
+    captions_for,
+    listened,
+    make_clips,
+    make_subset,
+)
 from tests.conftest import login, make_user, streamed
 
 
@@ -268,6 +275,7 @@ def test_it_claims_nothing_for_an_outsider(batch: Batch, olive: Any) -> None:
 
 
 def test_it_moves_on_to_the_next_hit_after_submitting(world: World, ann: Any) -> None:
+    listened(world.assignment)
     response = login(ann).post(URLS["assignment_submit"](world), _post_data(world))
     world.assignment.refresh_from_db()
     assert world.assignment.state == Assignment.State.SUBMITTED
@@ -294,7 +302,7 @@ def test_it_goes_back_to_work_after_the_last_hit(make_batch: MakeBatch, ann: Any
     make_batch(clips=1)
     assignment = hit_claim(worker=ann)
     assert assignment is not None
-    data = {f"caption-{k}": v for k, v in captions_for(assignment).items()}
+    data = {f"caption-{k}": v for k, v in captions_for(listened(assignment)).items()}
     response = login(ann).post(reverse("assignment_submit", args=[assignment.pk]), data)
     assert response["Location"] == reverse("work_done")
 
@@ -352,7 +360,7 @@ def test_it_shows_a_stored_script_caption_escaped(world: World, ann: Any, alice:
     # Submitting refuses < and >, but captions imported from a corpus or older data may
     # hold them: pages must escape whatever is stored.
     assignment_submit(
-        assignment=world.assignment, worker=ann, captions=captions_for(world.assignment)
+        assignment=listened(world.assignment), worker=ann, captions=captions_for(world.assignment)
     )
     Caption.objects.update(text=HOSTILE)
     response = login(alice).get(URLS["batch_detail"](world))
@@ -458,7 +466,7 @@ def test_it_reports_an_impossible_batch_state(world: World, alice: Any) -> None:
 
 def test_it_shows_batch_progress(world: World, ann: Any, alice: Any) -> None:
     assignment_submit(
-        assignment=world.assignment, worker=ann, captions=captions_for(world.assignment)
+        assignment=listened(world.assignment), worker=ann, captions=captions_for(world.assignment)
     )
     response = login(alice).get(URLS["batch_detail"](world))
     assert response.context["progress"] == {

@@ -25,7 +25,7 @@ from core.models import Project
 from crowd.models import Block, Review
 from crowd.records import flag_create
 from curation.models import Clip, Label, WordLabel
-from tests.annotation.conftest import captions_for, make_clips, make_subset, publish
+from tests.annotation.conftest import captions_for, listened, make_clips, make_subset, publish
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
 from tests.browser.test_roles import TIMEOUT_MS, log_in
 
@@ -92,7 +92,10 @@ def submitted(project: Project, ann: Any, settings: Any, tmp_path: Path) -> list
         assert assignment is not None
         done.append(
             assignment_submit(
-                assignment=assignment, worker=ann, captions=captions_for(assignment, text), now=at
+                assignment=listened(assignment, now=at),
+                worker=ann,
+                captions=captions_for(assignment, text),
+                now=at,
             )
         )
     # the HIT page's log: all heard to the end but the first; the video hint of the

@@ -16,7 +16,14 @@ from core.services import membership_add
 from crowd.models import Qualification
 from crowd.services import qualification_create
 from curation.models import Split
-from tests.annotation.conftest import CAPTION, captions_for, make_clips, make_subset, publish
+from tests.annotation.conftest import (
+    CAPTION,
+    captions_for,
+    listened,
+    make_clips,
+    make_subset,
+    publish,
+)
 from tests.conftest import make_user
 
 MakeBatch = Callable[..., Batch]
@@ -49,6 +56,7 @@ def submit() -> Submit:
     ) -> Assignment:
         assignment = hit_claim(worker=worker, batch=batch, now=now)
         assert assignment is not None, f"{worker} got no HIT"
+        listened(assignment, now=now)
         return assignment_submit(
             assignment=assignment, worker=worker, captions=captions_for(assignment, text), now=now
         )

@@ -19,7 +19,7 @@ from annotation.models import Assignment, Caption, Hit
 from annotation.services import assignment_submit, hit_claim
 from core.models import Project
 from crowd.models import REASON_FEEDBACK, LedgerEntry, RejectReason
-from tests.annotation.conftest import captions_for
+from tests.annotation.conftest import captions_for, listened
 from tests.conftest import login
 from tests.crowd.conftest import MakeBatch
 
@@ -39,7 +39,9 @@ def world(project: Project, make_batch: MakeBatch, abe: Any) -> World:
     submitted = hit_claim(worker=abe)
     assert submitted is not None
     assignment_submit(
-        assignment=submitted, worker=abe, captions=captions_for(submitted, "abe hears a dog bark")
+        assignment=listened(submitted),
+        worker=abe,
+        captions=captions_for(submitted, "abe hears a dog bark"),
     )
     return World(project=project, submitted=submitted)
 

@@ -1,0 +1,168 @@
+""" "Heard to the end" is the server's to check: a caption is refused for a clip whose audio
+was not served to the assignment long enough ago to have played through (the HIT page's
+player, the API and the MTurk page record the first serving), and the HIT page's "heard"
+report is refused before then too. The browser's lock is a convenience, not the check."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+from django.db.models import F
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation.models import Assignment, Batch, Caption, ClipAudioServed, ClipListen
+from annotation.services import HEARD_SHARE, assignment_submit, hit_claim
+from curation.models import Clip
+from tests.annotation.conftest import CAPTION, MakeBatch, captions_for
+from tests.conftest import login
+
+SECONDS = 10  # the test clips' section: 30 s to 40 s
+
+
+@pytest.fixture
+def media(settings: Any, tmp_path: Path) -> Path:
+    settings.MEDIA_ROOT = tmp_path
+    return tmp_path
+
+
+@pytest.fixture
+def assignment(batch: Batch, ann: Any, media: Path) -> Assignment:
+    claimed = hit_claim(worker=ann)
+    assert claimed is not None
+    for hit_clip in claimed.hit.hit_clips.select_related("clip"):
+        hit_clip.clip.audio.save(f"clip{hit_clip.clip_id}.wav", ContentFile(b"RIFF-fake-wave"))
+    return claimed
+
+
+def _clip(assignment: Assignment) -> Clip:
+    return assignment.hit.hit_clips.get().clip
+
+
+def _audio_url(assignment: Assignment) -> str:
+    return reverse("assignment_clip_audio", args=[assignment.pk, _clip(assignment).pk])
+
+
+def _time_passes(seconds: float) -> None:
+    """As if the audio had been served `seconds` earlier than it was."""
+    ClipAudioServed.objects.update(
+        served_at=F("served_at") - timedelta(seconds=seconds),
+        earliest_heard_at=F("earliest_heard_at") - timedelta(seconds=seconds),
+    )
+
+
+def _refusal(exc: pytest.ExceptionInfo[ValidationError], clip: Clip) -> list[str]:
+    return exc.value.message_dict[f"caption-{clip.pk}"]
+
+
+def test_a_caption_for_a_clip_never_played_is_refused(assignment: Assignment, ann: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+    assert _refusal(exc, _clip(assignment)) == ["Listen to clip 1 to the end first."]
+    assert not Caption.objects.exists()
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.ACCEPTED
+
+
+def test_a_caption_is_refused_until_the_clip_could_have_played_through(
+    assignment: Assignment, ann: Any
+) -> None:
+    response = login(ann).get(_audio_url(assignment))
+    assert response.status_code == 200
+    served = ClipAudioServed.objects.get()
+    too_soon = served.served_at + timedelta(seconds=HEARD_SHARE * SECONDS - 1)
+    with pytest.raises(ValidationError, match="Listen to clip 1 to the end first"):
+        assignment_submit(
+            assignment=assignment, worker=ann, captions=captions_for(assignment), now=too_soon
+        )
+    after = served.served_at + timedelta(seconds=SECONDS)
+    assignment_submit(
+        assignment=assignment, worker=ann, captions=captions_for(assignment), now=after
+    )
+    assert Caption.objects.get().text == CAPTION
+
+
+def test_only_the_first_serving_counts(assignment: Assignment, ann: Any) -> None:
+    client = login(ann)
+    client.get(_audio_url(assignment))
+    first = ClipAudioServed.objects.get()
+    _time_passes(300)
+    client.get(_audio_url(assignment), headers={"Range": "bytes=0-3"})  # a replay
+    again = ClipAudioServed.objects.get()
+    assert again.served_at == first.served_at - timedelta(minutes=5)
+    assert again.earliest_heard_at - again.served_at == timedelta(seconds=HEARD_SHARE * SECONDS)
+
+
+def test_the_hit_pages_heard_report_is_refused_before_the_clip_could_have_played(
+    assignment: Assignment, ann: Any
+) -> None:
+    client = login(ann)
+    heard_url = reverse("assignment_clip_heard", args=[assignment.pk, _clip(assignment).pk])
+    never_played = client.post(heard_url)
+    assert never_played.status_code == 409
+    assert "never loaded" in never_played.json()["error"]
+    client.get(_audio_url(assignment))
+    too_soon = client.post(heard_url)
+    assert too_soon.status_code == 409
+    assert "not played long enough" in too_soon.json()["error"]
+    assert not ClipListen.objects.exists()
+    _time_passes(SECONDS)
+    assert client.post(heard_url).status_code == 200
+    assert ClipListen.objects.get().clip == _clip(assignment)
+
+
+def test_someone_elses_fetch_of_the_audio_counts_for_nothing(
+    assignment: Assignment, abe: Any, ann: Any
+) -> None:
+    assert login(abe).get(_audio_url(assignment)).status_code == 404
+    assert not ClipAudioServed.objects.exists()
+
+
+def test_an_api_script_fetches_the_audio_then_submits_once_it_could_have_played(
+    assignment: Assignment, ann: Any
+) -> None:
+    client = login(ann)
+    clip = _clip(assignment)
+    audio = f"/api/work/assignments/{assignment.pk}/clips/{clip.pk}/audio"
+    submit = f"/api/work/assignments/{assignment.pk}/submit"
+    body = json.dumps({"captions": {str(clip.pk): CAPTION}})
+    assert client.get(audio).status_code == 200
+
+    refused = client.post(submit, body, content_type="application/json")
+    assert refused.status_code == 400
+    assert refused.json()["errors"] == {
+        f"caption-{clip.pk}": ["Listen to clip 1 to the end first."]
+    }
+
+    _time_passes(SECONDS)
+    accepted = client.post(submit, body, content_type="application/json")
+    assert accepted.status_code == 200, accepted.content
+
+
+def test_a_multi_clip_hit_names_each_clip_not_yet_heard(
+    make_batch: MakeBatch, ann: Any, media: Path
+) -> None:
+    make_batch(clips=2, clips_per_hit=2)
+    assignment = hit_claim(worker=ann)
+    assert assignment is not None
+    first, second = assignment.hit.hit_clips.order_by("position").values_list("clip_id", flat=True)
+    served_at = timezone.now() - timedelta(hours=1)
+    ClipAudioServed.objects.create(
+        assignment=assignment, clip_id=first, served_at=served_at, earliest_heard_at=served_at
+    )
+    with pytest.raises(ValidationError) as exc:
+        assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+    assert exc.value.message_dict == {f"caption-{second}": ["Listen to clip 2 to the end first."]}
+
+
+def test_the_anonymous_cannot_fetch_audio_to_start_the_clock(assignment: Assignment) -> None:
+    response = Client().get(_audio_url(assignment))
+    assert response.status_code == 302
+    assert not ClipAudioServed.objects.exists()
