@@ -31,6 +31,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
+from core.execution import RUNNER_INSTANCE, job_finished
 from core.jobs import job_kind
 from core.models import (
     ApiToken,
@@ -41,7 +42,6 @@ from core.models import (
     Role,
     hash_token,
 )
-from core.signals import RUNNER_INSTANCE, job_finished
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Worker-side hooks and the job signal.
+"""Worker-side hooks.
 
 Each Celery worker records itself in core.WorkerHeartbeat from a thread (not a Celery
 timer), so a solo-pool GPU worker busy with a training job still shows as alive. At start it
@@ -12,26 +12,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from typing import Any
 
 from celery.signals import celeryd_after_setup, task_postrun, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.dispatch import Signal
 from django.utils import timezone
+
+from core import execution  # noqa: F401  (draws the instance id before a worker forks)
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
-
-# This process's identity in the jobs it runs (Job.runner_instance). A Celery worker's pool
-# children are forked from it and share it, so a job names its worker's instance and its own
-# pid; a restarted worker gets a new one.
-RUNNER_INSTANCE = uuid.uuid4().hex
-
-job_finished = Signal()
-"""Sent with job=… inside the transaction that ends a job (succeeded, failed, cancelled):
-apps above core keep rows that follow a job (a training run) in step with it."""
 
 
 def _beat(hostname: str, queues: str) -> None:

@@ -318,7 +318,7 @@ def test_it_expires_through_the_periodic_task(batch: Batch, ann: Any) -> None:
 
 def test_it_schedules_the_expiry_task_every_minute() -> None:
     entry = settings.CELERY_BEAT_SCHEDULE["assignments-expire"]
-    assert entry == {"task": "annotation.tasks.assignments_expire", "schedule": 60.0}
+    assert (entry["task"], entry["schedule"]) == ("annotation.tasks.assignments_expire", 60.0)
 
 
 def test_it_expires_through_the_command(batch: Batch, ann: Any) -> None:

@@ -509,7 +509,7 @@ def test_returns_are_synced_again_when_mturk_does_not_answer(
 
 def test_returns_sync_every_five_minutes(settings: Any) -> None:
     entry = settings.CELERY_BEAT_SCHEDULE["mturk-returns-sync"]
-    assert entry == {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0}
+    assert (entry["task"], entry["schedule"]) == ("annotation.tasks.mturk_returns_sync", 300.0)
 
 
 def test_a_new_worker_on_a_full_hit_takes_the_slot_returned_there(
