@@ -388,11 +388,13 @@ def _runner_text(job: Job) -> str:
 
 
 def _may_run_again(job: Job) -> bool:
+    """A lost job's kind is safe to run again, attempts remain, and it came through a queue
+    (a job a command ran inline never goes to a worker: its paths are the command's)."""
     try:
         safe = job_kind(job.kind).rerun_safe
     except ValueError:
         return False
-    return safe and job.attempts < settings.JOB_MAX_ATTEMPTS
+    return safe and job.attempts < settings.JOB_MAX_ATTEMPTS and bool(job.celery_task_id)
 
 
 def _begin_execution(job: Job, *, worker: str, now: datetime) -> None:
