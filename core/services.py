@@ -32,6 +32,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
+from core.execution import RUNNER_INSTANCE, job_finished
 from core.jobs import job_kind
 from core.models import (
     ApiToken,
@@ -42,7 +43,6 @@ from core.models import (
     Role,
     hash_token,
 )
-from core.runner import RUNNER_INSTANCE, job_finished
 
 log = logging.getLogger(__name__)
 
@@ -416,11 +416,13 @@ def _runner_text(job: Job) -> str:
 
 
 def _may_run_again(job: Job) -> bool:
+    """A lost job's kind is safe to run again, attempts remain, and it came through a queue
+    (a job a command ran inline never goes to a worker: its paths are the command's)."""
     try:
         safe = job_kind(job.kind).rerun_safe
     except ValueError:
         return False
-    return safe and job.attempts < settings.JOB_MAX_ATTEMPTS
+    return safe and job.attempts < settings.JOB_MAX_ATTEMPTS and bool(job.celery_task_id)
 
 
 def _begin_execution(job: Job, *, worker: str, now: datetime) -> None:

@@ -1,4 +1,4 @@
-"""Worker-side hooks (the job signal and runner identity live in core.runner).
+"""Worker-side hooks.
 
 Each Celery worker records itself in core.WorkerHeartbeat from a thread (not a Celery
 timer), so a solo-pool GPU worker busy with a training job still shows as alive. At start it
@@ -18,6 +18,8 @@ from celery.signals import celeryd_after_setup, task_postrun, worker_ready, work
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
+
+from core import execution  # noqa: F401  (draws the instance id before a worker forks)
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()

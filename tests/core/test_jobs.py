@@ -398,6 +398,7 @@ def test_it_queues_a_lost_job_of_a_rerun_safe_kind_again(
     )
     job = make_job("test_ok", count=2)
     _set_running(job, worker="celery@dead", lease_left=-timedelta(seconds=1))
+    Job.objects.filter(pk=job.pk).update(celery_task_id="sent-through-the-broker")
     sent: list[dict[str, Any]] = []
     monkeypatch.setattr(run_job, "apply_async", lambda **kwargs: sent.append(kwargs))
 
@@ -423,6 +424,21 @@ def test_it_fails_a_rerun_safe_job_lost_on_its_last_attempt(
     settings.JOB_MAX_ATTEMPTS = 1
     job = make_job("test_ok", count=2)
     _set_running(job, worker="celery@dead", lease_left=-timedelta(seconds=1))
+    Job.objects.filter(pk=job.pk).update(celery_task_id="sent-through-the-broker")
+    assert jobs_fail_lost() == 1
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED
+
+
+def test_it_fails_a_lost_rerun_safe_job_that_a_command_ran(
+    make_job: Callable[..., Job], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its parameters name the command's machine's files: no worker takes it over."""
+    monkeypatch.setitem(
+        JOB_KINDS, "test_ok", JobKind("Test", f"{__name__}.ok_handler", "text", True)
+    )
+    job = make_job("test_ok", count=2)  # job_create: run inline, never queued
+    _set_running(job, worker="", lease_left=-timedelta(seconds=1))
     assert jobs_fail_lost() == 1
     job.refresh_from_db()
     assert job.state == Job.State.FAILED

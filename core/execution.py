@@ -1,6 +1,8 @@
-"""This process as a runner of jobs: its identity in the jobs it runs, and the signal sent
-when a job ends. Kept apart from core.signals (the worker hooks, which call services) so that
-core.services can import it without an import cycle."""
+"""Who runs jobs, and the signal a job's end sends.
+
+Imported when core's app loads (through core.signals), so a Celery worker's parent process
+draws its instance id before it forks its pool children, which share it.
+"""
 
 from __future__ import annotations
 
