@@ -25,10 +25,11 @@ from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
 from core.models import Project, Role
 from core.services import job_enqueue
-from modeling.models import TrainingRun
+from modeling.models import Suggestion, TrainingRun
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
+SUGGESTIONS_SHOWN = 12  # on the loop page; the run's page lists more
 
 
 @login_required
@@ -55,13 +56,23 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, "Saved the loop's settings.")
             return redirect("active_loop", project.slug)
+    promoted = services.promoted_run(project)
+    # what the suggesting model proposes, least certain first: what edit-mode annotators
+    # start from and what the flag checks compare captions with
+    suggestions = (
+        promoted.suggestions.select_related("clip").order_by("-mean_entropy", "clip_id")
+        if promoted
+        else Suggestion.objects.none()
+    )
     context = {
         "project": project,
         "role": role,
         "config": config,
         "form": form if role == Role.RESEARCHER else None,
         "approved": services.approved_caption_count(project),
-        "promoted": services.promoted_run(project),
+        "promoted": promoted,
+        "suggestions": suggestions[:SUGGESTIONS_SHOWN],
+        "suggestion_count": suggestions.count(),
         "retrains": Retrain.objects.filter(project=project).select_related("job", "run")[:20],
         "decisions": PromotionDecision.objects.filter(project=project).select_related(
             "run", "incumbent"
