@@ -9,6 +9,7 @@ skipped when what it makes is there already, so seeding twice changes nothing.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone
 
 from annotation.models import Assignment, Batch
 from core.models import Job, Project, Role
@@ -297,7 +299,11 @@ def _captions_submit(
     caption per clip from CAPTIONS[clip][column]: the first one off topic for worker_cho
     and hostile-looking for annotator2. The worker hears each clip to the end first, as
     the HIT page records it, except the off-topic one."""
-    from annotation.services import assignment_submit, clip_heard, hit_claim
+    from annotation.services import assignment_submit, clip_audio_served, clip_heard, hit_claim
+
+    # the player loaded each clip's audio a while ago (the server refuses a submit for audio
+    # that was never served, or served too recently to have played through)
+    loaded_at = timezone.now() - timedelta(hours=1)
 
     done: list[Assignment] = []
     while hits is None or len(done) < hits:
@@ -307,6 +313,7 @@ def _captions_submit(
         texts = {}
         for hit_clip in assignment.hit.hit_clips.select_related("clip").order_by("position"):
             clip = hit_clip.clip
+            clip_audio_served(assignment=assignment, clip=clip, now=loaded_at)
             text = CAPTIONS[clip.original_name][column]
             if not done and worker.username == "worker_cho":
                 text = OFF_TOPIC
