@@ -5,11 +5,13 @@ Runs here are rows written directly (the training itself is tested in test_runs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from core.models import Job, Project
 from corpus.models import Snapshot
@@ -213,7 +215,13 @@ def test_cancelling_asks_the_runs_job_to_stop(
     project: Project, snapshot: Snapshot, alice: Any
 ) -> None:
     job = Job.objects.create(
-        kind="training_run", label="t", params={}, project=project, state=Job.State.RUNNING
+        kind="training_run",
+        label="t",
+        params={},
+        project=project,
+        state=Job.State.RUNNING,
+        execution="a-gpu-worker-runs-it",
+        lease_expires_at=timezone.now() + timedelta(minutes=1),
     )
     running = _run(project, snapshot, state=TrainingRun.State.RUNNING, checkpoint="", job=job)
 
