@@ -36,17 +36,18 @@ def kinds(test_kinds: Callable[[str], None]) -> None:
 
 @pytest.fixture
 def broker_down(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Points Celery at a closed port, dropping the producer connections it holds, and back
-    afterwards (Celery prefers the CELERY_BROKER_URL variable, so that is set too)."""
+    """Points Celery at a closed port and back afterwards (Celery prefers the
+    CELERY_BROKER_URL variable, so that is set too). The pools of connections to the working
+    broker that earlier tests opened are set aside meanwhile, so publishing really connects."""
     previous = celery_app.conf.broker_url
     settings.CELERY_BROKER_URL = DEAD_BROKER
     monkeypatch.setenv("CELERY_BROKER_URL", DEAD_BROKER)
-    celery_app.close()
+    monkeypatch.setattr(celery_app, "_pool", None)
+    monkeypatch.setattr(celery_app.amqp, "_producer_pool", None)
     celery_app.conf["broker_url"] = DEAD_BROKER
     try:
         yield
     finally:
-        celery_app.close()
         celery_app.conf["broker_url"] = previous
 
 
