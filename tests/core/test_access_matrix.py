@@ -59,7 +59,7 @@ from curation.recipes import RecipeSpec
 from curation.services import label_curate, recipe_save
 from earmark.api import api
 from modeling.models import TrainingRun
-from tests.annotation.conftest import captions_for, make_clips, make_subset, publish
+from tests.annotation.conftest import captions_for, listened, make_clips, make_subset, publish
 from tests.conftest import make_user
 from tests.modeling.factories import make_run, ready_snapshot
 
@@ -162,7 +162,7 @@ def _victim() -> Victim:
     submitted = hit_claim(worker=annotator, batch=batch)
     assert submitted is not None
     assignment_submit(
-        assignment=submitted,
+        assignment=listened(submitted),
         worker=annotator,
         captions=captions_for(submitted, f"a {MARKER} dog barks while cars pass by"),
     )
