@@ -24,7 +24,7 @@ from crowd.services import (
     worker_block,
     worker_unblock,
 )
-from tests.annotation.conftest import captions_for, make_clips, make_subset
+from tests.annotation.conftest import captions_for, listened, make_clips, make_subset
 from tests.crowd.conftest import MakeBatch, Submit
 
 
@@ -101,7 +101,9 @@ def test_a_block_stops_the_hit_already_held(batch: Batch, ann: Any, rey: Any) ->
     assert assignment is not None
     worker_block(project=batch.project, worker=ann, by=rey, reason="Copies the hints.")
     with pytest.raises(ValidationError, match="blocked from this project's HITs"):
-        assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+        assignment_submit(
+            assignment=listened(assignment), worker=ann, captions=captions_for(assignment)
+        )
     assignment.refresh_from_db()
     assert assignment.state == Assignment.State.RETURNED
     assert not assignment.captions.exists()
@@ -109,7 +111,7 @@ def test_a_block_stops_the_hit_already_held(batch: Batch, ann: Any, rey: Any) ->
     worker_unblock(project=batch.project, worker=ann, by=rey)
     again = hit_claim(worker=ann)
     assert again is not None
-    assignment_submit(assignment=again, worker=ann, captions=captions_for(again))
+    assignment_submit(assignment=listened(again), worker=ann, captions=captions_for(again))
 
 
 def test_it_needs_a_reason_to_block(batch: Batch, ann: Any, rey: Any) -> None:

@@ -21,7 +21,7 @@ from core.services import job_enqueue, jobs_redispatch
 from core.tasks import run_job
 from earmark.celery import app as celery_app
 from tests.active.conftest import claim
-from tests.annotation.conftest import make_clips, make_subset, publish
+from tests.annotation.conftest import listened, make_clips, make_subset, publish
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,7 +114,7 @@ def test_a_submit_with_its_check_queued_answers_ok_and_keeps_the_captions(
 ) -> None:
     settings.ACTIVE_FLAG_ON_SUBMIT = True
     [clip] = make_clips(1)
-    assignment = claim(ann, publish(make_subset(project, [clip])))
+    assignment = listened(claim(ann, publish(make_subset(project, [clip]))))
 
     response = login(ann).post(
         reverse("assignment_submit", args=[assignment.pk]),

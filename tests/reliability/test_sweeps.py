@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from core.models import SweepRun, WorkerHeartbeat
@@ -50,8 +50,13 @@ def test_a_failing_sweep_is_recorded_with_its_error(monkeypatch: pytest.MonkeyPa
     assert "database is read-only" in run.last_error
 
 
+MONITORING_TOKEN = "monitoring-token-for-sweep-tests"
+
+
 def _healthz_sweeps() -> tuple[int, dict[str, object]]:
-    response = Client().get("/healthz")
+    """/healthz's sweeps check as monitoring reads it (the public sees no details)."""
+    with override_settings(HEALTHZ_TOKEN=MONITORING_TOKEN):
+        response = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {MONITORING_TOKEN}")
     return response.status_code, response.json()["checks"]["sweeps"]
 
 
