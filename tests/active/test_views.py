@@ -13,7 +13,9 @@ from active.models import BatchConfig, CurvePoint, PromotionDecision, Retrain
 from annotation.models import Batch
 from core.models import Job
 from core.services import api_token_create
+from curation.models import Clip
 from modeling.models import TrainingRun
+from tests.active.conftest import suggest
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -100,6 +102,25 @@ def test_the_loop_page_lists_decisions_and_starts_a_retrain(
     page = client.get("/projects/sounds/active/").content.decode()
     assert "This run already suggests captions." in page
     assert "/labelstudio/sounds" in page
+
+
+def test_the_loop_page_lists_the_suggesting_runs_suggestions_least_certain_first(
+    clips: list[Clip], promoted: TrainingRun, rey: Any
+) -> None:
+    suggest(promoted, clips[0], "a dog barks twice", entropy=0.4)
+    suggest(promoted, clips[1], "rain &lt;b&gt; falls", entropy=1.7)
+
+    page = login(rey).get("/projects/sounds/active/").content.decode()
+
+    table = page[page.index('data-testid="suggestions"') :]
+    assert "2 clips captioned by run #" in page
+    assert table.index("rain &amp;lt;b&amp;gt; falls") < table.index("a dog barks twice")
+
+
+def test_the_loop_page_says_why_there_are_no_suggestions_yet(project: Any, alice: Any) -> None:
+    page = login(alice).get("/projects/sounds/active/").content.decode()
+
+    assert "No suggestions yet: promote a finished run" in page
 
 
 def test_the_flag_button_queues_a_check(batch: Batch, rey: Any) -> None:

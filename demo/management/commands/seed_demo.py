@@ -8,7 +8,11 @@ from demo.services import DEMO_PASSWORD, DEMO_USERS, demo_seed
 
 
 class Command(BaseCommand):
-    help = "Create the offline demo project, its users, the ontology excerpt and six clips."
+    help = (
+        "Create the offline demo project, lived in: users, clips, work to review, snapshots, "
+        "a qualification attempt, and its first training run queued for the gpu worker. "
+        "Running it again changes nothing."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         project = demo_seed(echo=self.stdout.write)
