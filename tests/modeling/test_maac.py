@@ -266,6 +266,37 @@ def test_resnet38_backbone_loads_panns_weights_from_a_file(tmp_path):
     assert model.keyword_logits(batch).shape == (2, N_KEYWORDS)
 
 
+def test_the_resnet38_keyword_encoder_pools_layer2_layer3_and_the_last_block():
+    config = model_preset("maac", "tiny")
+    assert isinstance(config, MAACConfig)
+    config.backbone, config.feature_dim = "resnet38", 64
+    # distinct widths: layer2 6, layer3 10, layer4 12, conv_block_after1 18 channels
+    config.panns_widths, config.panns_layers = (4, 6, 10, 12, 14, 18), (1, 1, 1, 1)
+    model = build_model("maac", config, vocab_size=len(vocabulary())).eval()
+    assert isinstance(model, MAACCaptioner)
+    encoder = model.keyword_encoder
+    backbone = encoder.backbone
+    assert isinstance(backbone, ResNet38)
+    assert [level.in_features for level in encoder.levels] == [6, 10, 18]
+    outputs, level_inputs = {}, []
+    for key, module in (
+        ("layer2", backbone.resnet.layer2),
+        ("layer3", backbone.resnet.layer3),
+        ("last", backbone.conv_block_after1),
+    ):
+        module.register_forward_hook(lambda _m, _a, out, key=key: outputs.__setitem__(key, out))
+    for level in encoder.levels:
+        level.register_forward_pre_hook(lambda _m, args: level_inputs.append(args[0]))
+
+    lengths = torch.tensor([64, 64])
+    with torch.no_grad():
+        model.keyword_logits({"features": torch.randn(2, 64, 64), "feature_lengths": lengths})
+
+    for pooled, key in zip(level_inputs, ("layer2", "layer3", "last"), strict=True):
+        frames = outputs[key].mean(dim=3).transpose(1, 2)  # the block averaged over frequency
+        torch.testing.assert_close(pooled, frames.mean(dim=1))  # GAP over its (full) frames
+
+
 def test_checkpoint_rebuilds_the_model(tmp_path):
     vocab = vocabulary()
     assert_checkpoint_round_trip("maac", _model(vocab), vocab, tmp_path / "model.pt")

@@ -117,8 +117,7 @@ class KeywordEncoder(nn.Module):
             self.backbone = ResNet38(panns)
             if config.backbone_weights:
                 load_weights(self.backbone, config.backbone_weights, name="resnet38")
-            layers = len(panns.resnet_layers)
-            level_dims = (panns.widths[2], panns.widths[layers - 1], panns.widths[-1])
+            level_dims = self.backbone.level_dims
         else:
             raise ValueError(f"unknown keyword-encoder backbone {config.backbone!r}")
         self.levels = nn.ModuleList(nn.Linear(dim, config.level_dim) for dim in level_dims)
