@@ -99,8 +99,8 @@ def test_resnet38_pools_the_3rd_4th_and_last_of_its_six_blocks() -> None:
     assert isinstance(encoder, E.ResNet38)
     seen = _hooked_outputs(
         {
-            "layer2": encoder.resnet.layer2,
-            "layer3": encoder.resnet.layer3,
+            "layer2": encoder.resnet.get_submodule("layer2"),
+            "layer3": encoder.resnet.get_submodule("layer3"),
             "last": encoder.conv_block_after1,
         }
     )

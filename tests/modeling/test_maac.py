@@ -11,7 +11,7 @@ from modeling.ml.encoders import PannsConfig, ResNet38
 from modeling.ml.keywords import top_keywords
 from modeling.ml.models.base import caption_loss, masked_mean
 from modeling.ml.models.maac import GLUAttention, MAACCaptioner
-from modeling.ml.presets import model_preset, train_preset
+from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
 from tests.modeling.captioning_av import (
@@ -278,12 +278,14 @@ def test_the_resnet38_keyword_encoder_pools_layer2_layer3_and_the_last_block():
     backbone = encoder.backbone
     assert isinstance(backbone, ResNet38)
     assert [level.in_features for level in encoder.levels] == [6, 10, 18]
-    outputs, level_inputs = {}, []
-    for key, module in (
-        ("layer2", backbone.resnet.layer2),
-        ("layer3", backbone.resnet.layer3),
+    outputs: dict[str, torch.Tensor] = {}
+    level_inputs: list[torch.Tensor] = []
+    blocks: list[tuple[str, torch.nn.Module]] = [
+        ("layer2", backbone.resnet.get_submodule("layer2")),
+        ("layer3", backbone.resnet.get_submodule("layer3")),
         ("last", backbone.conv_block_after1),
-    ):
+    ]
+    for key, module in blocks:
         module.register_forward_hook(lambda _m, _a, out, key=key: outputs.__setitem__(key, out))
     for level in encoder.levels:
         level.register_forward_pre_hook(lambda _m, args: level_inputs.append(args[0]))
@@ -300,9 +302,3 @@ def test_the_resnet38_keyword_encoder_pools_layer2_layer3_and_the_last_block():
 def test_checkpoint_rebuilds_the_model(tmp_path):
     vocab = vocabulary()
     assert_checkpoint_round_trip("maac", _model(vocab), vocab, tmp_path / "model.pt")
-
-
-def test_training_presets_follow_the_paper():
-    ce, rl = train_preset("maac"), train_preset("maac_scst")
-    assert (ce.lr, ce.epochs, ce.batch_size, ce.lr_decay_per_epoch) == (3e-4, 30, 32, 0.98)
-    assert (rl.lr, rl.lr_decay_per_epoch) == (5e-5, 0.98)
