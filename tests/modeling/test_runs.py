@@ -106,6 +106,25 @@ def test_a_run_trains_on_its_snapshot_and_keeps_curve_metrics_and_checkpoint(
     assert set(tokenize(a_training_caption)) <= set(checkpoint.vocab.words)
 
 
+def test_a_run_scores_and_suggests_with_its_recipes_beam(
+    project: Project, snapshot: Snapshot, scenes: Subset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    beams: list[int] = []
+    scored = services.score_split
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        beams.append(kwargs.get("beam_size", 1))
+        return scored(*args, **kwargs)
+
+    monkeypatch.setattr(services, "score_split", recording)
+    run = _train(project, snapshot, overrides=[*TINY, "decoding.beam_size=2"])
+
+    assert run.state == TrainingRun.State.SUCCEEDED, run.error
+    assert beams == [1, 1, 2, 2]  # greedy validations per epoch, then val and test
+    assert services.clips_caption(run=run, subset=scenes)["beam_size"] == 2
+    assert set(Suggestion.objects.values_list("beam_size", flat=True)) == {2}
+
+
 def test_the_model_reads_the_features_it_is_given(project: Project, snapshot: Snapshot) -> None:
     run = services.run_start(
         project=project,
@@ -306,6 +325,20 @@ def test_the_train_command_runs_and_reports(project: Project, snapshot: Snapshot
     run = TrainingRun.objects.get()
     assert run.state == TrainingRun.State.SUCCEEDED
     assert run.overrides == TINY
+
+
+def test_the_train_commands_help_lists_every_models_recipe() -> None:
+    from modeling.management.commands.train import Command
+
+    text = Command().create_parser("manage.py", "train").format_help()
+
+    assert "--epochs N" in text
+    for line in (
+        "act: Liu et al., Interspeech 2023 (ACT). captions 15 epochs at 1e-4 (5 warm-up).",
+        "maac: Ye et al., DCASE 2021 (MAAC). pre-training 80 epochs at 1e-3 with the backbone",
+        "crossmodal: Shen et al., CVPR 2023 (audio-visual captioner, MBP). pre-training 20",
+    ):
+        assert line in text
 
 
 def test_the_train_command_names_an_unknown_snapshot(db: None) -> None:
