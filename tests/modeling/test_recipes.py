@@ -51,6 +51,7 @@ def test_act_and_v_act_runs_train_as_liu_et_al(model: str) -> None:
         32,
     )
     assert train["warmup_epochs"] == 5  # linear warm-up over the first 5 of 15 epochs
+    assert train["early_stopping_patience"] is None  # all 15 of them
     assert train["label_smoothing"] > 0
     assert train["spec_augment"] is True
     assert plan.config["run"]["decoding"]["beam_size"] == 3
@@ -139,6 +140,7 @@ def test_the_av_captioner_pretrains_with_mbp_and_fine_tunes_at_1e_5() -> None:
     assert train["pretrain_epochs"] > 0  # MBP only there
     assert train["lr"] == 1e-5  # fine-tuning
     assert (train["lr_schedule"], train["warmup_fraction"]) == ("linear_decay", 0.1)
+    assert train["early_stopping_patience"] is None  # the decay runs to its end
     assert plan.config["run"]["decoding"]["beam_size"] == 5
     features = plan.config["features"]  # its own: 22,050 Hz, 1536-sample frames, hop 588
     assert (features["sample_rate"], features["n_fft"], features["hop_length"]) == (
