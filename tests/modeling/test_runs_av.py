@@ -232,12 +232,6 @@ def test_a_maac_run_pretrains_keywords_then_fine_tunes_on_cider(
     assert 1 <= checkpoint.model.config.num_keywords <= 12
 
 
-def test_maac_runs_default_to_the_three_stages(project: Project, snapshot: Snapshot) -> None:
-    run = _start(project, snapshot, "maac", [])
-    train = run.config["run"]["train"]
-    assert (train["pretrain_epochs"], train["scst_epochs"], train["lr"]) == (10, 10, 3e-4)
-
-
 def test_video_settings_for_an_audio_only_model_are_refused(
     project: Project, snapshot: Snapshot
 ) -> None:
