@@ -66,9 +66,15 @@ class BatchForm(forms.Form):
     # who may take the batch's HITs (crowd.BatchRequirements; also on the batch's
     # requirements page afterwards)
     min_approval_percent = forms.IntegerField(
-        min_value=0, max_value=100, initial=0, label="Minimum approval rate (%)"
+        min_value=0,
+        max_value=100,
+        required=False,
+        label="Minimum approval rate (%)",
+        help_text="Empty: none. A worker with nothing reviewed yet counts as 100 %.",
     )
-    min_approved = forms.IntegerField(min_value=0, initial=0, label="Minimum approved HITs")
+    min_approved = forms.IntegerField(
+        min_value=0, required=False, label="Minimum approved HITs", help_text="Empty: none."
+    )
     site_wide_record = forms.BooleanField(
         required=False,
         label="Count the worker's record in every project",
@@ -123,8 +129,8 @@ class BatchForm(forms.Form):
             "bonus_cap_cents": data["bonus_cap_cents"],
             "requirements": Requirements(
                 qualifications=tuple(data["qualifications"]),
-                min_approval_percent=data["min_approval_percent"],
-                min_approved=data["min_approved"],
+                min_approval_percent=data["min_approval_percent"] or 0,
+                min_approved=data["min_approved"] or 0,
                 site_wide_record=data["site_wide_record"],
                 locales=tuple(data["locales"].replace(",", " ").split()),
             ),

@@ -330,7 +330,7 @@ def batch_list(request: HttpRequest, slug: str) -> HttpResponse:
                 created_by=signed_in_user(request), **form.publish_kwargs()
             )
         except ValidationError as exc:
-            by_field = exc.message_dict if hasattr(exc, "error_dict") else {None: exc.messages}
+            by_field = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
             for field, errors in by_field.items():
                 form.add_error(field if field in form.fields else None, errors)
         else:

@@ -495,7 +495,7 @@ def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse
                 batch=batch, by=signed_in_user(request), **form.cleaned_data
             )
         except ValidationError as exc:
-            by_field = exc.message_dict if hasattr(exc, "error_dict") else {None: exc.messages}
+            by_field = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
             for field, errors in by_field.items():
                 form.add_error(field if field in form.fields else None, errors)
         else:
