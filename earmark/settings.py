@@ -301,6 +301,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "mturk-reviews-send": {"task": "annotation.tasks.mturk_reviews_send", "schedule": 300.0},
     # … and local slots of assignments returned or abandoned on MTurk are freed
     "mturk-returns-sync": {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0},
+    # … and qualification tests taken on MTurk come here for grading, and grades go back
+    "mturk-qualifications-sync": {
+        "task": "annotation.tasks.mturk_qualifications_sync",
+        "schedule": 300.0,
+    },
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 

@@ -18,6 +18,7 @@ from annotation.models import (
 )
 from core.models import Role
 from core.services import require_role
+from crowd.records import Requirements, requirements_record
 from curation.models import Clip, Split, Subset, SubsetClip
 
 # AudioCaps collected one caption per training clip and five per validation/test clip.
@@ -50,10 +51,13 @@ def batch_publish(
     mode: str = Batch.Mode.CAPTION,
     publish: bool = True,
     bonus_cap_cents: int | None = None,
+    requirements: Requirements | None = None,
 ) -> Batch:
     """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
-    publishes it unless `publish` is false. `created_by` None means a trusted caller (a
-    management command); anyone else must be a researcher of the subset's project."""
+    publishes it unless `publish` is false. `requirements` (who may take its HITs) are
+    written in the same transaction, so no worker outside them can claim a HIT first.
+    `created_by` None means a trusted caller (a management command); anyone else must be
+    a researcher of the subset's project."""
     if created_by is not None:
         require_role(subset.project, created_by, Role.RESEARCHER)
     if split not in Split.values:
@@ -119,6 +123,8 @@ def batch_publish(
             ],
             batch_size=2000,
         )
+        if requirements is not None and requirements.asks_anything():
+            requirements_record(batch=batch, requirements=requirements)
         if publish:
             batch.move_to(Batch.State.PUBLISHED)
     return batch
