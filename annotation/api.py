@@ -77,7 +77,8 @@ class BatchIn(Schema):
     subset: str = Field(description="slug of a subset of the project")
     split: str = Field(Split.VAL, description=f"one of {', '.join(Split.values)}")
     captions_per_clip: int | None = Field(
-        None, description="None: 1 for train, 5 for val and test (as AudioCaps)"
+        None,
+        description="None: what the subset's recipe asks (AudioCaps: 1 for train, 5 for val, test)",
     )
     clips_per_hit: int = 5
     reward_cents: int = Field(20, ge=0, description="paid per approved HIT")

@@ -39,7 +39,8 @@ class BatchForm(forms.Form):
         min_value=1,
         max_value=MAX_CAPTIONS_PER_CLIP,
         required=False,
-        help_text="Empty: 1 for train, 5 for val and test (as AudioCaps).",
+        help_text="Empty: what the subset's recipe asks (AudioCaps: 1 for train, 5 for val "
+        "and test).",
     )
     clips_per_hit = forms.IntegerField(min_value=1, max_value=MAX_CLIPS_PER_HIT, initial=5)
     reward_cents = forms.IntegerField(
