@@ -14,7 +14,7 @@ import hashlib
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, BinaryIO
 
 CHUNK_BYTES = 1 << 20
@@ -53,8 +53,7 @@ class _HashingSink:
 
 
 def _safe(path: str) -> str:
-    parts = PurePosixPath(path).parts
-    if not parts or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+    if any(part in ("", ".", "..") for part in path.split("/")):
         raise ValueError(f"{path!r} is not a relative path inside the archive")
     return path
 
