@@ -36,12 +36,18 @@ from core.progress import ProgressFn, no_progress
 from corpus import datacard, formats, queries, stats
 from corpus.archive import ArchiveWriter, TextFile
 from corpus.models import CorpusStatistics, Snapshot
-from corpus.services import snapshot_audio
 from corpus.services.rows import (
     clip_grouped_rows,
     clotho_width,
     export_reads,
     split_rows,
+)
+from corpus.services.snapshot_audio import (
+    MISSING_AUDIO_FILE,
+    MissingAudio,
+    label_names,
+    layout_of,
+    write_split,
 )
 from corpus.services.statistics import statistics_data
 from crowd.models import BatchRequirements
@@ -559,15 +565,15 @@ def _write_with_audio(
         progress(done, total + 2, f"audio: {done:,} of {total:,} clips")
 
     progress(0, total + 2, f"audio: 0 of {total:,} clips")
-    names = snapshot_audio.label_names()
-    missing = snapshot_audio.MissingAudio(out)
+    names = label_names()
+    missing = MissingAudio(out)
     files: list[dict[str, Any]] = []
     extra: list[dict[str, Any]] = []
     counts: dict[str, dict[str, int]] = {}
     facts: list[datacard.SplitFacts] = []
     try:
         for split in snapshot.splits:
-            written = snapshot_audio.write_split(
+            written = write_split(
                 snapshot=snapshot,
                 split=split,
                 archive=archive,
@@ -595,11 +601,11 @@ def _write_with_audio(
         missing.file.close()
     for entry in files:
         archive.add_file(entry["path"], out / entry["path"])
-    extra.append(_add_text(archive, out, snapshot_audio.MISSING_AUDIO_FILE))
+    extra.append(_add_text(archive, out, MISSING_AUDIO_FILE))
     progress(total, total + 2, "card, manifest and checksums")
     audio_members = [m for m in archive.members if m.path.endswith(".wav")]
     audio = {
-        "layout": snapshot_audio.layout_of(snapshot),
+        "layout": layout_of(snapshot),
         "folders": {f.name: f.folder for f in facts if f.clips},
         "files": len(audio_members),
         "bytes": sum(m.bytes for m in audio_members),
@@ -617,7 +623,7 @@ def _card(snapshot: Snapshot, manifest: dict[str, Any], splits: list[datacard.Sp
         project=project.slug,
         version=snapshot.version,
         licence=snapshot.licence,
-        layout=snapshot_audio.layout_of(snapshot),
+        layout=layout_of(snapshot),
         text=snapshot.text,
         created_at=snapshot.created_at.strftime("%Y-%m-%d"),
         earmark_version=manifest["earmark_version"],
