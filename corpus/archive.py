@@ -6,18 +6,29 @@ is treated as unseekable, so zipfile writes each member's sizes and CRC after it
 data descriptor) instead of seeking back, and the archive's SHA-256 is computed as its bytes
 go out, with no second read. WAV is stored (compressing PCM saves little and costs much
 CPU); text is deflated. Every member's SHA-256 and size is kept for SHA256SUMS.
+
+Every byte is hashed twice (its member's digest, the archive's): on the 2-core dev machine
+that is 1.1 ms of CPU per MB against 1.5 ms for reading and writing it. hashlib releases
+the GIL on large buffers, so each digest runs on a thread of its own, fed through a short
+queue, and the copy does not wait for the hashing where a core is free.
 """
 
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, BinaryIO
 
 CHUNK_BYTES = 1 << 20
+_QUEUED_CHUNKS = 8  # per digest thread: what may wait, so memory stays flat
+_CUT = object()  # a digest thread's marker: report the digest so far and start anew
+_STOP = object()
 
 
 @dataclass(frozen=True)
@@ -27,16 +38,52 @@ class Member:
     sha256: str
 
 
+class _DigestThread:
+    """A SHA-256 computed on a thread of its own from the chunks it is given."""
+
+    def __init__(self, name: str) -> None:
+        self._chunks: queue.Queue[object] = queue.Queue(maxsize=_QUEUED_CHUNKS)
+        self._digests: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        digest = hashlib.sha256()
+        while True:
+            item = self._chunks.get()
+            if item is _STOP:
+                return
+            if item is _CUT:
+                self._digests.put(digest.hexdigest())
+                digest = hashlib.sha256()
+            else:
+                assert isinstance(item, bytes)
+                digest.update(item)
+
+    def update(self, data: bytes) -> None:
+        self._chunks.put(data)
+
+    def cut(self) -> str:
+        """The digest of everything given since the last cut."""
+        self._chunks.put(_CUT)
+        return self._digests.get()
+
+    def stop(self) -> None:
+        self._chunks.put(_STOP)
+        self._thread.join()
+
+
 class _HashingSink:
     """The archive's output: counts and hashes every byte on its way to `target`. It has
     no seek, so zipfile streams (data descriptors) and the hash covers the final bytes."""
 
     def __init__(self, target: BinaryIO) -> None:
         self.target = target
-        self.sha256 = hashlib.sha256()
+        self.sha256 = _DigestThread("archive-sha256")
         self.position = 0
 
     def write(self, data: bytes) -> int:
+        data = bytes(data)  # queued for the digest thread: never a view of a reused buffer
         self.target.write(data)
         self.sha256.update(data)
         self.position += len(data)
@@ -59,12 +106,26 @@ def _safe(path: str) -> str:
 
 
 class ArchiveWriter:
-    """Writes members into `target` as a zip."""
+    """Writes members into `target` as a zip. Use it in a `with` block (its digest
+    threads stop at the end, also on failure) and call close() for the archive's digest."""
 
     def __init__(self, target: BinaryIO) -> None:
         self._sink = _HashingSink(target)
         self._zip = zipfile.ZipFile(self._sink, "w")  # closed by close()
+        self._member_sha256 = _DigestThread("member-sha256")
         self.members: list[Member] = []
+
+    def __enter__(self) -> ArchiveWriter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._member_sha256.stop()
+        self._sink.sha256.stop()
 
     def add_chunks(
         self,
@@ -83,7 +144,6 @@ class ArchiveWriter:
         info.external_attr = 0o644 << 16
         if size is not None:
             info.file_size = size
-        digest = hashlib.sha256()
         written = 0
         copy = None
         if copy_to is not None:
@@ -94,14 +154,17 @@ class ArchiveWriter:
             with self._zip.open(info, "w", force_zip64=size is None or size >= 1 << 31) as out:
                 for chunk in chunks:
                     out.write(chunk)
-                    digest.update(chunk)
+                    self._member_sha256.update(bytes(chunk))
                     written += len(chunk)
                     if copy is not None:
                         copy.write(chunk)
+        except BaseException:
+            self._member_sha256.cut()  # drop the half member's digest
+            raise
         finally:
             if copy is not None:
                 copy.close()
-        member = Member(path, written, digest.hexdigest())
+        member = Member(path, written, self._member_sha256.cut())
         self.members.append(member)
         return member
 
@@ -121,7 +184,7 @@ class ArchiveWriter:
         """Writes the central directory; returns the archive's SHA-256."""
         self._zip.close()
         self._sink.flush()
-        return self._sink.sha256.hexdigest()
+        return self._sink.sha256.cut()
 
     @property
     def size(self) -> int:

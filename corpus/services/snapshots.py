@@ -460,8 +460,7 @@ def _snapshot_write(snapshot: Snapshot, out_dir: Path | None, progress: Progress
     target = on_disk or work / "archive.zip"  # remote storage: uploaded once written
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with target.open("xb") as handle:
-            archive = ArchiveWriter(handle)
+        with target.open("xb") as handle, ArchiveWriter(handle) as archive:
             written = _write_members(snapshot, archive, out, out_dir is not None, progress)
             archive_sha = archive.close()
         steps = written.pop("steps")

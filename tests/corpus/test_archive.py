@@ -60,9 +60,10 @@ def test_members_stream_into_an_unseekable_output_as_a_valid_zip(tmp_path: Path)
 
 @pytest.mark.parametrize("path", ["../escape.wav", "/etc/passwd", "a/./b.wav", ""])
 def test_a_member_path_must_stay_inside_the_archive(path: str) -> None:
-    archive = ArchiveWriter(_OneWayFile())  # type: ignore[arg-type]
-
-    with pytest.raises(ValueError, match="is not a relative path inside the archive"):
+    with (
+        ArchiveWriter(_OneWayFile()) as archive,  # type: ignore[arg-type]
+        pytest.raises(ValueError, match="is not a relative path inside the archive"),
+    ):
         archive.add_bytes(path, b"x")
 
 
