@@ -466,8 +466,8 @@ def _snapshot_write(snapshot: Snapshot, out_dir: Path | None, progress: Progress
         steps = written.pop("steps")
         if on_disk is None:
             progress(steps - 1, steps, "storing the archive")
-            with target.open("rb") as handle:
-                partial = storage.save(partial, File(handle))
+            with target.open("rb") as written_archive:
+                partial = storage.save(partial, File(written_archive))
         built = _snapshot_commit(snapshot, partial=partial, archive_sha=archive_sha, **written)
         progress(steps, steps, f"{built.total_captions:,} captions")
         return built

@@ -250,9 +250,10 @@ def test_sha256sums_cover_every_file_and_the_manifest_lists_the_text_files(
     snapshot = build_audio(corpus.project, "jsonl")
     root = extract(snapshot, tmp_path / "release")
 
-    sums = dict(
-        reversed(line.split("  ", 1)) for line in (root / "SHA256SUMS").read_text().splitlines()
-    )
+    sums: dict[str, str] = {}
+    for line in (root / "SHA256SUMS").read_text().splitlines():
+        digest, path = line.split("  ", 1)
+        sums[path] = digest
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {
         "SHA256SUMS"
     }
