@@ -15,6 +15,7 @@ queue, and the copy does not wait for the hashing where a core is free.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import queue
 import threading
@@ -124,6 +125,9 @@ class ArchiveWriter:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        if error is not None:  # the archive is abandoned; close it now, not in zipfile's __del__
+            with contextlib.suppress(Exception):
+                self._zip.close()
         self._member_sha256.stop()
         self._sink.sha256.stop()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -52,6 +53,8 @@ from corpus.services.snapshot_audio import (
 from corpus.services.statistics import statistics_data
 from crowd.models import BatchRequirements
 from curation.models import Clip, Split, Subset
+
+log = logging.getLogger(__name__)
 
 # Where archives are written before their snapshot is committed ready; the snapshots sweep
 # removes what a killed build left here.
@@ -472,8 +475,17 @@ def _snapshot_write(snapshot: Snapshot, out_dir: Path | None, progress: Progress
         progress(steps, steps, f"{built.total_captions:,} captions")
         return built
     finally:
-        storage.delete(partial)  # gone already once committed (moved to the final key)
+        _delete_quietly(storage, partial)  # gone already once committed (moved)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _delete_quietly(storage: Storage, name: str) -> None:
+    """Cleaning up after a build must not hide why it failed: what cannot be deleted now
+    (storage unreachable) is left for the snapshots sweep."""
+    try:
+        storage.delete(name)
+    except Exception:
+        log.exception("could not delete %s; the snapshots sweep will", name)
 
 
 def _write_members(
@@ -672,7 +684,7 @@ def _snapshot_commit(
             )
     except BaseException:
         if stored:  # no row points at it: keep storage free of orphans
-            storage.delete(stored)
+            _delete_quietly(storage, stored)
         raise
     return locked
 

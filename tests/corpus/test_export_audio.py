@@ -24,7 +24,7 @@ from django.core.management import call_command
 
 from core.models import Job, Project
 from corpus.models import Snapshot
-from corpus.services import snapshot_build, snapshot_create, snapshot_file_chunks
+from corpus.services import snapshot_audio, snapshot_build, snapshot_create, snapshot_file_chunks
 from corpus.services.snapshots import PARTIAL_DIR
 from curation.models import Clip, Label
 from tests.corpus.conftest import SAMPLE_RATE, clip_with_audio, crowd_caption
@@ -305,6 +305,25 @@ def test_the_archive_is_written_under_a_temporary_key_and_moved(
         "sounds-v1-jsonl-raw-audio.zip"
     ]
     assert list((media / PARTIAL_DIR).iterdir()) == []
+
+
+def test_a_build_that_fails_midway_leaves_no_archive_behind(
+    corpus: Corpus, media: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreadable(*args: Any, **kwargs: Any) -> str:
+        raise OSError("I/O error reading the disk")
+
+    monkeypatch.setattr(snapshot_audio, "_copy_audio", unreadable)
+    snapshot = snapshot_create(
+        project=corpus.project, fmt="jsonl", text="raw", splits=ALL, with_audio=True
+    )
+
+    with pytest.raises(OSError, match="I/O error"):
+        snapshot_build(snapshot=snapshot)
+
+    snapshot.refresh_from_db()
+    assert (snapshot.state, snapshot.error) == ("failed", "I/O error reading the disk")
+    assert not list((media / "snapshots").rglob("*.zip"))
 
 
 # Clips without readable audio --------------------------------------------------------------
