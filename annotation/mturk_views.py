@@ -27,6 +27,7 @@ from annotation import mturk, rules, services
 from annotation.models import Assignment, Hit, HitClip
 from core.media import media_response
 from core.throttling import client_ip
+from crowd.models import QualificationClip
 
 # a page's token outlives any time allotted; the assignment's own deadline still applies
 TOKEN_MAX_AGE = 24 * 3600
@@ -192,3 +193,22 @@ def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpRes
     # the submit refuses captions of clips that cannot have played through yet
     services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
     return response
+
+
+@require_GET
+def mturk_qualification_audio(
+    request: HttpRequest, qualification_id: int, clip_id: int
+) -> HttpResponseBase:
+    """A clip of a qualification test made an MTurk qualification type: the test MTurk
+    shows links here with a signature per clip (annotation.mturk.qualification_audio_url)."""
+    if not mturk.qualification_audio_signed(
+        qualification_id=qualification_id, clip_id=clip_id, signature=request.GET.get("s", "")
+    ):
+        raise Http404("No such clip.")
+    item = get_object_or_404(
+        QualificationClip.objects.select_related("clip"),
+        qualification_id=qualification_id,
+        qualification__mturk_qualification_type_id__gt="",
+        clip_id=clip_id,
+    )
+    return media_response(request, item.clip.audio, missing="This clip has no audio yet.")

@@ -29,6 +29,10 @@ CLOTHO_FILES = {
     "val": "clotho_captions_validation.csv",
     "test": "clotho_captions_evaluation.csv",
 }
+# Clotho's audio folders per split, named as its caption files are
+CLOTHO_AUDIO_FOLDERS = {"train": "development", "val": "validation", "test": "evaluation"}
+# Hugging Face's split names (its audiofolder loader recognises these folder names)
+HF_SPLITS = {"train": "train", "val": "validation", "test": "test"}
 MAX_CAPTION_CHARS = 500  # annotation.Caption.MAX_CHARS; kept here so this module needs no Django
 MAX_FILE_NAME_CHARS = 300  # curation.Clip.original_name
 
@@ -203,6 +207,13 @@ def seconds_text(value: Decimal | float | int) -> str:
 
 def csv_writer(handle: Any, *, line_end: str) -> Any:
     return csv.writer(handle, lineterminator=line_end)
+
+
+def split_file_name(fmt: str, split: str) -> str:
+    """A snapshot's caption file for one split, by export format (audiocaps, clotho, jsonl)."""
+    if fmt == "clotho":
+        return CLOTHO_FILES.get(split, f"clotho_captions_{split}.csv")
+    return f"{split}.csv" if fmt == "audiocaps" else f"{split}.jsonl"
 
 
 def clotho_header(width: int) -> list[str]:

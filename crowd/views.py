@@ -486,6 +486,7 @@ def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse
             "min_approval_percent": current.min_approval_percent,
             "min_approved": current.min_approved,
             "site_wide_record": current.site_wide_record,
+            "locales": " ".join(current.locales.values_list("country", flat=True)),
         }
     form = RequirementsForm(request.POST or None, initial=initial, project=project)
     if request.method == "POST" and form.is_valid():
@@ -494,7 +495,9 @@ def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse
                 batch=batch, by=signed_in_user(request), **form.cleaned_data
             )
         except ValidationError as exc:
-            form.add_error(None, exc.messages)
+            by_field = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+            for field, errors in by_field.items():
+                form.add_error(field if field in form.fields else None, errors)
         else:
             messages.success(request, "Requirements saved; they apply from the next claim.")
             return redirect("batch_requirements", slug, pk)

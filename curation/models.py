@@ -42,6 +42,42 @@ class WordLabel(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def super_categories(self) -> list[str]:
+        """Every group the word sits under, its own first. Prefetch `extra_categories` with
+        many word labels to save a query each."""
+        extra = [c.super_category for c in self.extra_categories.all()]
+        return [self.super_category, *(c for c in extra if c != self.super_category)]
+
+    @property
+    def super_categories_display(self) -> str:
+        return ", ".join(SuperCategory(c).label for c in self.super_categories)
+
+
+class WordLabelExtraCategory(models.Model):
+    """A further super-category of a word label: AudioCaps' Figure 7 lists "Hiss" under
+    Other things, Source-ambiguous and Animal. WordLabel.super_category is the first one."""
+
+    word_label = models.ForeignKey(
+        WordLabel, on_delete=models.CASCADE, related_name="extra_categories"
+    )
+    super_category = models.CharField(max_length=20, choices=SuperCategory.choices)
+
+    class Meta:
+        ordering = ["pk"]  # as the CSV listed them
+        constraints = [
+            models.UniqueConstraint(
+                fields=["word_label", "super_category"], name="wordlabel_extra_category_once"
+            ),
+            models.CheckConstraint(
+                condition=Q(super_category__in=SuperCategory.values),
+                name="wordlabel_extra_category_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.word_label_id} also under {self.super_category}"
+
 
 class Label(models.Model):
     """An AudioSet ontology class, e.g. /m/0bt9lr "Dog"."""

@@ -31,9 +31,12 @@ from curation.services.ontology import (
     label_counts_refresh,
     label_curate,
     label_curations,
+    label_flags_applied,
+    label_flags_apply,
     ontology_import,
     ontology_import_job,
     word_labels_import,
+    word_labels_loaded,
 )
 from curation.services.recipes import (
     RECIPE_FILE_MAX_BYTES,
@@ -52,6 +55,7 @@ from curation.services.segments import (
 from curation.services.subsets import (
     subset_build,
     subset_build_job,
+    subset_captions_per_clip,
     subset_from_clips,
     subset_preview,
 )
@@ -78,6 +82,8 @@ __all__ = [
     "label_counts_refresh",
     "label_curate",
     "label_curations",
+    "label_flags_applied",
+    "label_flags_apply",
     "ontology_import",
     "ontology_import_job",
     "recipe_export",
@@ -88,8 +94,10 @@ __all__ = [
     "segments_import_job",
     "subset_build",
     "subset_build_job",
+    "subset_captions_per_clip",
     "subset_from_clips",
     "subset_preview",
     "subset_video_features_height",
     "word_labels_import",
+    "word_labels_loaded",
 ]
