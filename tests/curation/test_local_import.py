@@ -87,6 +87,7 @@ def test_it_imports_good_files_as_ready_clips(
         "files": 2,
         "created": 2,
         "already_present": 0,
+        "restored": 0,
         "broken": [],
         "clip_ids": sorted(clip.pk for clip in clips),
     }
