@@ -35,8 +35,8 @@ from core.models import Membership, Role
 from core.schemas import ErrorOut, FieldErrorsOut, error_text, page_or_404, refusal
 from crowd.queries import blocked_everywhere, blocks_of
 from curation.models import Clip, Label, Split, Subset, WordLabel
-from curation.serving import NO_AUDIO_YET
 from curation.services import ClipMediaBroken, clip_audio_check
+from curation.serving import NO_AUDIO_YET
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations

@@ -18,7 +18,7 @@ _OTHER_COLUMN_SHARE = 0.05
 
 
 def utf16_description(head: bytes) -> str | None:
-    """"UTF-16 (little-endian, no byte-order mark)" and the like when the first bytes of a
+    """ "UTF-16 (little-endian, no byte-order mark)" and the like when the first bytes of a
     file (`head`, SNIFF_BYTES or so) are UTF-16 text, else None."""
     if head.startswith(b"\xff\xfe"):
         return "UTF-16 (little-endian, with a byte-order mark)"

@@ -6,18 +6,17 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0004_merge_tokens_roles_and_job_leases'),
-        ('curation', '0009_merge_clip_owners_and_label_curation'),
+        ("curation", "0009_merge_clip_owners_and_label_curation"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='clip',
-            name='media_broken_at',
+            model_name="clip",
+            name="media_broken_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddIndex(
-            model_name='clip',
-            index=models.Index(condition=models.Q(('media_broken_at__isnull', False)), fields=['id'], name='clip_media_broken'),
+            model_name="clip",
+            index=models.Index(condition=models.Q(("media_broken_at__isnull", False)), fields=["id"], name="clip_media_broken"),
         ),
     ]

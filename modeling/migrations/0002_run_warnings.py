@@ -6,13 +6,13 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('modeling', '0001_initial'),
+        ("modeling", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='trainingrun',
-            name='warnings',
+            model_name="trainingrun",
+            name="warnings",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

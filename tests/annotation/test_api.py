@@ -491,9 +491,7 @@ def test_it_says_why_a_clips_audio_cannot_be_played(
 
 
 def test_it_says_when_a_clip_has_no_audio_yet(world: World, ann: Any) -> None:
-    Clip.objects.filter(pk=_clip_id(world.assignment)).update(
-        status=Clip.Status.PENDING, audio=""
-    )
+    Clip.objects.filter(pk=_clip_id(world.assignment)).update(status=Clip.Status.PENDING, audio="")
     response = _work(login(ann), "audio", world)
     assert response.status_code == 404
     assert response.json() == {"detail": "This clip has no audio yet."}
@@ -568,7 +566,9 @@ def test_it_refuses_a_caption_with_a_line_break_or_a_nul(
     url = f"/api/work/assignments/{world.assignment.pk}/submit"
     response = _post(login(ann), url, {"captions": {str(clip_id): text}})
     assert response.status_code == 400
-    assert response.json()["errors"] == {f"caption-{clip_id}": [f"The caption for clip 1 {problem}."]}
+    assert response.json()["errors"] == {
+        f"caption-{clip_id}": [f"The caption for clip 1 {problem}."]
+    }
     assert not world.assignment.captions.exists()
 
 

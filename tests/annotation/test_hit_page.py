@@ -346,14 +346,18 @@ def _break_audio(clip: Clip, content: bytes | None) -> None:
         stored.write_bytes(content)
 
 
-@pytest.mark.parametrize(("content", "problem"), BROKEN_AUDIO, ids=["deleted", "empty", "noise", "cut"])
+@pytest.mark.parametrize(
+    ("content", "problem"), BROKEN_AUDIO, ids=["deleted", "empty", "noise", "cut"]
+)
 def test_it_refuses_broken_audio_saying_why_and_fails_the_clip(
     assignment: Assignment, ann: Any, media: Path, content: bytes | None, problem: str
 ) -> None:
     clip = _clip(assignment)
     _break_audio(clip, content)
 
-    response = login(ann).get(_url("assignment_clip_audio", assignment, clip), HTTP_RANGE="bytes=0-")
+    response = login(ann).get(
+        _url("assignment_clip_audio", assignment, clip), HTTP_RANGE="bytes=0-"
+    )
 
     assert response.status_code == 404  # not 200 or 206 with nothing, or noise as audio
     reason = f"its audio file {clip.audio.name} {problem}"
@@ -369,7 +373,9 @@ def test_it_refuses_broken_audio_saying_why_and_fails_the_clip(
     assert not ClipAudioServed.objects.exists()  # nothing was played
 
 
-def test_it_offers_no_hit_whose_clip_audio_broke(batch: Batch, ann: Any, abe: Any, media: Path) -> None:
+def test_it_offers_no_hit_whose_clip_audio_broke(
+    batch: Batch, ann: Any, abe: Any, media: Path
+) -> None:
     held = _claim(ann)
     _break_audio(_clip(held), b"")
     login(ann).get(_url("assignment_clip_audio", held, _clip(held)))

@@ -74,7 +74,7 @@ def curation(
     clip = Clip.objects.get(
         pk=SubsetClip.objects.filter(subset=subset).order_by("clip_id")[0].clip_id
     )
-    clip.audio.save("clip.wav", ContentFile(wav_bytes()), save=False)
+    clip.audio.save("clip.wav", ContentFile(wav_bytes(seconds=10.0)), save=False)
     clip.video.save("clip.mp4", ContentFile(b"not really a video"), save=False)
     clip.status, clip.duration_seconds = Clip.Status.READY, 10.0
     clip.save()
