@@ -38,6 +38,8 @@ from crowd.models import Qualification
 from crowd.queries import blocked_everywhere, blocks_of, requirements_refusals
 from crowd.records import Requirements
 from curation.models import Clip, Label, Split, Subset, WordLabel
+from curation.services import ClipMediaBroken, clip_audio_check
+from curation.serving import NO_AUDIO_YET
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -672,10 +674,9 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
     if hit_clip is None:
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
     try:
-        response = media_response(
-            request, hit_clip.clip.audio, missing="This clip has no audio yet."
-        )
-    except Http404 as exc:
+        clip_audio_check(clip=hit_clip.clip)
+        response = media_response(request, hit_clip.clip.audio, missing=NO_AUDIO_YET)
+    except (ClipMediaBroken, Http404) as exc:
         raise HttpError(404, str(exc)) from None
     if assignment.state == Assignment.State.ACCEPTED:
         # a submit's captions are refused until the clip could have played through

@@ -22,6 +22,7 @@ from core.media import media_response
 from core.models import Membership, Role
 from crowd.queries import blocked_everywhere, requirements_refusals
 from curation.models import Clip, Label
+from curation.serving import clip_audio_response
 
 
 def _assignment_for(request: HttpRequest, pk: int) -> Assignment:
@@ -225,8 +226,8 @@ def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     hit_clip = get_object_or_404(
         HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
     )
-    response = media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
-    if assignment.state == Assignment.State.ACCEPTED:
+    response = clip_audio_response(request, hit_clip.clip)
+    if response.status_code < 300 and assignment.state == Assignment.State.ACCEPTED:
         services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
     return response
 

@@ -120,6 +120,20 @@ def _django(env: dict[str, str]) -> None:
 LOAD_AUDIO = "clips/audio/load.wav"
 
 
+def _load_wav() -> bytes:
+    """10 ms of silence as a WAV: the server checks a clip's audio reads before serving it."""
+    import io
+    import wave
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(bytes(160))
+    return buffer.getvalue()
+
+
 def _seed(*, clips: int, workers: int, captions_per_clip: int) -> tuple[int, list[str]]:
     """One published batch over `clips` fetched clips; returns its id and one API token
     per worker."""
@@ -136,7 +150,7 @@ def _seed(*, clips: int, workers: int, captions_per_clip: int) -> tuple[int, lis
     from core.services import api_token_create, membership_add, project_create
     from curation.models import Clip, Split, Subset, SubsetClip
 
-    default_storage.save(LOAD_AUDIO, ContentFile(b"RIFF-load-test-audio"))
+    default_storage.save(LOAD_AUDIO, ContentFile(_load_wav()))
     users = get_user_model().objects
     boss = users.create_user("researcher")
     project = project_create(name="Load test", slug="load", created_by=boss)

@@ -651,7 +651,12 @@ def job_run(*, job_id: int, worker: str = "", echo: Callable[[str], None] | None
         except JobCancelled:
             outcome = {"state": Job.State.CANCELLED, "error": "Cancelled on request."}
         except Exception as exc:
-            log.exception("job %s (%s) failed", job.pk, job.kind)
+            if isinstance(exc, ValidationError):
+                # bad input, which the message names (file and line): a traceback in the
+                # log (a command's output) would only hide it; the job keeps one
+                log.warning("job %s (%s) refused: %s", job.pk, job.kind, _describe(exc))
+            else:
+                log.exception("job %s (%s) failed", job.pk, job.kind)
             outcome = {
                 "state": Job.State.FAILED,
                 "error": _describe(exc),

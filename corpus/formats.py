@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from annotation import rules
+from core.encodings import SNIFF_BYTES, utf16_refusal
+
 AUDIOCAPS_HEADER = ["audiocap_id", "youtube_id", "start_time", "caption"]
 AUDIOCAPS_LINE_END = "\r\n"
 AUDIOCAPS_CLIP_SECONDS = Decimal(10)
@@ -62,6 +65,8 @@ class ClothoRow:
 
 
 def _decode(data: bytes, name: str) -> str:
+    if refusal := utf16_refusal(data[:SNIFF_BYTES]):
+        raise CorpusFileError(f"{name}, line 1: the file {refusal}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -96,6 +101,10 @@ def _check_caption(name: str, line: int, text: str, column: str) -> None:
         raise CorpusFileError(f"{name}, line {line}: {column} is empty")
     if "\n" in text or "\r" in text:
         raise CorpusFileError(f"{name}, line {line}: {column} spans several lines")
+    # the HIT page's rules for characters no caption holds: a NUL (which PostgreSQL
+    # refuses to store), other control characters, the Unicode line separators
+    if problem := rules.unsafe_characters(text, codes=("control", "line_break")):
+        raise CorpusFileError(f"{name}, line {line}: {column} {problem.message}")
     if len(text) > MAX_CAPTION_CHARS:
         raise CorpusFileError(
             f"{name}, line {line}: {column} has {len(text)} characters "

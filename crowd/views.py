@@ -17,7 +17,6 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Assignment, Batch, Caption
 from core.access import project_for_page, signed_in_user
-from core.media import media_response
 from core.models import Project, Role
 from crowd import services
 from crowd.forms import (
@@ -43,6 +42,7 @@ from crowd.models import (
 )
 from crowd.queries import blocks_of, worker_record
 from curation.models import Label
+from curation.serving import clip_audio_response
 
 QUEUE_PAGE = 20
 
@@ -574,7 +574,7 @@ def qualification_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> Htt
         qualification=qualification,
         clip_id=clip_id,
     )
-    return media_response(request, item.clip.audio, missing="This clip has no audio yet.")
+    return clip_audio_response(request, item.clip)
 
 
 @login_required

@@ -191,6 +191,10 @@ class Clip(models.Model):
     fetch_attempts = models.PositiveSmallIntegerField(default=0)
     fetched_at = models.DateTimeField(null=True, blank=True)
     silent = models.BooleanField(default=False)  # flagged: fetched audio is (near) silent
+    # when its stored audio was found missing, empty or damaged after the clip was ready
+    # (curation.services.clip_mark_broken; the clip is failed since); cleared when a fetch
+    # or an import stores it again. Claims pass over HITs holding such a clip.
+    media_broken_at = models.DateTimeField(null=True, blank=True)
     labels = models.ManyToManyField(Label, related_name="clips", blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -199,6 +203,13 @@ class Clip(models.Model):
         indexes = [
             # subset building filters clips by the list they came from
             models.Index(fields=["segment_list"], name="clip_segment_list"),
+            # every claim excludes HITs holding a broken clip (annotation.claimable_hits):
+            # a handful of rows, where a status index would hold millions of pending ones
+            models.Index(
+                fields=["id"],
+                condition=Q(media_broken_at__isnull=False),
+                name="clip_media_broken",
+            ),
         ]
         constraints = [
             # AudioSet clips are (YouTube id, start); importing a list twice must not duplicate.

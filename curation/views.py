@@ -39,6 +39,7 @@ from curation.forms import (
 )
 from curation.models import Clip, Label, Recipe, Split, Subset, SuperCategory
 from curation.recipes import RecipeError
+from curation.serving import clip_audio_response
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
@@ -479,7 +480,7 @@ def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
 def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
     project, _ = project_for_page(request, slug, *READ)
     clip = queries.project_clip(project, pk)
-    return media_response(request, clip.audio, missing="This clip has no audio yet.")
+    return clip_audio_response(request, clip)
 
 
 @login_required

@@ -65,6 +65,7 @@ class RunOut(Schema):
     duration_seconds: float | None
     code_version: str
     error: str
+    warnings: list[str]  # clips left out because their audio could not be read
     job_id: int | None
     promoted: bool
     created_at: datetime
@@ -121,6 +122,7 @@ def _out(run: TrainingRun) -> dict[str, Any]:
         "duration_seconds": run.duration_seconds,
         "code_version": run.code_version,
         "error": run.error,
+        "warnings": run.warnings,
         "job_id": run.job_id,
         "promoted": run.promoted_at is not None,
         "created_at": run.created_at,

@@ -58,6 +58,9 @@ class TrainingRun(models.Model):
     duration_seconds = models.FloatField(null=True, blank=True)
     code_version = models.CharField(max_length=100, blank=True)
     error = models.TextField(blank=True)
+    # what the run worked around without failing, one sentence each: clips left out
+    # because their audio could not be read (set when its data is prepared)
+    warnings = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

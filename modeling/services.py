@@ -427,6 +427,7 @@ class RunOutcome:
     run: TrainingRun
     dropped_clips: dict[str, int]  # clips without audio per split (see prepare_run_data)
     video_counts: dict[str, int]  # clips with, without and with unreadable video
+    warnings: list[str]  # clips left out because their audio could not be read
 
 
 def run_execute(
@@ -466,13 +467,22 @@ def run_execute(
     work = work_dir or Path(tempfile.mkdtemp(prefix=_work_prefix(run, os.getpid())))
     try:
         data = datasets.prepare_run_data(run, progress=progress)
+        if main:
+            # recorded before training, so a run that fails later still shows them
+            TrainingRun.objects.filter(pk=run.pk).update(warnings=data.warnings)
+            run.warnings = data.warnings
         quiet = _cancel_by_trainer(progress)
         trained = _train(
             run, data, progress=quiet, job=job, resume=resume, work=work, launched=work_dir
         )
         if main:
             run = _store_result(run, data, trained, progress=quiet, started=started, job=job)
-        return RunOutcome(run=run, dropped_clips=data.dropped_clips, video_counts=data.video_counts)
+        return RunOutcome(
+            run=run,
+            dropped_clips=data.dropped_clips,
+            video_counts=data.video_counts,
+            warnings=data.warnings,
+        )
     except JobLost:
         raise  # the run belongs to another execution now: leave it alone
     except Exception as exc:
@@ -855,8 +865,8 @@ def run_execute_torchrun(
             run.refresh_from_db()
         log.error("run %s: torchrun exited with %s:\n%s", run.pk, done.returncode, tail)
         raise RuntimeError(run.error or f"torchrun exited with status {done.returncode}")
-    # what the data left out stays in rank 0's process
-    return RunOutcome(run=run, dropped_clips={}, video_counts={})
+    # what the data left out stays in rank 0's process, apart from the run's warnings
+    return RunOutcome(run=run, dropped_clips={}, video_counts={}, warnings=run.warnings)
 
 
 def run_execute_job(
@@ -884,6 +894,7 @@ def run_execute_job(
         "metrics": finished.metrics,
         "dropped_clips_without_audio": outcome.dropped_clips,
         "video": outcome.video_counts,
+        "warnings": outcome.warnings,
     }
 
 

@@ -1,6 +1,7 @@
 """Curation workflows, one module each: the ontology and labels (`ontology`), local and
-archive imports (`local_import`), fetching YouTube clips (`fetching`), AudioSet segment
-lists (`segments`), recipe files (`recipes`) and subsets (`subsets`).
+archive imports (`local_import`), fetching YouTube clips (`fetching`), checking stored
+clip media before it is served (`clip_media`), AudioSet segment lists (`segments`),
+recipe files (`recipes`) and subsets (`subsets`).
 
 Every public name is re-exported here, so `from curation.services import X` works; the
 job handlers are named by their own module in core.jobs. A test that replaces a name
@@ -8,6 +9,14 @@ patches the module that looks it up (e.g. `curation.services.subsets._subset_cha
 
 from __future__ import annotations
 
+from curation.services.clip_media import (
+    AUDIO_CHECK_TTL_SECONDS,
+    ClipMediaBroken,
+    clip_audio_check,
+    clip_audio_problem,
+    clip_mark_broken,
+    clip_video_problem,
+)
 from curation.services.fetching import (
     FETCH_POLL_SECONDS,
     FETCH_STALE_AFTER,
@@ -62,6 +71,7 @@ from curation.services.subsets import (
 
 __all__ = [
     "ARCHIVE_UPLOAD_DIR",
+    "AUDIO_CHECK_TTL_SECONDS",
     "FETCH_POLL_SECONDS",
     "FETCH_STALE_AFTER",
     "MAX_LOCAL_SECONDS",
@@ -69,9 +79,14 @@ __all__ = [
     "RESERVED_RECIPE_SLUGS",
     "SEGMENT_BATCH",
     "SEGMENT_STAGE",
+    "ClipMediaBroken",
     "FetchTicket",
     "archive_upload_store",
+    "clip_audio_check",
+    "clip_audio_problem",
     "clip_fetch",
+    "clip_mark_broken",
+    "clip_video_problem",
     "clips_fetch",
     "clips_fetch_job",
     "clips_import_archive",

@@ -12,6 +12,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
+from core.encodings import SNIFF_BYTES, utf16_refusal
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from curation import audiocaps
@@ -84,10 +85,55 @@ def _parse_ontology(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _cycle(children: dict[str, list[str]]) -> list[str] | None:
+    """A path of ids that comes back to its first one (["/m/a", "/m/b", "/m/a"]) when the
+    parent → child links loop, else None. Depth first without recursion: the tree is
+    a few levels deep, a hostile file need not be."""
+    done: set[str] = set()
+    for root in children:
+        if root in done:
+            continue
+        path = [root]
+        on_path = {root}
+        pending = [iter(children.get(root, []))]
+        while pending:
+            child = next(pending[-1], None)
+            if child is None:
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                pending.pop()
+            elif child in on_path:
+                return [*path[path.index(child) :], child]
+            elif child not in done:
+                path.append(child)
+                on_path.add(child)
+                pending.append(iter(children.get(child, [])))
+    return None
+
+
+def _refuse_cycles(rows: list[dict[str, Any]], name: str) -> None:
+    """ValidationError naming the ids (and names) of a loop in the file's parent/child
+    links: the ontology browser and recipes walk the tree from parents to children. The
+    file's links are all there is to check: every child a file names is in the file (see
+    _parse_ontology), and the import replaces the links of every class it lists, so a
+    loop cannot pass through links of classes loaded before."""
+    loop = _cycle({row["mid"]: row["child_ids"] for row in rows})
+    if loop is None:
+        return
+    names = {row["mid"]: row["name"] for row in rows}
+    shown = " → ".join(f"{mid} ({names[mid]})" for mid in loop)
+    raise ValidationError(
+        f"{name}: the parent/child links form a cycle: {shown}; a class cannot be its own "
+        "ancestor — nothing was imported."
+    )
+
+
 def ontology_import(*, path: Path, progress: ProgressFn = no_progress) -> dict[str, int]:
     """Loads AudioSet's ontology.json. Idempotent: re-running updates changed classes
-    and the tree, and reports what changed. Nothing is written if the file is invalid."""
+    and the tree, and reports what changed. Nothing is written if the file is invalid,
+    including a tree whose parent/child links loop."""
     rows = _parse_ontology(Path(path))
+    _refuse_cycles(rows, Path(path).name)
     total = len(rows)
     created = updated = unchanged = 0
     with transaction.atomic():
@@ -298,6 +344,9 @@ def word_labels_import(*, path: Path) -> dict[str, int]:
     by_key.update({name.lower(): pk for pk, name in Label.objects.values_list("pk", "name")})
     rows: list[tuple[str, list[str], list[int]]] = []
     try:
+        with path.open("rb") as head:
+            if refusal := utf16_refusal(head.read(SNIFF_BYTES)):
+                raise ValidationError(f"{path.name}: the file {refusal}")
         with path.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             missing = {"word", "super_category", "labels"} - set(reader.fieldnames or [])

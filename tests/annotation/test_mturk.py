@@ -44,7 +44,7 @@ from crowd.services import (
 )
 from tests.annotation.conftest import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
-from tests.conftest import make_user, streamed
+from tests.conftest import make_user, streamed, wav_bytes
 
 SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
@@ -596,12 +596,12 @@ def test_the_page_plays_its_clips_to_the_token_holder_only(
     hit = _hit(on_mturk)
     hit_clip = hit.hit_clips.order_by("position").first()
     assert hit_clip is not None
-    hit_clip.clip.audio.save("clip.wav", ContentFile(b"RIFF-fake-wave"))
+    hit_clip.clip.audio.save("clip.wav", ContentFile(wav_bytes()))
     client, token = _accept(mturk, hit)
     url = f"/mturk/hits/{hit.pk}/{hit_clip.clip_id}/audio"
     response = client.get(url, {"t": token})
     assert response.status_code == 200
-    assert streamed(response) == b"RIFF-fake-wave"
+    assert streamed(response) == wav_bytes()
     assert client.get(url).status_code == 404
     assert client.get(url, {"t": token[:-2]}).status_code == 404
 

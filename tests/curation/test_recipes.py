@@ -389,6 +389,39 @@ def test_it_names_the_file_and_field_of_a_bad_recipe_file(project: Project, tmp_
         recipe_import(project=project, path=path)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("bad.toml", "seed = [", r"^bad\.toml: not valid TOML"),
+        ("neg.toml", "val_size = -3\n", r"^neg\.toml: val_size: a count from 0"),
+        ("absent.json", None, r"absent\.json: cannot read \(No such file or directory\)$"),
+    ],
+)
+def test_the_command_refuses_a_bad_recipe_file_with_a_message_not_a_traceback(
+    project: Project, tmp_path: Path, name: str, content: str | None, message: str
+) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+
+    with pytest.raises(CommandError, match=message):
+        call_command("build_subset", str(path), "--project", project.slug, stdout=io.StringIO())
+    assert not project.recipes.exists()
+    assert not Job.objects.exists()
+
+
+def test_the_command_logs_a_refused_build_without_a_traceback(
+    project: Project, caplog: pytest.LogCaptureFixture
+) -> None:
+    small_recipe(project)  # no ontology loaded: the build refuses to start
+
+    with pytest.raises(CommandError, match="No ontology loaded; run import_ontology first"):
+        call_command("build_subset", "small", "--project", project.slug, stdout=io.StringIO())
+    assert Job.objects.get(kind="subset_build").state == Job.State.FAILED
+    assert "No ontology loaded" in caplog.text
+    assert "Traceback" not in caplog.text
+
+
 def test_it_lists_known_recipes_for_an_unknown_slug(imported: None, project: Project) -> None:
     small_recipe(project)
 

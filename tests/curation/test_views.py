@@ -849,6 +849,27 @@ def test_it_404s_audio_a_clip_does_not_have(curation: Curation, alice: Any) -> N
     assert login(alice).get(url).status_code == 404
 
 
-def test_it_404s_audio_whose_file_is_gone(curation: Curation, alice: Any) -> None:
-    curation.clip.audio.storage.delete(curation.clip.audio.name)
-    assert login(alice).get(PAGES["clip_audio"](curation)).status_code == 404
+def test_it_404s_audio_whose_file_is_gone_saying_so_and_fails_the_clip(
+    curation: Curation, alice: Any
+) -> None:
+    name = curation.clip.audio.name
+    curation.clip.audio.storage.delete(name)
+
+    response = login(alice).get(PAGES["clip_audio"](curation))
+
+    assert response.status_code == 404
+    assert f"its audio file {name} is missing from storage" in response.content.decode()
+    html = login(alice).get(PAGES["clip_list"](curation), {"status": "failed"}).content.decode()
+    assert f"Broken after it was stored: its audio file {name} is missing from storage" in html
+
+
+def test_it_serves_no_noise_as_audio(curation: Curation, alice: Any) -> None:
+    with curation.clip.audio.storage.open(curation.clip.audio.name, "wb") as handle:
+        handle.write(bytes(range(256)) * 16)
+
+    response = login(alice).get(PAGES["clip_audio"](curation))
+
+    assert response.status_code == 404
+    assert "is not readable audio" in response.content.decode()
+    curation.clip.refresh_from_db()
+    assert curation.clip.status == Clip.Status.FAILED

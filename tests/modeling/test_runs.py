@@ -25,7 +25,7 @@ from modeling.ml.data import CaptionItem, collate
 from modeling.ml.vocab import tokenize
 from modeling.models import Suggestion, TrainingRun
 from modeling.services_synth import synthscenes_make
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, login
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
@@ -295,6 +295,47 @@ def test_a_run_execute_reports_what_its_data_left_out(project: Project, snapshot
     assert outcome.run.state == TrainingRun.State.SUCCEEDED
     assert sum(outcome.dropped_clips.values()) == 1
     assert outcome.video_counts == {}
+
+
+def test_a_run_trains_without_clips_whose_audio_broke_and_says_so(
+    project: Project, snapshot: Snapshot
+) -> None:
+    run = _start(project, snapshot, "lstm")
+    train = datasets.snapshot_splits(snapshot)["train"].clips
+    emptied, noisy = (Clip.objects.get(pk=c.clip_id) for c in train[:2])
+    Path(emptied.audio.path).write_bytes(b"")
+    Path(noisy.audio.path).write_bytes(bytes(range(256)) * 64)
+
+    outcome = services.run_execute(run=run)
+
+    assert outcome.run.state == TrainingRun.State.SUCCEEDED, outcome.run.error
+    expected = [
+        f"Clip {emptied.pk} (train) left out: its audio file {emptied.audio.name} is empty "
+        "(0 bytes).",
+        f"Clip {noisy.pk} (train) left out: its audio file {noisy.audio.name} is not readable "
+        "audio (Format not recognised.).",
+    ]
+    assert outcome.warnings == expected
+    run.refresh_from_db()
+    assert run.warnings == expected
+    for clip in (emptied, noisy):  # out of the claim pool too
+        clip.refresh_from_db()
+        assert clip.status == Clip.Status.FAILED
+        assert clip.media_broken_at is not None
+
+
+def test_the_run_page_shows_the_runs_warnings(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    run = _start(project, snapshot, "lstm")
+    TrainingRun.objects.filter(pk=run.pk).update(
+        warnings=["Clip 7 (train) left out: its audio file clips/audio/x.wav is empty (0 bytes)."]
+    )
+
+    page = login(alice).get(run.get_absolute_url()).content.decode()
+
+    assert "Trained without 1 clip:" in page
+    assert "Clip 7 (train) left out: its audio file clips/audio/x.wav is empty (0 bytes)." in page
 
 
 def test_promoting_a_run_demotes_the_previous_one(project: Project, snapshot: Snapshot) -> None:
