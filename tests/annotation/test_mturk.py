@@ -362,7 +362,7 @@ def test_the_tests_audio_is_served_to_its_signed_link_only(
     settings.MEDIA_ROOT = tmp_path
     _, test = gated_on_mturk
     item = test.items.select_related("clip").first()
-    item.clip.audio.save("test.wav", ContentFile(b"RIFF-test-wave"))
+    item.clip.audio.save("test.wav", ContentFile(wav_bytes()))
     url = re.search(
         rf"{SITE}(/mturk/qualifications/{test.pk}/{item.clip_id}/audio\?s=[^\"]+)\"",
         mturk.of("CreateQualificationType")[0]["Test"],
@@ -370,7 +370,7 @@ def test_the_tests_audio_is_served_to_its_signed_link_only(
     assert url
     response = Client().get(url.group(1))
     assert response.status_code == 200
-    assert streamed(response) == b"RIFF-test-wave"
+    assert streamed(response) == wav_bytes()
     path = url.group(1).split("?")[0]
     assert Client().get(path).status_code == 404
     assert Client().get(path, {"s": "forged"}).status_code == 404

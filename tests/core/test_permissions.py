@@ -44,6 +44,7 @@ URL = Callable[[World], str]
 # Pages behind login, by URL name. Every name in core.urls appears here or in PUBLIC.
 LOGIN_REQUIRED: dict[str, URL] = {
     "home": lambda w: reverse("home"),
+    "account": lambda w: reverse("account"),
     "project_new": lambda w: reverse("project_new"),
     "project_detail": lambda w: reverse("project_detail", args=[w.project.slug]),
     "invite_new": lambda w: reverse("invite_new", args=[w.project.slug]),
