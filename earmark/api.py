@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError
 from ninja.security import HttpBearer, SessionAuth
@@ -18,6 +18,7 @@ from active.api import router as active_router
 from annotation.api import router as annotation_router
 from core import api as core_api
 from core import services, throttling
+from core.middleware import DATABASE_UNAVAILABLE
 from corpus.api import router as corpus_router
 from corpus.evaluation_api import router as evaluation_router
 from crowd.api import router as crowd_router
@@ -68,6 +69,15 @@ api = NinjaAPI(
     throttle=[throttling.PER_USER],
 )
 
+
+def _database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # Ninja answers any exception with a traceback under DEBUG; these go on to the site's
+    # middleware (core.middleware), which answers 503 with Retry-After either way.
+    raise exc
+
+
+for _error in DATABASE_UNAVAILABLE:
+    api.add_exception_handler(_error, _database_unavailable)
 
 api.add_router("/projects", core_api.projects)
 api.add_router("/jobs", core_api.jobs)

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from annotation import tasks
 from annotation.models import Assignment, Batch, Caption, Hit, HitClip
+from annotation.signals import assignment_submitted
 from annotation.services import (
     assignment_return,
     assignment_review,
@@ -423,6 +424,30 @@ def test_it_refuses_submitting_twice(batch: Batch, ann: Any) -> None:
     with pytest.raises(ValidationError, match="already submitted"):
         _submit(assignment, "another dog barks at the door")
     assert Caption.objects.count() == 1
+
+
+def test_a_repeated_submit_returns_the_stored_assignment_and_writes_nothing(
+    batch: Batch, ann: Any
+) -> None:
+    first = _submit(_claim(ann))
+    heard: list[int] = []
+
+    def record(*, assignment: Assignment, **kwargs: Any) -> None:
+        heard.append(assignment.pk)
+
+    assignment_submitted.connect(record)
+    try:
+        # the same captions as a browser resends them: the submit trims them again
+        again = _submit(first, f"  {CAPTION} ")
+    finally:
+        assignment_submitted.disconnect(record)
+    assert (again.pk, again.state, again.submitted_at) == (
+        first.pk,
+        Assignment.State.SUBMITTED,
+        first.submitted_at,
+    )
+    assert list(Caption.objects.values_list("text", flat=True)) == [CAPTION]
+    assert heard == []  # nothing told the other apps about a second submit
 
 
 def test_it_refuses_a_late_submission_and_expires_the_assignment(batch: Batch, ann: Any) -> None:
