@@ -63,9 +63,9 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from _deployment import (
     CAPTIONS,
@@ -117,10 +117,20 @@ class Record:
     gave_up: Counter[str] = field(default_factory=Counter)
     submissions: dict[int, Submission] = field(default_factory=dict)
     jobs: list[int] = field(default_factory=list)  # statistics jobs the researcher queued
+    # submits a retry found already stored: an earlier attempt stored the captions, its
+    # answer was lost, and the server answered the retry with what it stored
+    answered_from_store: int = 0
 
 
 class GaveUp(Exception):
     pass
+
+
+class Answer(NamedTuple):
+    status: int
+    body: bytes
+    attempts: int
+    sent_at: datetime  # when the attempt answered was sent
 
 
 async def _send(
@@ -131,18 +141,19 @@ async def _send(
     url: str,
     headers: dict[str, str],
     body: str | None = None,
-) -> tuple[int, bytes, int]:
-    """The answer (status, body, attempts) to a request sent until it gets one that is not
+) -> Answer:
+    """The answer to a request sent until it gets one that is not
     a transient failure: a dropped connection or a 5xx is sent again after Retry-After (at
     most MAX_RETRY_WAIT) or a short pause. GaveUp after MAX_ATTEMPTS."""
     import aiohttp
 
     for attempt in range(1, MAX_ATTEMPTS + 1):
+        sent_at = datetime.now(UTC)
         try:
             async with session.request(method, url, headers=headers, data=body) as response:
                 data = await response.read()
                 if response.status not in TRANSIENT:
-                    return response.status, data, attempt
+                    return Answer(response.status, data, attempt, sent_at)
                 record.failures[f"{what}: {response.status}"] += 1
                 wait = float(response.headers.get("Retry-After", "0.2"))
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -165,7 +176,9 @@ async def _worker(
         start = time.perf_counter()
         next_start = max(start, next_start + interval) if interval else start
         try:
-            status, body, _ = await _send(session, record, "claim", "POST", "/api/work/claim", auth)
+            status, body, _, _ = await _send(
+                session, record, "claim", "POST", "/api/work/claim", auth
+            )
             if status == 204:
                 record.no_work += 1
                 await asyncio.sleep(0.5)
@@ -176,7 +189,7 @@ async def _worker(
             work = json.loads(body)
             for clip in work["clips"]:  # the worker plays each clip (submit checks it)
                 url = f"/api/work/assignments/{work['id']}/clips/{clip['id']}/audio"
-                status, _, _ = await _send(session, record, "audio", "GET", url, auth)
+                status = (await _send(session, record, "audio", "GET", url, auth)).status
                 if status != 200:
                     record.failures[f"audio: {status}"] += 1
             # a claim whose answer was lost is answered again with the same assignment:
@@ -191,16 +204,16 @@ async def _worker(
             payload = json.dumps({"captions": {str(k): v for k, v in submission.captions.items()}})
             url = f"/api/work/assignments/{work['id']}/submit"
             try:
-                status, _, attempts = await _send(
-                    session, record, "submit", "POST", url, as_json, payload
-                )
+                answer = await _send(session, record, "submit", "POST", url, as_json, payload)
             except GaveUp:
                 submission.outcome = "gave up"
                 continue
-            submission.attempts += attempts
-            submission.outcome = "stored" if status == 200 else f"refused {status}"
-            if status != 200:
+            submission.attempts += answer.attempts
+            submission.outcome = "stored" if answer.status == 200 else f"refused {answer.status}"
+            if answer.status != 200:
                 continue
+            if datetime.fromisoformat(json.loads(answer.body)["submitted_at"]) < answer.sent_at:
+                record.answered_from_store += 1
         except GaveUp:
             continue
         record.loops += 1
@@ -218,7 +231,9 @@ async def _researcher(
         await asyncio.sleep(every)
         try:
             url = "/api/projects/load/statistics"
-            status, body, _ = await _send(session, record, "statistics", "POST", url, headers, "{}")
+            status, body, _, _ = await _send(
+                session, record, "statistics", "POST", url, headers, "{}"
+            )
         except GaveUp:
             continue
         if status == 202:
@@ -618,7 +633,8 @@ def main() -> None:
         f"ms, p99 {percentile(record.loop_ms, 99):.0f} ms), no work (204): {record.no_work}"
     )
     print(
-        f"- submits answered 200: {outcomes['stored']:,}, of which after a retry: {retried}; "
+        f"- submits answered 200: {outcomes['stored']:,}, of which after a retry: {retried} "
+        f"({record.answered_from_store} answered from what an earlier attempt stored); "
         f"refused: {sum(refused.values())} "
         f"({', '.join(f'{o}: {n}' for o, n in refused.items()) or '-'}); "
         f"given up: {outcomes['gave up']}"

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from annotation import tasks
 from annotation.models import Assignment, Batch, Caption, Hit, HitClip
-from annotation.signals import assignment_submitted
 from annotation.services import (
     assignment_return,
     assignment_review,
@@ -26,6 +25,7 @@ from annotation.services import (
     batch_move,
     hit_claim,
 )
+from annotation.signals import assignment_submitted
 from core.models import Project, Role
 from core.services import membership_add
 from curation.models import Clip, Split
