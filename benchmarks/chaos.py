@@ -25,7 +25,7 @@ submit for `--duration` seconds, together offering `--offered` loops/s (0: no th
 A request that fails (connection reset, 5xx) is sent again, as a careful script would:
 after the answer's Retry-After (at most 1 s) or a short pause; a submit is sent again with
 the same captions, which the server answers as the first if it stored them. Every
-`--fault-every` seconds one fault is injected, in turn:
+`--fault-every` seconds one fault is injected, in this order, round and round:
 
   gunicorn   kill -9 of `--gunicorn-kills` gunicorn workers (the master starts new ones);
   database   pg_terminate_backend of every connection to the database (web, worker, beat),
@@ -86,7 +86,7 @@ from _deployment import (
     start_gunicorn,
 )
 
-FAULTS = ("gunicorn", "database", "gunicorn", "database", "celery")
+FAULTS = ("gunicorn", "database", "celery")
 CELERY_NAME = "chaos@%h"
 MAX_ATTEMPTS = 30  # per request; then the client gives up on it (counted)
 MAX_RETRY_WAIT = 1.0  # seconds: a Retry-After longer than this is shortened
@@ -120,6 +120,7 @@ class Record:
     # submits a retry found already stored: an earlier attempt stored the captions, its
     # answer was lost, and the server answered the retry with what it stored
     answered_from_store: int = 0
+    load_average: list[float] = field(default_factory=list)  # sampled during the load
 
 
 class GaveUp(Exception):
@@ -301,17 +302,31 @@ class Deployment:
         return f"pg_terminate_backend of {len(rows)} connections"
 
     def kill_celery(self) -> str:
+        # a worker still starting (its pool not forked yet) has no job to lose: wait for it
+        waited = time.perf_counter()
         main = self.celery.pid
-        pool = children(main)
+        while not (pool := children(main)) and time.perf_counter() - waited < 120:
+            time.sleep(0.5)
+        waited = time.perf_counter() - waited
+        running = self._running_jobs()
         for pid in [main, *pool]:
             _kill(pid)
         self.celery.wait()
         time.sleep(self.args.celery_down)
         self.celery = self._start_celery()
         return (
-            f"kill -9 Celery worker {main} and its pool {', '.join(map(str, pool)) or '-'}; "
-            f"restarted as {self.celery.pid} after {self.args.celery_down:g} s"
+            f"kill -9 Celery worker {main} and its pool {', '.join(map(str, pool)) or '-'}"
+            + (f" (once it had started, {waited:.0f} s late)" if waited >= 1 else "")
+            + f", {running} jobs running; restarted as {self.celery.pid} after "
+            f"{self.args.celery_down:g} s"
         )
+
+    def _running_jobs(self) -> int:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM core_job WHERE state = 'running'").fetchone()
+        return int(row[0]) if row else 0
 
     def inject(self, kind: str, t: float) -> None:
         done = {
@@ -339,6 +354,14 @@ class Deployment:
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):  # it died already
         os.kill(pid, signal.SIGKILL)
+
+
+async def _load_average(samples: list[float], deadline: float) -> None:
+    """The 1-minute load average every 5 s until the deadline: the machine is shared, and
+    what else ran says how to read the latencies."""
+    while time.perf_counter() < deadline:
+        samples.append(os.getloadavg()[0])
+        await asyncio.sleep(5.0)
 
 
 async def _faults(deployment: Deployment, start: float, args: argparse.Namespace) -> None:
@@ -376,6 +399,7 @@ async def _run(
             ),
             _researcher(session, researcher_token, args.stats_every, record, deadline),
             _faults(deployment, start, args),
+            _load_average(record.load_average, deadline),
         )
     return start
 
@@ -624,6 +648,11 @@ def main() -> None:
         f"{faults['database']} x pg_terminate_backend of every connection, "
         f"{faults['celery']} x kill -9 of the Celery worker (restarted after "
         f"{args.celery_down:g} s)."
+    )
+    loads = record.load_average
+    print(
+        f"Load average (1 min) during the load: {min(loads):.1f} to {max(loads):.1f}, "
+        f"mean {sum(loads) / len(loads):.1f}, on {os.cpu_count()} CPUs"
     )
     print()
     print("Clients:")
