@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db import Error
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError
@@ -70,7 +71,7 @@ api = NinjaAPI(
 )
 
 
-def _database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+def _database_unavailable(request: HttpRequest, exc: Error | type[Error]) -> HttpResponse:
     # Ninja answers any exception with a traceback under DEBUG; these go on to the site's
     # middleware (core.middleware), which answers 503 with Retry-After either way.
     raise exc

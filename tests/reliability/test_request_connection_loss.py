@@ -10,6 +10,7 @@ those, so it cannot show this."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 from wsgiref.util import setup_testing_defaults
 
@@ -32,7 +33,12 @@ def _get(path: str, token: str) -> tuple[str, bytes]:
     }
     setup_testing_defaults(environ)
     statuses: list[str] = []
-    response = WSGIHandler()(environ, lambda status, headers, *exc: statuses.append(status))
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> Callable[[bytes], Any]:
+        statuses.append(status)
+        return lambda data: None
+
+    response = WSGIHandler()(environ, start_response)
     try:
         body = b"".join(response)
     finally:
