@@ -4,7 +4,8 @@ compared with the database (issue 23).
 
 Usage:
   .venv/bin/python benchmarks/chaos.py [--workers 85] [--duration 150] [--offered 40]
-      [--fault-every 10] [--gunicorn-kills 2] [--celery-down 5] [--settle 300]
+      [--fault-every 10] [--gunicorn-kills 2] [--celery-down 5] [--drop-answers 0.05]
+      [--settle 300]
       [--stats-every 15] [--clips 20000] [--database earmark_chaos]
       [--server postgres://postgres@127.0.0.1:5432] [--broker redis://127.0.0.1:6379/4]
       [--set NAME=VALUE …] [--keep-database] [--keep-logs]
@@ -24,7 +25,9 @@ Then `--workers` simulated crowdworkers (aiohttp) loop claim → fetch the clip'
 submit for `--duration` seconds, together offering `--offered` loops/s (0: no think time).
 A request that fails (connection reset, 5xx) is sent again, as a careful script would:
 after the answer's Retry-After (at most 1 s) or a short pause; a submit is sent again with
-the same captions, which the server answers as the first if it stored them. Every
+the same captions, which the server answers as the first if it stored them. To test that
+on purpose, a share `--drop-answers` of the submits lose their answer: the client hangs up
+once the request is sent (the server still handles it) and sends it again. Every
 `--fault-every` seconds one fault is injected, in this order, round and round:
 
   gunicorn   kill -9 of `--gunicorn-kills` gunicorn workers (the master starts new ones);
@@ -120,6 +123,7 @@ class Record:
     # submits a retry found already stored: an earlier attempt stored the captions, its
     # answer was lost, and the server answered the retry with what it stored
     answered_from_store: int = 0
+    answers_dropped: int = 0  # submits whose answer the client hung up on (--drop-answers)
     load_average: list[float] = field(default_factory=list)  # sampled during the load
 
 
@@ -165,10 +169,38 @@ async def _send(
     raise GaveUp(what)
 
 
-async def _worker(
-    session: Any, token: str, number: int, record: Record, deadline: float, interval: float
-) -> None:
-    """Claim → audio → submit until the deadline, every `interval` seconds (0: at once)."""
+@dataclass(frozen=True)
+class Plan:
+    """How the simulated workers behave."""
+
+    deadline: float  # perf_counter time after which no loop starts
+    interval: float  # seconds between the starts of one worker's loops (0: at once)
+    drop_answers: float  # share of submits whose answer is lost (the client hangs up)
+    port: int  # gunicorn's, on 127.0.0.1
+
+
+async def _hang_up_after_sending(port: int, path: str, headers: dict[str, str], body: str) -> None:
+    """Sends a POST and closes the connection without reading the answer, as a browser on
+    a dropping network does: the server still handles it."""
+    data = body.encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Length: {len(data)}\r\nConnection: close\r\n{head}\r\n"
+    ).encode() + data
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+    except OSError:
+        pass  # nothing reached the server: the retry is then the first submit
+
+
+async def _worker(session: Any, token: str, number: int, record: Record, plan: Plan) -> None:
+    """Claim → audio → submit until the plan's deadline."""
+    deadline, interval = plan.deadline, plan.interval
     auth = {"Authorization": f"Bearer {token}"}
     as_json = {**auth, "Content-Type": "application/json"}
     next_start = time.perf_counter() + (random.uniform(0, interval) if interval else 0.0)
@@ -204,6 +236,12 @@ async def _worker(
             )
             payload = json.dumps({"captions": {str(k): v for k, v in submission.captions.items()}})
             url = f"/api/work/assignments/{work['id']}/submit"
+            if random.random() < plan.drop_answers:
+                # the worker's network drops the answer: it hangs up once the submit is
+                # sent, then sends it again below
+                await _hang_up_after_sending(plan.port, url, as_json, payload)
+                record.answers_dropped += 1
+                await asyncio.sleep(random.uniform(0.1, 0.5))
             try:
                 answer = await _send(session, record, "submit", "POST", url, as_json, payload)
             except GaveUp:
@@ -392,11 +430,9 @@ async def _run(
     async with aiohttp.ClientSession(base_url, connector=connector, timeout=timeout) as session:
         start = time.perf_counter()
         deadline = start + args.duration
+        plan = Plan(deadline, interval, args.drop_answers, args.port)
         await asyncio.gather(
-            *(
-                _worker(session, tokens[i], i, record, deadline, interval)
-                for i in range(args.workers)
-            ),
+            *(_worker(session, tokens[i], i, record, plan) for i in range(args.workers)),
             _researcher(session, researcher_token, args.stats_every, record, deadline),
             _faults(deployment, start, args),
             _load_average(record.load_average, deadline),
@@ -525,6 +561,13 @@ def main() -> None:
         help="loops/s the workers offer together (think time); 0: none",
     )
     parser.add_argument("--fault-every", type=float, default=10.0, help="seconds between faults")
+    parser.add_argument(
+        "--drop-answers",
+        type=float,
+        default=0.05,
+        metavar="SHARE",
+        help="share of submits whose answer the client hangs up on, then sends again",
+    )
     parser.add_argument("--gunicorn-kills", type=int, default=2, help="workers killed per fault")
     parser.add_argument("--celery-down", type=float, default=5.0, help="seconds before restart")
     parser.add_argument(
@@ -663,7 +706,8 @@ def main() -> None:
     )
     print(
         f"- submits answered 200: {outcomes['stored']:,}, of which after a retry: {retried} "
-        f"({record.answered_from_store} answered from what an earlier attempt stored); "
+        f"({record.answered_from_store} answered from what an earlier attempt stored; "
+        f"{record.answers_dropped} answers dropped on purpose); "
         f"refused: {sum(refused.values())} "
         f"({', '.join(f'{o}: {n}' for o, n in refused.items()) or '-'}); "
         f"given up: {outcomes['gave up']}"
