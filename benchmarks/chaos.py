@@ -546,6 +546,19 @@ def _healthz(port: int, token: str) -> str:
         return f"unreachable: {exc}"
 
 
+def _empty_broker(url: str) -> None:
+    """Drops what an earlier run left on the broker: queued messages, and on Redis those
+    its killed workers held, which Redis would hand out again later, naming jobs of the
+    earlier run's database."""
+    from earmark.celery import app
+
+    app.control.purge()
+    if url.startswith(("redis://", "rediss://")):
+        import redis
+
+        redis.Redis.from_url(url).delete("unacked", "unacked_index", "unacked_mutex")
+
+
 # Main ---------------------------------------------------------------------------------------
 
 
@@ -592,7 +605,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8766)
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--database", default="earmark_chaos")
-    parser.add_argument("--broker", default="redis://127.0.0.1:6379/4")
+    parser.add_argument(
+        "--broker", default="redis://127.0.0.1:6379/4", help="a Redis database of its own"
+    )
     parser.add_argument("--keep-database", action="store_true")
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
@@ -636,9 +651,7 @@ def main() -> None:
     _, researcher_token = api_token_create(user=researcher, name="chaos")
     pg_version = postgres_version()
     connection.close()
-    from earmark.celery import app
-
-    app.control.purge()  # messages an earlier run left on this broker
+    _empty_broker(args.broker)
     print(
         f"database {args.database}: migrated in {migrated - began:.1f} s, {args.clips:,} clips "
         f"and {args.workers} workers seeded in {time.perf_counter() - migrated:.1f} s",
