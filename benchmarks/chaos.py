@@ -33,8 +33,9 @@ once the request is sent (the server still handles it) and sends it again. Every
   gunicorn   kill -9 of `--gunicorn-kills` gunicorn workers (the master starts new ones);
   database   pg_terminate_backend of every connection to the database (web, worker, beat),
              as a database restart or a failover does;
-  celery     kill -9 of the Celery worker and its pool processes, restarted under the
-             same name `--celery-down` seconds later (as a supervisor would).
+  celery     kill -9 of the Celery worker and its pool processes while a job runs (once
+             started, it waits up to 20 s for one), restarted under the same name
+             `--celery-down` seconds later (as a supervisor would).
 
 After the load it waits until every job is final and every submitted caption has been
 checked, or `--settle` seconds after the last fault (the issue's 5 minutes by default),
@@ -340,13 +341,17 @@ class Deployment:
         return f"pg_terminate_backend of {len(rows)} connections"
 
     def kill_celery(self) -> str:
-        # a worker still starting (its pool not forked yet) has no job to lose: wait for it
+        # The worker is killed while it runs a job, the case that matters: a worker still
+        # starting (its pool not forked yet) has none to lose, so this waits for the pool
+        # and then up to 20 s for a running job.
         waited = time.perf_counter()
         main = self.celery.pid
         while not (pool := children(main)) and time.perf_counter() - waited < 120:
             time.sleep(0.5)
+        started = time.perf_counter()
+        while not (running := self._running_jobs()) and time.perf_counter() - started < 20:
+            time.sleep(0.1)
         waited = time.perf_counter() - waited
-        running = self._running_jobs()
         for pid in [main, *pool]:
             _kill(pid)
         self.celery.wait()
@@ -354,7 +359,7 @@ class Deployment:
         self.celery = self._start_celery()
         return (
             f"kill -9 Celery worker {main} and its pool {', '.join(map(str, pool)) or '-'}"
-            + (f" (once it had started, {waited:.0f} s late)" if waited >= 1 else "")
+            + (f" ({waited:.0f} s late)" if waited >= 1 else "")
             + f", {running} jobs running; restarted as {self.celery.pid} after "
             f"{self.args.celery_down:g} s"
         )
