@@ -27,7 +27,8 @@ A request that fails (connection reset, 5xx) is sent again, as a careful script 
 after the answer's Retry-After (at most 1 s) or a short pause; a submit is sent again with
 the same captions, which the server answers as the first if it stored them. To test that
 on purpose, a share `--drop-answers` of the submits lose their answer: the client hangs up
-once the request is sent (the server still handles it) and sends it again. Every
+once the request is sent, waits until the server shows the HIT submitted, and sends the
+same submit again. Every
 `--fault-every` seconds one fault is injected, in this order, round and round:
 
   gunicorn   kill -9 of `--gunicorn-kills` gunicorn workers (the master starts new ones);
@@ -199,6 +200,18 @@ async def _hang_up_after_sending(port: int, path: str, headers: dict[str, str], 
         pass  # nothing reached the server: the retry is then the first submit
 
 
+async def _until_submitted(
+    session: Any, record: Record, assignment_id: int, auth: dict[str, str]
+) -> None:
+    """Polls the assignment (at most 30 s) until the server shows it no longer open."""
+    url = f"/api/work/assignments/{assignment_id}"
+    for _ in range(150):
+        answer = await _send(session, record, "assignment", "GET", url, auth)
+        if answer.status != 200 or json.loads(answer.body)["state"] != "accepted":
+            return
+        await asyncio.sleep(0.2)
+
+
 async def _worker(session: Any, token: str, number: int, record: Record, plan: Plan) -> None:
     """Claim → audio → submit until the plan's deadline."""
     deadline, interval = plan.deadline, plan.interval
@@ -238,11 +251,12 @@ async def _worker(session: Any, token: str, number: int, record: Record, plan: P
             payload = json.dumps({"captions": {str(k): v for k, v in submission.captions.items()}})
             url = f"/api/work/assignments/{work['id']}/submit"
             if random.random() < plan.drop_answers:
-                # the worker's network drops the answer: it hangs up once the submit is
-                # sent, then sends it again below
+                # the answer is lost once the server stored the submit: the client hangs
+                # up after sending it, waits until the HIT shows submitted, and sends the
+                # same submit again below, which must be answered with what was stored
                 await _hang_up_after_sending(plan.port, url, as_json, payload)
                 record.answers_dropped += 1
-                await asyncio.sleep(random.uniform(0.1, 0.5))
+                await _until_submitted(session, record, work["id"], auth)
             try:
                 answer = await _send(session, record, "submit", "POST", url, as_json, payload)
             except GaveUp:
@@ -724,7 +738,7 @@ def main() -> None:
     )
     print(
         f"- submits answered 200: {outcomes['stored']:,}, of which after a retry: {retried} "
-        f"({record.answered_from_store} answered from what an earlier attempt stored; "
+        f"({record.answered_from_store} answered with what an earlier attempt had stored; "
         f"{record.answers_dropped} answers dropped on purpose); "
         f"refused: {sum(refused.values())} "
         f"({', '.join(f'{o}: {n}' for o, n in refused.items()) or '-'}); "
