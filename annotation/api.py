@@ -28,13 +28,18 @@ from ninja.responses import Status
 
 from annotation import rules, services
 from annotation.models import Assignment, Batch, Caption, HitClip
+from annotation.presets import BATCH_PRESETS, batch_preset
 from core import throttling
 from core.access import project_for_api, signed_in_user
 from core.media import media_response
 from core.models import Membership, Role
 from core.schemas import ErrorOut, FieldErrorsOut, error_text, page_or_404, refusal
-from crowd.queries import blocked_everywhere, blocks_of
+from crowd.models import Qualification
+from crowd.queries import blocked_everywhere, blocks_of, requirements_refusals
+from crowd.records import Requirements
 from curation.models import Clip, Label, Split, Subset, WordLabel
+from curation.services import ClipMediaBroken, clip_audio_check
+from curation.serving import NO_AUDIO_YET
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -44,6 +49,8 @@ router = Router(tags=["annotation"])
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
 MAX_MINE = 200  # the worker's own list, newest first
+# what a batch's answer reads of its requirements, in one query each for a list
+REQUIREMENTS_PREFETCH = ("requirements__locales", "requirements__qualifications")
 
 
 class _HitCount(TypedDict):
@@ -72,7 +79,8 @@ class BatchIn(Schema):
     subset: str = Field(description="slug of a subset of the project")
     split: str = Field(Split.VAL, description=f"one of {', '.join(Split.values)}")
     captions_per_clip: int | None = Field(
-        None, description="None: 1 for train, 5 for val and test (as AudioCaps)"
+        None,
+        description="None: what the subset's recipe asks (AudioCaps: 1 for train, 5 for val, test)",
     )
     clips_per_hit: int = 5
     reward_cents: int = Field(20, ge=0, description="paid per approved HIT")
@@ -85,6 +93,36 @@ class BatchIn(Schema):
         100_00, ge=0, description="the most paid in bonuses, all together, for this batch's work"
     )
     publish: bool = Field(True, description="false keeps the batch a draft")
+    # who may take its HITs (also GET/PUT …/batches/{id}/requirements)
+    min_approval_percent: int = Field(0, ge=0, le=100)
+    min_approved: int = Field(0, ge=0)
+    site_wide_record: bool = Field(
+        False, description="count the worker's reviews in every project, not only this one"
+    )
+    locales: list[str] = Field(
+        [], description="ISO 3166 country codes a worker must have declared; none: any"
+    )
+    qualifications: list[int] = Field(
+        [], description="ids of the project's qualification tests a worker must pass"
+    )
+    preset: str | None = Field(
+        None,
+        description="fills the fields it names that the request leaves out: "
+        + "; ".join(
+            f"{name!r} ({p.label}): reward {p.reward_cents_per_clip}¢ times clips_per_hit, "
+            f"min_approval_percent {p.min_approval_percent}, min_approved {p.min_approved}, "
+            f"site_wide_record {str(p.site_wide_record).lower()}, locales {list(p.locales)}"
+            for name, p in BATCH_PRESETS.items()
+        ),
+    )
+
+
+class RequirementsOut(Schema):
+    min_approval_percent: int
+    min_approved: int
+    site_wide_record: bool
+    locales: list[str]
+    qualifications: list[int]
 
 
 class BatchOut(Schema):
@@ -108,6 +146,7 @@ class BatchOut(Schema):
     published_at: datetime | None
     expires_at: datetime | None
     progress: ProgressOut
+    requirements: RequirementsOut
 
 
 class LabelHintOut(Schema):
@@ -207,7 +246,8 @@ class CaptionPageOut(Schema):
 def _batch(request: HttpRequest, slug: str, batch_id: int, *roles: str) -> CountedBatch:
     project = project_for_api(request, slug, *roles)
     batch = (
-        Batch.objects.select_related("project", "subset")
+        Batch.objects.select_related("project", "subset", "requirements")
+        .prefetch_related(*REQUIREMENTS_PREFETCH)
         .annotate(n_hits=Count("hits"))
         .filter(project=project, pk=batch_id)
         .first()
@@ -250,6 +290,7 @@ def _batch_out(batch: CountedBatch) -> dict[str, Any]:
         "published_at": batch.published_at,
         "expires_at": batch.expires_at,
         "progress": services.batch_progress(batch=batch),
+        "requirements": _requirements_out(batch),
     }
 
 
@@ -258,7 +299,11 @@ def _batch_out(batch: CountedBatch) -> dict[str, Any]:
 )
 def batch_list(request: HttpRequest, slug: str) -> Any:
     project = project_for_api(request, slug, *READ)
-    batches = project.batches.select_related("subset").annotate(n_hits=Count("hits"))
+    batches = (
+        project.batches.select_related("subset", "requirements")
+        .prefetch_related(*REQUIREMENTS_PREFETCH)
+        .annotate(n_hits=Count("hits"))
+    )
     return [_batch_out(b) for b in batches]
 
 
@@ -268,15 +313,25 @@ def batch_list(request: HttpRequest, slug: str) -> Any:
 )
 def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
     """Creates a batch of HITs from a subset's split and publishes it (unless `publish` is
-    false): one HIT per `clips_per_hit` fetched clips."""
+    false): one HIT per `clips_per_hit` fetched clips. A `preset` fills the fields the
+    request leaves out; those it gives win."""
     project = project_for_api(request, slug, *WRITE)
     subset = Subset.objects.filter(project=project, slug=payload.subset).first()
     if subset is None:
         message = f"No subset {payload.subset!r} in project {slug!r}."
         return Status(400, {"detail": message, "errors": {"subset": [message]}})
+    try:
+        payload = _preset_applied(payload)
+    except ValidationError as exc:
+        return refusal(exc)
     durations, too_long = _batch_durations(payload)
     if too_long:
         return refusal(ValidationError(too_long))
+    by_id = {q.pk: q for q in Qualification.objects.filter(project=project)}
+    if unknown := sorted(set(payload.qualifications) - set(by_id)):
+        return refusal(
+            ValidationError({"qualifications": f"No qualification {unknown} in project {slug!r}."})
+        )
     try:
         batch = services.batch_publish(
             subset=subset,
@@ -293,12 +348,50 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
             bonus_cap_cents=payload.bonus_cap_cents,
             created_by=signed_in_user(request),
             publish=payload.publish,
+            requirements=Requirements(
+                qualifications=tuple(by_id[pk] for pk in payload.qualifications),
+                min_approval_percent=payload.min_approval_percent,
+                min_approved=payload.min_approved,
+                site_wide_record=payload.site_wide_record,
+                locales=tuple(payload.locales),
+            ),
         )
     except ValidationError as exc:
         if not hasattr(exc, "error_dict"):
             exc = ValidationError({"__all__": exc.messages})
         return refusal(exc)
     return Status(201, _batch_out(_batch(request, slug, batch.pk, *WRITE)))
+
+
+def _preset_applied(payload: BatchIn) -> BatchIn:
+    """The payload with its preset's fields filled in where the request left them out."""
+    if payload.preset is None:
+        return payload
+    filled = batch_preset(payload.preset).fields(clips_per_hit=payload.clips_per_hit)
+    left_out = {
+        name: value for name, value in filled.items() if name not in payload.model_fields_set
+    }
+    return payload.model_copy(update=left_out)
+
+
+def _requirements_out(batch: Batch) -> dict[str, Any]:
+    """The batch's requirements; nothing asked when it has none."""
+    current = getattr(batch, "requirements", None)
+    if current is None:
+        return {
+            "min_approval_percent": 0,
+            "min_approved": 0,
+            "site_wide_record": False,
+            "locales": [],
+            "qualifications": [],
+        }
+    return {
+        "min_approval_percent": current.min_approval_percent,
+        "min_approved": current.min_approved,
+        "site_wide_record": current.site_wide_record,
+        "locales": sorted(str(locale.country) for locale in current.locales.all()),
+        "qualifications": sorted(q.pk for q in current.qualifications.all()),
+    }
 
 
 def _batch_durations(payload: BatchIn) -> tuple[dict[str, timedelta], dict[str, list[str]]]:
@@ -502,7 +595,9 @@ def _work_out(assignment: Assignment) -> dict[str, Any]:
 def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
     """The next HIT for you: 201 with a new assignment, 200 with the one you already hold
     (one at a time), 204 when nothing is open to you, 403 with the reasons when every
-    project you annotate has blocked you. `batch` limits the claim to one batch."""
+    project you annotate has blocked you. `batch` limits the claim to one batch; 403
+    with the reasons when you miss its requirements (locale, approval record,
+    qualification)."""
     worker = signed_in_user(request)
     chosen = None
     if batch is not None:
@@ -517,6 +612,9 @@ def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
             reasons = [f"{b.project.name}: {b.reason}" for b in blocks_of(worker=worker)]
             return Status(403, {"detail": "You are blocked from all your projects.",
                                 "reasons": reasons})  # fmt: skip
+        if chosen is not None and (refusals := requirements_refusals(worker=worker, batch=chosen)):
+            return Status(403, {"detail": f"Batch #{chosen.pk} is not open to you.",
+                                "reasons": refusals})  # fmt: skip
         return Status(204, None)
     if assignment.accepted_at == now:  # new: created with its HIT and batch at hand
         return Status(201, _work_out(assignment))
@@ -576,10 +674,9 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
     if hit_clip is None:
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
     try:
-        response = media_response(
-            request, hit_clip.clip.audio, missing="This clip has no audio yet."
-        )
-    except Http404 as exc:
+        clip_audio_check(clip=hit_clip.clip)
+        response = media_response(request, hit_clip.clip.audio, missing=NO_AUDIO_YET)
+    except (ClipMediaBroken, Http404) as exc:
         raise HttpError(404, str(exc)) from None
     if assignment.state == Assignment.State.ACCEPTED:
         # a submit's captions are refused until the clip could have played through

@@ -6,6 +6,7 @@ from typing import Any, cast
 from django import forms
 
 from annotation.models import Batch, ClipReport
+from annotation.presets import BATCH_PRESETS, BatchPreset
 from annotation.services import (
     MAX_AUTO_APPROVE_DELAY,
     MAX_CAPTIONS_PER_CLIP,
@@ -16,7 +17,18 @@ from annotation.services import (
     MAX_WORDS,
 )
 from core.models import Project
+from crowd.models import Qualification
+from crowd.records import Requirements
 from curation.models import Split, Subset
+
+
+class PresetForm(forms.Form):
+    """The batch form's "fill in from a preset" choice (a GET: it fills, never publishes)."""
+
+    preset = forms.ChoiceField(
+        choices=[(name, preset.label) for name, preset in BATCH_PRESETS.items()],
+        label="Preset",
+    )
 
 
 class BatchForm(forms.Form):
@@ -27,7 +39,8 @@ class BatchForm(forms.Form):
         min_value=1,
         max_value=MAX_CAPTIONS_PER_CLIP,
         required=False,
-        help_text="Empty: 1 for train, 5 for val and test (as AudioCaps).",
+        help_text="Empty: what the subset's recipe asks (AudioCaps: 1 for train, 5 for val "
+        "and test).",
     )
     clips_per_hit = forms.IntegerField(min_value=1, max_value=MAX_CLIPS_PER_HIT, initial=5)
     reward_cents = forms.IntegerField(
@@ -51,12 +64,53 @@ class BatchForm(forms.Form):
         help_text="The most paid in bonuses, all together, for this batch's work. "
         "Empty: 10000 ($100).",
     )
+    # who may take the batch's HITs (crowd.BatchRequirements; also on the batch's
+    # requirements page afterwards)
+    min_approval_percent = forms.IntegerField(
+        min_value=0,
+        max_value=100,
+        required=False,
+        label="Minimum approval rate (%)",
+        help_text="Empty: none. A worker with nothing reviewed yet counts as 100 %.",
+    )
+    min_approved = forms.IntegerField(
+        min_value=0, required=False, label="Minimum approved HITs", help_text="Empty: none."
+    )
+    site_wide_record = forms.BooleanField(
+        required=False,
+        label="Count the worker's record in every project",
+        help_text="Off: only reviews in this project count.",
+    )
+    locales = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Worker countries",
+        help_text="ISO 3166 codes separated by spaces or commas (AU CA GB NZ US): only "
+        "workers who declared one of these countries may work. Empty: any country.",
+    )
+    qualifications = forms.ModelMultipleChoiceField(
+        queryset=Qualification.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Qualification tests required",
+    )
 
-    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, project: Project, preset: BatchPreset | None = None, **kwargs: Any
+    ) -> None:
+        """`preset` fills the fields it names (over any other initial value); each stays
+        editable."""
         super().__init__(*args, **kwargs)
         # self.fields holds copies of the fields declared above, typed only as Field
         subset = cast(forms.ModelChoiceField, self.fields["subset"])
         subset.queryset = Subset.objects.filter(project=project)
+        qualifications = cast(forms.ModelMultipleChoiceField, self.fields["qualifications"])
+        qualifications.queryset = Qualification.objects.filter(project=project)
+        if preset is not None:
+            clips_per_hit = self.initial.get("clips_per_hit", self.fields["clips_per_hit"].initial)
+            filled = preset.fields(clips_per_hit=int(clips_per_hit))
+            filled["locales"] = " ".join(filled["locales"])
+            self.initial.update(filled)
 
     def publish_kwargs(self) -> dict[str, Any]:
         """The cleaned form as batch_publish arguments."""
@@ -74,6 +128,13 @@ class BatchForm(forms.Form):
             "min_words": data["min_words"],
             "max_words": data["max_words"],
             "bonus_cap_cents": data["bonus_cap_cents"],
+            "requirements": Requirements(
+                qualifications=tuple(data["qualifications"]),
+                min_approval_percent=data["min_approval_percent"] or 0,
+                min_approved=data["min_approved"] or 0,
+                site_wide_record=data["site_wide_record"],
+                locales=tuple(data["locales"].replace(",", " ").split()),
+            ),
         }
 
 

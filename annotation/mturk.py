@@ -27,7 +27,7 @@ import time
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, quoteattr
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -40,13 +40,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from annotation.models import Assignment, Batch, Hit, MTurkWorker
 from core.models import Job, Membership, Project, Role
 from core.progress import ProgressFn, no_progress
 from core.services import membership_add, require_role
 from core.usernames import MTURK_PREFIX
-from crowd.models import BatchRequirements, Block
+from crowd.models import BatchRequirements, Block, Qualification
 
 PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 FRAME_HEIGHT = 0  # MTurk sizes the frame to the page
@@ -54,9 +55,17 @@ QUESTION_XMLNS = (
     "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/"
     "ExternalQuestion.xsd"
 )
-# MTurk's system qualifications, for a batch's minimum approval rate and approved count
+# MTurk's system qualifications, for a batch's minimum approval rate and approved count,
+# and its workers' locale
 PERCENT_APPROVED = "000000000000000000L0"
 NUMBER_APPROVED = "00000000000000000040"
+WORKER_LOCALE = "00000000000000000071"
+QUESTION_FORM_XMLNS = (
+    "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/QuestionForm.xsd"
+)
+AUDIO_SALT = "annotation.mturk.qualification-audio"
+TEST_DURATION_SECONDS = 3600
+RETRY_DELAY_SECONDS = 24 * 3600  # a worker who did not pass may try again, as here
 TOKEN_SALT = "annotation.mturk"
 USERNAME_PREFIX = MTURK_PREFIX  # a label only: identity is MTurkWorker.worker_id
 
@@ -81,7 +90,7 @@ def mturk_client() -> Any:
     )
 
 
-def _error(exc: Exception) -> str:
+def mturk_error(exc: Exception) -> str:
     """MTurk's own message for a failed call (botocore ClientError), or the exception."""
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
@@ -106,30 +115,151 @@ def hit_external_url(hit: Hit) -> str:
     return settings.MTURK_EXTERNAL_URL.rstrip("/") + reverse("mturk_hit", args=[hit.pk])
 
 
-def _qualification_requirements(batch: Batch) -> list[dict[str, Any]]:
-    requirements = BatchRequirements.objects.filter(batch=batch).first()
+# What a batch asks of its workers there ------------------------------------------------------
+#
+# A batch's requirements (crowd.BatchRequirements) become its HIT type's
+# QualificationRequirements: the approval rate and count are MTurk's system qualifications
+# PercentAssignmentsApproved and NumberHITsApproved (a worker's whole MTurk record, as
+# AudioCaps asked for); the locales its Worker_Locale, `In` the batch's countries; a
+# qualification test of the project a qualification type of ours, made once per test with
+# the test as its Test (a QuestionForm: each clip's audio behind a signed link to this
+# site, a free-text box per clip), which annotation.mturk_qualifications grades through
+# MTurk's qualification requests. Workers see such a HIT (ActionsGuarded "Accept" on our
+# own types) and MTurk offers them the test.
+
+
+def qualification_requirements(batch: Batch, *, client: Any) -> list[dict[str, Any]]:
+    """The batch's requirements as MTurk QualificationRequirements, making the MTurk
+    qualification type of each required test that has none yet."""
+    requirements = (
+        BatchRequirements.objects.filter(batch=batch)
+        .prefetch_related("qualifications", "locales")
+        .first()
+    )
     if requirements is None:
         return []
-    if requirements.qualifications.exists():
-        raise ValidationError(
-            "This batch requires qualification tests taken here; MTurk workers cannot take "
-            "them. Remove them from the batch's requirements (the approval rate and count "
-            "become MTurk's own qualifications)."
+    wanted: list[dict[str, Any]] = []
+    for type_id, value in (
+        (PERCENT_APPROVED, requirements.min_approval_percent),
+        (NUMBER_APPROVED, requirements.min_approved),
+    ):
+        if value:
+            wanted.append(
+                {
+                    "QualificationTypeId": type_id,
+                    "Comparator": "GreaterThanOrEqualTo",
+                    "IntegerValues": [value],
+                    "ActionsGuarded": "DiscoverPreviewAndAccept",
+                }
+            )
+    locales = sorted(str(locale.country) for locale in requirements.locales.all())
+    if locales:
+        wanted.append(
+            {
+                "QualificationTypeId": WORKER_LOCALE,
+                "Comparator": "In",
+                "LocaleValues": [{"Country": code} for code in locales],
+                "ActionsGuarded": "DiscoverPreviewAndAccept",
+            }
         )
-    wanted = []
-    if requirements.min_approval_percent:
-        wanted.append((PERCENT_APPROVED, requirements.min_approval_percent))
-    if requirements.min_approved:
-        wanted.append((NUMBER_APPROVED, requirements.min_approved))
-    return [
-        {
-            "QualificationTypeId": type_id,
-            "Comparator": "GreaterThanOrEqualTo",
-            "IntegerValues": [value],
-            "ActionsGuarded": "DiscoverPreviewAndAccept",
-        }
-        for type_id, value in wanted
-    ]
+    for qualification in requirements.qualifications.order_by("pk"):
+        wanted.append(
+            {
+                "QualificationTypeId": qualification_type(
+                    qualification=qualification, client=client
+                ),
+                "Comparator": "Exists",
+                # workers find and preview the HIT, and MTurk offers them the test
+                "ActionsGuarded": "Accept",
+            }
+        )
+    return wanted
+
+
+def qualification_type(*, qualification: Qualification, client: Any) -> str:
+    """The MTurk qualification type of the test, made on first need."""
+    if qualification.mturk_qualification_type_id:
+        return qualification.mturk_qualification_type_id
+    project = qualification.project
+    try:
+        created = client.create_qualification_type(
+            # unique among the requester's types, as MTurk wants
+            Name=f"{qualification.name} ({project.name}, #{qualification.pk})"[:255],
+            Description=(
+                qualification.instructions
+                or "Listen to a few short sound clips and describe each in one sentence; "
+                "a reviewer reads your answers."
+            )[:2000],
+            Keywords="audio, captioning, sound, listening",
+            QualificationTypeStatus="Active",
+            Test=test_form(qualification),
+            TestDurationInSeconds=TEST_DURATION_SECONDS,
+            RetryDelayInSeconds=RETRY_DELAY_SECONDS,
+        )
+    except (ClientError, BotoCoreError) as exc:
+        raise ValidationError(
+            f"MTurk refused a qualification type for {qualification.name!r}: {mturk_error(exc)}"
+        ) from None
+    type_id = str(created["QualificationType"]["QualificationTypeId"])
+    Qualification.objects.filter(pk=qualification.pk).update(mturk_qualification_type_id=type_id)
+    qualification.mturk_qualification_type_id = type_id
+    return type_id
+
+
+def question_id(clip_id: int) -> str:
+    """The QuestionIdentifier of a test clip's box (the answers name it back)."""
+    return f"clip-{clip_id}"
+
+
+def test_form(qualification: Qualification) -> str:
+    """The test as an MTurk QuestionForm: the instructions, then per clip a link to its
+    audio and a free-text box for the caption."""
+    overview = qualification.instructions or (
+        "Listen to each clip and describe what you hear in one sentence, in the present "
+        f"tense, in {qualification.min_words} to {qualification.max_words} words."
+    )
+    questions = []
+    for number, item in enumerate(qualification.items.order_by("position"), start=1):
+        url = qualification_audio_url(qualification=qualification, clip_id=item.clip_id)
+        content = (
+            f'<p>Clip {number}: <a href={quoteattr(url)} target="_blank">listen</a>, then '
+            "describe what you hear in one sentence.</p>"
+        )
+        questions.append(
+            "<Question>"
+            f"<QuestionIdentifier>{question_id(item.clip_id)}</QuestionIdentifier>"
+            f"<DisplayName>Clip {number}</DisplayName>"
+            "<IsRequired>true</IsRequired>"
+            f"<QuestionContent><FormattedContent><![CDATA[{content}]]></FormattedContent>"
+            "</QuestionContent>"
+            "<AnswerSpecification><FreeTextAnswer>"
+            '<Constraints><Length minLength="1" maxLength="500"/></Constraints>'
+            "<NumberOfLinesSuggestion>2</NumberOfLinesSuggestion>"
+            "</FreeTextAnswer></AnswerSpecification>"
+            "</Question>"
+        )
+    return (
+        f'<QuestionForm xmlns="{QUESTION_FORM_XMLNS}">'
+        f"<Overview><Title>{escape(qualification.name)}</Title><Text>{escape(overview)}</Text>"
+        "</Overview>" + "".join(questions) + "</QuestionForm>"
+    )
+
+
+def _audio_value(qualification_id: int, clip_id: int) -> str:
+    return f"{qualification_id}:{clip_id}"
+
+
+def qualification_audio_url(*, qualification: Qualification, clip_id: int) -> str:
+    """A lasting link to a test clip's audio: MTurk shows the test long after it is made,
+    to workers who have no account here, so the link carries its own signature."""
+    signature = signing.Signer(salt=AUDIO_SALT).signature(_audio_value(qualification.pk, clip_id))
+    path = reverse("mturk_qualification_audio", args=[qualification.pk, clip_id])
+    return f"{settings.MTURK_EXTERNAL_URL.rstrip('/')}{path}?s={signature}"
+
+
+def qualification_audio_signed(*, qualification_id: int, clip_id: int, signature: str) -> bool:
+    expected = signing.Signer(salt=AUDIO_SALT).signature(_audio_value(qualification_id, clip_id))
+    return constant_time_compare(expected, signature)
 
 
 def _check_publishable(batch: Batch) -> None:
@@ -163,10 +293,10 @@ def batch_mturk_publish(
                 Keywords="audio, captioning, sound, describe, listening",
                 Description="Listen to short sound clips and write one sentence about "
                 "what you hear in each.",
-                QualificationRequirements=_qualification_requirements(batch),
+                QualificationRequirements=qualification_requirements(batch, client=client),
             )
         except Exception as exc:  # botocore errors: shown as MTurk words them
-            raise ValidationError(f"MTurk refused the HIT type: {_error(exc)}") from None
+            raise ValidationError(f"MTurk refused the HIT type: {mturk_error(exc)}") from None
         batch.mturk_hit_type_id = created["HITTypeId"]
         batch.save(update_fields=["mturk_hit_type_id"])
     assert batch.expires_at is not None  # _check_publishable: the batch is open, so it expires
@@ -186,7 +316,7 @@ def batch_mturk_publish(
         except Exception as exc:
             raise ValidationError(
                 f"MTurk refused HIT #{hit.pk} after {created_count} were created "
-                f"({_error(exc)}); run the publication again to go on."
+                f"({mturk_error(exc)}); run the publication again to go on."
             ) from None
         Hit.objects.filter(pk=hit.pk).update(mturk_hit_id=response["HIT"]["HITId"])
         created_count += 1
@@ -343,7 +473,7 @@ def assignment_verify(*, client: Any, hit: Hit, assignment_id: str, worker_id: s
         answer = client.get_assignment(AssignmentId=assignment_id)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
-        if code == "RequestError" and IN_PROGRESS_WORDING in _error(exc):
+        if code == "RequestError" and IN_PROGRESS_WORDING in mturk_error(exc):
             return IN_PROGRESS
         if code == "RequestError":
             logger.warning(
@@ -351,13 +481,15 @@ def assignment_verify(*, client: Any, hit: Hit, assignment_id: str, worker_id: s
                 hit.pk,
                 assignment_id,
                 worker_id,
-                _error(exc),
+                mturk_error(exc),
             )
             raise ValidationError(
                 "MTurk has no assignment of yours on this HIT under this id; accept the HIT "
                 "on MTurk first."
             ) from None
-        logger.warning("MTurk did not say how assignment %s stands: %s", assignment_id, _error(exc))
+        logger.warning(
+            "MTurk did not say how assignment %s stands: %s", assignment_id, mturk_error(exc)
+        )
         raise MTurkUnconfirmed(
             "MTurk could not confirm your assignment just now; please try again in a minute."
         ) from None
@@ -397,7 +529,7 @@ def _pending_there(client: Any, hit: Hit) -> int:
     try:
         return int(client.get_hit(HITId=hit.mturk_hit_id)["HIT"]["NumberOfAssignmentsPending"])
     except (ClientError, BotoCoreError) as exc:
-        logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, _error(exc))
+        logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, mturk_error(exc))
         raise MTurkUnconfirmed(
             "MTurk could not confirm your assignment just now; please try again in a minute."
         ) from None
@@ -421,7 +553,7 @@ def _given_up_there(client: Any, hit: Hit, now: datetime) -> int:
             client.get_assignment(AssignmentId=assignment.mturk_assignment_id)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
-            if code == "RequestError" and IN_PROGRESS_WORDING not in _error(exc):
+            if code == "RequestError" and IN_PROGRESS_WORDING not in mturk_error(exc):
                 released += _released_there(assignment, now)
         except BotoCoreError:
             pass  # unknown: it keeps its slot
@@ -615,7 +747,7 @@ def mturk_reviews_send(*, batch: Batch | None = None, client: Any = None) -> dic
                     "MTurk refused the review of assignment #%s (%s): %s",
                     assignment.pk,
                     assignment.mturk_assignment_id,
-                    _error(exc),
+                    mturk_error(exc),
                 )
                 counts["refused"] += 1
                 continue
@@ -637,7 +769,7 @@ def _there(client: Any, assignment: Assignment) -> dict[str, Any] | None:
             "MTurk did not say how assignment #%s (%s) stands: %s",
             assignment.pk,
             assignment.mturk_assignment_id,
-            _error(exc),
+            mturk_error(exc),
         )
         return None
     there: dict[str, Any] = answer.get("Assignment", {})
@@ -756,7 +888,7 @@ def _hit_returns_sync(hit: Hit, now: datetime, client: Any = None) -> dict[str, 
         pending = client.get_hit(HITId=hit.mturk_hit_id)["HIT"]["NumberOfAssignmentsPending"]
         done = _listed_there(client, hit.mturk_hit_id)
     except Exception as exc:  # botocore errors: tried again on the next run
-        logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, _error(exc))
+        logger.warning("MTurk did not answer for HIT %s: %s", hit.mturk_hit_id, mturk_error(exc))
         return {"released": 0, "unsettled": 0, "failed": 1}
     gone = [a for a in mine if a.mturk_assignment_id not in done]
     if pending > 0:

@@ -11,4 +11,9 @@ urlpatterns = [
         mturk_views.mturk_clip_audio,
         name="mturk_clip_audio",
     ),
+    path(
+        "mturk/qualifications/<int:qualification_id>/<int:clip_id>/audio",
+        mturk_views.mturk_qualification_audio,
+        name="mturk_qualification_audio",
+    ),
 ]

@@ -25,8 +25,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation import mturk, rules, services
 from annotation.models import Assignment, Hit, HitClip
-from core.media import media_response
 from core.throttling import client_ip
+from crowd.models import QualificationClip
+from curation.serving import clip_audio_response
 
 # a page's token outlives any time allotted; the assignment's own deadline still applies
 TOKEN_MAX_AGE = 24 * 3600
@@ -188,7 +189,27 @@ def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpRes
     if assignment.hit_id != hit.pk or assignment.state != Assignment.State.ACCEPTED:
         raise Http404("No such clip for this assignment.")
     hit_clip = get_object_or_404(HitClip.objects.select_related("clip"), hit=hit, clip_id=clip_id)
-    response = media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
+    response = clip_audio_response(request, hit_clip.clip)
     # the submit refuses captions of clips that cannot have played through yet
-    services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
+    if response.status_code < 300:
+        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
     return response
+
+
+@require_GET
+def mturk_qualification_audio(
+    request: HttpRequest, qualification_id: int, clip_id: int
+) -> HttpResponseBase:
+    """A clip of a qualification test made an MTurk qualification type: the test MTurk
+    shows links here with a signature per clip (annotation.mturk.qualification_audio_url)."""
+    if not mturk.qualification_audio_signed(
+        qualification_id=qualification_id, clip_id=clip_id, signature=request.GET.get("s", "")
+    ):
+        raise Http404("No such clip.")
+    item = get_object_or_404(
+        QualificationClip.objects.select_related("clip"),
+        qualification_id=qualification_id,
+        qualification__mturk_qualification_type_id__gt="",
+        clip_id=clip_id,
+    )
+    return clip_audio_response(request, item.clip)

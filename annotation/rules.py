@@ -86,6 +86,15 @@ RULES: tuple[Rule, ...] = (
         r"|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]",
     ),
     Rule(
+        "line_break",
+        "error",
+        "found",
+        "contains a line break; write the caption on one line",
+        # inside the caption (the ends are trimmed): a caption is one line of an exported
+        # CSV row, and one sentence; also the Unicode line and paragraph separators
+        pattern=r"[\n\r\u2028\u2029]",
+    ),
+    Rule(
         "bidi",
         "error",
         "found",
@@ -282,10 +291,11 @@ def errors(text: str, limits: Limits) -> list[Problem]:
     return [p for p in check(text, limits) if p.level == "error"]
 
 
-def unsafe_characters(text: str) -> Problem | None:
+def unsafe_characters(text: str, codes: tuple[str, ...] = ("control", "bidi")) -> Problem | None:
     """The first control or text-direction character of any free text a worker types
-    (report notes), with the caption rules' message."""
-    for code in ("control", "bidi"):
+    (report notes), with the caption rules' message; `codes` picks the character rules
+    (caption imports check "control" and "line_break")."""
+    for code in codes:
         if match := _COMPILED[code].search(text):
             found = match.group(0)
             return _problem(RULES_BY_CODE[code], {"codepoint": f"U+{ord(found[0]):04X}"})

@@ -22,3 +22,10 @@ def mturk_returns_sync() -> dict[str, int]:
     from annotation.mturk import mturk_returns_sync as sync
 
     return sync()
+
+
+@shared_task(name="annotation.tasks.mturk_qualifications_sync")
+def mturk_qualifications_sync() -> dict[str, int]:
+    from annotation.mturk_qualifications import mturk_qualifications_sync as sync
+
+    return sync()

@@ -13,14 +13,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import rules, services
-from annotation.forms import BatchForm, BatchStateForm, ClipReportForm
+from annotation.forms import BatchForm, BatchStateForm, ClipReportForm, PresetForm
 from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, VideoHintView
 from annotation.prefill import starting_texts
+from annotation.presets import BATCH_PRESETS
 from core.access import project_for_page, signed_in_user
 from core.media import media_response
 from core.models import Membership, Role
-from crowd.queries import blocked_everywhere
+from crowd.queries import blocked_everywhere, requirements_refusals
 from curation.models import Clip, Label
+from curation.serving import clip_audio_response
 
 
 def _assignment_for(request: HttpRequest, pk: int) -> Assignment:
@@ -63,6 +65,8 @@ def work_claim(request: HttpRequest) -> HttpResponse:
         return redirect("work_blocked")
     if assignment is None:
         messages.info(request, "No HITs are available for you right now. Please check back later.")
+        for refusal in requirements_refusals(worker=signed_in_user(request)):
+            messages.warning(request, f"Not open to you: {refusal}")
         return redirect("work")
     return redirect(assignment)
 
@@ -222,8 +226,8 @@ def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     hit_clip = get_object_or_404(
         HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
     )
-    response = media_response(request, hit_clip.clip.audio, missing="This clip has no audio yet.")
-    if assignment.state == Assignment.State.ACCEPTED:
+    response = clip_audio_response(request, hit_clip.clip)
+    if response.status_code < 300 and assignment.state == Assignment.State.ACCEPTED:
         services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
     return response
 
@@ -318,19 +322,30 @@ def batch_list(request: HttpRequest, slug: str) -> HttpResponse:
     # reviewers may look; only researchers publish
     roles = [Role.RESEARCHER] if request.method == "POST" else [Role.RESEARCHER, Role.REVIEWER]
     project, role = project_for_page(request, slug, *roles)
-    form = BatchForm(request.POST or None, project=project)
+    presets = PresetForm(request.GET or None)
+    preset = BATCH_PRESETS[presets.cleaned_data["preset"]] if presets.is_valid() else None
+    form = BatchForm(request.POST or None, project=project, preset=preset)
     if request.method == "POST" and form.is_valid():
         try:
             batch = services.batch_publish(
                 created_by=signed_in_user(request), **form.publish_kwargs()
             )
         except ValidationError as exc:
-            form.add_error(None, exc.messages)
+            by_field = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+            for field, errors in by_field.items():
+                form.add_error(field if field in form.fields else None, errors)
         else:
             messages.success(request, f"Batch published with {batch.hits.count()} HITs.")
             return redirect(batch)
     batches = project.batches.select_related("subset").annotate(n_hits=Count("hits"))
-    context = {"project": project, "role": role, "form": form, "batches": batches}
+    context = {
+        "project": project,
+        "role": role,
+        "form": form,
+        "presets": presets if preset is not None else PresetForm(),
+        "preset": preset,
+        "batches": batches,
+    }
     return render(request, "annotation/batch_list.html", context)
 
 

@@ -116,6 +116,20 @@ def postgres_version() -> str:
         return str(cursor.fetchone()[0])
 
 
+def load_wav() -> bytes:
+    """10 ms of silence as a WAV: the server checks a clip's audio reads before serving it."""
+    import io
+    import wave
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(bytes(160))
+    return buffer.getvalue()
+
+
 def seed(
     *,
     clips: int,
@@ -138,7 +152,7 @@ def seed(
     from core.services import api_token_create, membership_add, project_create
     from curation.models import Clip, Split, Subset, SubsetClip
 
-    default_storage.save(LOAD_AUDIO, ContentFile(b"RIFF-load-test-audio"))
+    default_storage.save(LOAD_AUDIO, ContentFile(load_wav()))
     users = get_user_model().objects
     boss = users.create_user(RESEARCHER)
     project = project_create(name="Load test", slug="load", created_by=boss)

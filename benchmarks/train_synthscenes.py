@@ -89,7 +89,10 @@ def main() -> None:
     )
     parser.add_argument("--video-fps", type=float, default=2.0)
     parser.add_argument("--video-size", type=int, default=24, help="a multiple of 3")
-    parser.add_argument("--pretrain-epochs", type=int, default=5, help="MAAC keyword encoder")
+    parser.add_argument(
+        "--pretrain-epochs", type=int, default=5,
+        help="MAAC's keyword encoder; crossmodal_mbp's MBP pre-training",
+    )  # fmt: skip
     parser.add_argument("--scst-epochs", type=int, default=5, help="maac_rl's SCST stage")
     args = parser.parse_args()
     names = args.models.split(",")
@@ -247,18 +250,27 @@ def main() -> None:
             device=args.device, early_stopping_patience=4, log_every_steps=50,
         )  # fmt: skip
         if registered == "maac":
+            # the trainable CNN backbone has no pretrained weights to keep frozen
             train_config = dataclasses.replace(
-                train_config, pretrain_epochs=args.pretrain_epochs,
+                train_config, pretrain_frozen_epochs=0, pretrain_epochs=args.pretrain_epochs,
                 scst_epochs=args.scst_epochs if name == "maac_rl" else 0,
             )  # fmt: skip
+        if name == "crossmodal_mbp":  # MBP is a pre-training loss; fine-tuning follows
+            train_config = dataclasses.replace(train_config, pretrain_epochs=args.pretrain_epochs)
         run = RunConfig(
             model_name=registered, model=model_config, vocab=VocabConfig(), train=train_config
         )
 
-        def score(model: Captioner) -> float:
+        def score(
+            model: Captioner, watched: str = train_config.plateau_metric
+        ) -> float | dict[str, float]:
+            # the BiLSTM's plateaus watch BLEU-4 (train.plateau_metric)
             got = evaluate(predictions=decode(model, "val", 1), references=references["val"],
-                           metrics=["cider"])  # fmt: skip
-            return float(got.scores["CIDEr-D"] or 0.0)
+                           metrics=["cider", "bleu"] if watched else ["cider"])  # fmt: skip
+            cider = float(got.scores["CIDEr-D"] or 0.0)
+            if not watched:
+                return cider
+            return {"score": cider, watched: float(got.scores[watched] or 0.0)}
 
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)

@@ -10,6 +10,7 @@ from core.models import (
     Invite,
     Job,
     Membership,
+    Profile,
     Project,
     SweepRun,
     WorkerHeartbeat,
@@ -63,7 +64,15 @@ class SweepRunAdmin(admin.ModelAdmin):
 admin.site.unregister(User)
 
 
+class ProfileInline(admin.StackedInline):
+    model = Profile
+    can_delete = False
+    # self-declared by the user (core.services.profile_country_set), never set for them
+    readonly_fields = ["country", "country_declared_at"]
+
+
 @admin.register(User)
 class ReservedNamesUserAdmin(UserAdmin):
     add_form = UserAddForm
     form = UserEditForm
+    inlines = [ProfileInline]

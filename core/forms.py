@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm, UserCreationForm
+from django_countries import countries
 
 from core.models import Role, SampleRate
 from core.usernames import username_reserved_check
@@ -25,11 +26,27 @@ class InviteForm(forms.Form):
     max_uses = forms.IntegerField(min_value=1, required=False)
 
 
+def country_field(*, required: bool) -> forms.ChoiceField:
+    return forms.ChoiceField(
+        choices=[("", "Choose your country…"), *countries],
+        required=required,
+        label="Country you live in",
+        help_text="Some batches are open only to workers in certain countries (as on MTurk); "
+        "reviewers of your projects see it.",
+    )
+
+
 class SignupForm(UserCreationForm):
+    country = country_field(required=True)
+
     def clean_username(self) -> str:
         username = super().clean_username()
         username_reserved_check(username)
         return username
+
+
+class CountryForm(forms.Form):
+    country = country_field(required=False)
 
 
 class UserAddForm(AdminUserCreationForm):

@@ -9,8 +9,11 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Cast
+from django.db.models.lookups import Regex
 from django.urls import reverse
 from django.utils import timezone
+from django_countries.fields import CountryField
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -307,6 +310,35 @@ class ApiToken(models.Model):
 
     def is_expired(self, now: datetime | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+
+class Profile(models.Model):
+    """What a person says about themselves. `country` (ISO 3166-1 alpha-2) is self-declared
+    at sign-up or on the account page, as MTurk's Worker_Locale is the country a worker
+    gave MTurk: batches open only to some locales (crowd.BatchRequirements) read it, and
+    reviewers see it on their worker pages. Empty: not declared, which no locale admits."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile"
+    )
+    country = CountryField(blank=True)
+    country_declared_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(country="")
+                | Q(Regex(Cast("country", models.CharField()), r"^[A-Z]{2}$")),
+                name="profile_country_is_a_code",
+            ),
+            models.CheckConstraint(
+                condition=Q(country="") | Q(country_declared_at__isnull=False),
+                name="profile_country_declared_has_time",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"profile of {self.user}"
 
 
 class WorkerHeartbeat(models.Model):

@@ -31,6 +31,7 @@ from django.db import (
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
+from django_countries import countries
 
 from core.execution import RUNNER_INSTANCE, job_finished
 from core.jobs import job_kind
@@ -39,6 +40,7 @@ from core.models import (
     Invite,
     Job,
     Membership,
+    Profile,
     Project,
     Role,
     WorkerHeartbeat,
@@ -126,6 +128,27 @@ def invite_accept(*, token: str, user: User) -> Membership:
         invite.uses = F("uses") + 1
         invite.save(update_fields=["uses"])
         return membership_add(project=invite.project, user=user, role=invite.role, invite=invite)
+
+
+def profile_country_set(*, user: User, country: str, now: datetime | None = None) -> Profile:
+    """Stores the country the user declares (an ISO 3166-1 alpha-2 code; "" withdraws
+    it). Self-declared, as on MTurk: batches open only to some locales read it."""
+    code = country.strip().upper()
+    if code and code not in countries:
+        raise ValidationError({"country": f"{country!r} is not an ISO 3166 country code."})
+    with transaction.atomic():
+        profile, _ = Profile.objects.select_for_update().get_or_create(user=user)
+        if profile.country != code:
+            profile.country = code
+            profile.country_declared_at = (now or timezone.now()) if code else None
+            profile.save(update_fields=["country", "country_declared_at"])
+    return profile
+
+
+def profile_country(*, user: User) -> str:
+    """The user's declared country code, "" when none."""
+    profile = Profile.objects.filter(user=user).values_list("country", flat=True).first()
+    return str(profile or "")
 
 
 def api_token_create(
@@ -641,7 +664,12 @@ def job_run(*, job_id: int, worker: str = "", echo: Callable[[str], None] | None
         except JobCancelled:
             outcome = {"state": Job.State.CANCELLED, "error": "Cancelled on request."}
         except Exception as exc:
-            log.exception("job %s (%s) failed", job.pk, job.kind)
+            if isinstance(exc, ValidationError):
+                # bad input, which the message names (file and line): a traceback in the
+                # log (a command's output) would only hide it; the job keeps one
+                log.warning("job %s (%s) refused: %s", job.pk, job.kind, _describe(exc))
+            else:
+                log.exception("job %s (%s) failed", job.pk, job.kind)
             outcome = {
                 "state": Job.State.FAILED,
                 "error": _describe(exc),

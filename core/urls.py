@@ -17,6 +17,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
     path("jobs/<int:pk>/retry/", views.job_retry, name="job_retry"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    path("account/", views.account, name="account"),
     path("account/tokens/", views.token_list, name="token_list"),
     path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("healthz", views.healthz, name="healthz"),

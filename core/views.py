@@ -9,6 +9,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -17,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core import services
 from core.access import project_for_page, signed_in_user
-from core.forms import ApiTokenForm, InviteForm, ProjectForm, SignupForm
+from core.forms import ApiTokenForm, CountryForm, InviteForm, ProjectForm, SignupForm
 from core.health import run_checks
 from core.models import ApiToken, Invite, Job, Membership, Role
 
@@ -99,7 +100,9 @@ def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
         if form is not None:
             if not form.is_valid():
                 return render(request, "core/invite_accept.html", {"invite": invite, "form": form})
-            user = form.save()
+            with transaction.atomic():
+                user = form.save()
+                services.profile_country_set(user=user, country=form.cleaned_data["country"])
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         try:
             services.invite_accept(token=token, user=signed_in_user(request))
@@ -111,6 +114,23 @@ def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
     return render(
         request, "core/invite_accept.html", {"invite": invite, "form": form, "reason": reason}
     )
+
+
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's own settings: the country they declare."""
+    user = signed_in_user(request)
+    initial = {"country": services.profile_country(user=user)}
+    form = CountryForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.profile_country_set(user=user, country=form.cleaned_data["country"])
+        except ValidationError as exc:
+            form.add_error("country", exc.messages)
+        else:
+            messages.success(request, "Country saved.")
+            return redirect("account")
+    return render(request, "core/account.html", {"form": form})
 
 
 @login_required

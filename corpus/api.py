@@ -38,6 +38,9 @@ class SnapshotIn(Schema):
     format: str
     text: str = "raw"
     splits: list[str] = list(Split.values)
+    # pack the clips' audio too (Clotho or Hugging Face audiofolder layout, a dataset card)
+    with_audio: bool = False
+    licence: str = Snapshot.Licence.CC_BY_4.value
 
 
 class FileOut(Schema):
@@ -49,11 +52,19 @@ class FileOut(Schema):
     clips: int
 
 
+class ExtraFileOut(Schema):
+    path: str
+    bytes: int
+    sha256: str
+
+
 class SnapshotOut(Schema):
     version: int
     format: str
     text: str
     splits: list[str]
+    with_audio: bool
+    licence: str
     state: str
     counts: dict[str, dict[str, int]]
     error: str
@@ -62,6 +73,9 @@ class SnapshotOut(Schema):
     finished_at: datetime | None
     job: JobOut | None
     files: list[FileOut]
+    # an audio snapshot's card, metadata files and missing_audio.csv
+    extra_files: list[ExtraFileOut]
+    missing_audio: int  # clips left out for want of readable audio
     download_url: str | None
 
 
@@ -101,6 +115,8 @@ def _snapshot_out(snapshot: Snapshot, *, manifest: bool = False) -> dict[str, An
         "format": snapshot.format,
         "text": snapshot.text,
         "splits": snapshot.splits,
+        "with_audio": snapshot.with_audio,
+        "licence": snapshot.licence,
         "state": snapshot.state,
         "counts": snapshot.counts,
         "error": snapshot.error,
@@ -109,6 +125,8 @@ def _snapshot_out(snapshot: Snapshot, *, manifest: bool = False) -> dict[str, An
         "finished_at": snapshot.finished_at,
         "job": snapshot.job,
         "files": snapshot.files,
+        "extra_files": snapshot.manifest.get("extra_files", []),
+        "missing_audio": snapshot.missing_audio,
         "download_url": url if ready else None,
     }
     if manifest:
@@ -139,6 +157,8 @@ def snapshot_create(request: HttpRequest, slug: str, payload: SnapshotIn) -> Any
             fmt=payload.format,
             text=payload.text,
             splits=payload.splits,
+            with_audio=payload.with_audio,
+            licence=payload.licence,
             created_by=signed_in_user(request),
         )
     except ValidationError as exc:
@@ -162,8 +182,8 @@ def snapshot_get(request: HttpRequest, slug: str, version: int) -> Any:
 def snapshot_download(
     request: HttpRequest, slug: str, version: int, file: str | None = None
 ) -> Any:
-    """The snapshot's zip archive, or with `file` one of its files (names in `files`, and
-    manifest.json)."""
+    """The snapshot's zip archive, or with `file` one of its files (names in `files` and
+    `extra_files`, manifest.json and, with audio, SHA256SUMS)."""
     snapshot = _snapshot(request, slug, version)
     if snapshot.state != Snapshot.State.READY:
         return Status(409, {"detail": f"Snapshot v{version} is {snapshot.state}."})

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from annotation import rules
+from core.encodings import SNIFF_BYTES, utf16_refusal
+
 AUDIOCAPS_HEADER = ["audiocap_id", "youtube_id", "start_time", "caption"]
 AUDIOCAPS_LINE_END = "\r\n"
 AUDIOCAPS_CLIP_SECONDS = Decimal(10)
@@ -29,6 +32,10 @@ CLOTHO_FILES = {
     "val": "clotho_captions_validation.csv",
     "test": "clotho_captions_evaluation.csv",
 }
+# Clotho's audio folders per split, named as its caption files are
+CLOTHO_AUDIO_FOLDERS = {"train": "development", "val": "validation", "test": "evaluation"}
+# Hugging Face's split names (its audiofolder loader recognises these folder names)
+HF_SPLITS = {"train": "train", "val": "validation", "test": "test"}
 MAX_CAPTION_CHARS = 500  # annotation.Caption.MAX_CHARS; kept here so this module needs no Django
 MAX_FILE_NAME_CHARS = 300  # curation.Clip.original_name
 
@@ -58,6 +65,8 @@ class ClothoRow:
 
 
 def _decode(data: bytes, name: str) -> str:
+    if refusal := utf16_refusal(data[:SNIFF_BYTES]):
+        raise CorpusFileError(f"{name}, line 1: the file {refusal}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -92,6 +101,10 @@ def _check_caption(name: str, line: int, text: str, column: str) -> None:
         raise CorpusFileError(f"{name}, line {line}: {column} is empty")
     if "\n" in text or "\r" in text:
         raise CorpusFileError(f"{name}, line {line}: {column} spans several lines")
+    # the HIT page's rules for characters no caption holds: a NUL (which PostgreSQL
+    # refuses to store), other control characters, the Unicode line separators
+    if problem := rules.unsafe_characters(text, codes=("control", "line_break")):
+        raise CorpusFileError(f"{name}, line {line}: {column} {problem.message}")
     if len(text) > MAX_CAPTION_CHARS:
         raise CorpusFileError(
             f"{name}, line {line}: {column} has {len(text)} characters "
@@ -203,6 +216,13 @@ def seconds_text(value: Decimal | float | int) -> str:
 
 def csv_writer(handle: Any, *, line_end: str) -> Any:
     return csv.writer(handle, lineterminator=line_end)
+
+
+def split_file_name(fmt: str, split: str) -> str:
+    """A snapshot's caption file for one split, by export format (audiocaps, clotho, jsonl)."""
+    if fmt == "clotho":
+        return CLOTHO_FILES.get(split, f"clotho_captions_{split}.csv")
+    return f"{split}.csv" if fmt == "audiocaps" else f"{split}.jsonl"
 
 
 def clotho_header(width: int) -> list[str]:

@@ -86,16 +86,31 @@ class Snapshot(models.Model):
         READY = "ready", "Ready"
         FAILED = "failed", "Failed"
 
+    class Licence(models.TextChoices):
+        # Hugging Face's licence identifiers, written into the dataset card and metadata
+        CC_BY_4 = "cc-by-4.0", "CC BY 4.0"
+        CC_BY_SA_4 = "cc-by-sa-4.0", "CC BY-SA 4.0"
+        CC_BY_NC_4 = "cc-by-nc-4.0", "CC BY-NC 4.0"
+        CC_BY_NC_SA_4 = "cc-by-nc-sa-4.0", "CC BY-NC-SA 4.0"
+        CC0 = "cc0-1.0", "CC0 1.0 (public domain)"
+        ODC_BY = "odc-by", "ODC-By 1.0"
+        OTHER = "other", "Other (say which in the card)"
+
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="snapshots")
     version = models.PositiveIntegerField()
     format = models.CharField(max_length=10, choices=Format.choices)
     text = models.CharField(max_length=10, choices=Text.choices, default=Text.RAW)
     splits = models.JSONField(default=list)  # e.g. ["train", "val", "test"]
+    # The clips' audio goes into the archive too (Clotho or Hugging Face audiofolder layout,
+    # with a dataset card); otherwise only the caption files and the manifest.
+    with_audio = models.BooleanField(default=False)
+    licence = models.CharField(max_length=20, choices=Licence.choices, default=Licence.CC_BY_4)
     state = models.CharField(max_length=10, choices=State.choices, default=State.BUILDING)
     job = models.ForeignKey(
         "core.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    counts = models.JSONField(default=dict, blank=True)  # {split: {"clips": n, "captions": n}}
+    # {split: {"clips": n, "captions": n}}, with "missing_audio": n in an audio snapshot
+    counts = models.JSONField(default=dict, blank=True)
     manifest = models.JSONField(default=dict, blank=True)
     archive = models.FileField(upload_to="snapshots/", blank=True)
     archive_sha256 = models.CharField(max_length=64, blank=True)
@@ -122,6 +137,20 @@ class Snapshot(models.Model):
             ),
             models.CheckConstraint(condition=Q(version__gte=1), name="snapshot_version_positive"),
             models.CheckConstraint(
+                condition=Q(
+                    licence__in=[
+                        "cc-by-4.0",
+                        "cc-by-sa-4.0",
+                        "cc-by-nc-4.0",
+                        "cc-by-nc-sa-4.0",
+                        "cc0-1.0",
+                        "odc-by",
+                        "other",
+                    ]
+                ),
+                name="snapshot_licence_valid",
+            ),
+            models.CheckConstraint(
                 condition=~Q(state="ready")
                 | (~Q(archive="") & ~Q(archive_sha256="") & Q(finished_at__isnull=False)),
                 name="snapshot_ready_has_archive",
@@ -141,6 +170,11 @@ class Snapshot(models.Model):
     @property
     def total_captions(self) -> int:
         return sum(int(c.get("captions", 0)) for c in self.counts.values())
+
+    @property
+    def missing_audio(self) -> int:
+        """Clips left out of an audio snapshot because their audio was missing or unreadable."""
+        return sum(int(c.get("missing_audio", 0)) for c in self.counts.values())
 
 
 class CorpusStatistics(models.Model):

@@ -12,7 +12,7 @@ urlpatterns = [
     path(P + "snapshots/new/", views.snapshot_new, name="snapshot_new"),
     path(S, views.snapshot_detail, name="snapshot_detail"),
     path(S + "download/", views.snapshot_download, name="snapshot_download"),
-    path(S + "files/<str:name>", views.snapshot_file, name="snapshot_file"),
+    path(S + "files/<path:name>", views.snapshot_file, name="snapshot_file"),
     path(P + "statistics/", views.statistics, name="corpus_statistics"),
     path(P + "statistics/compute/", views.statistics_compute, name="corpus_statistics_compute"),
     path(

@@ -4,6 +4,8 @@ non-members, 403 for a missing role), so a version or id of another project is a
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -22,6 +24,13 @@ from corpus.models import CorpusStatistics, Snapshot
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
+# a snapshot's files served one by one (SHA256SUMS has no suffix: text/plain)
+_FILE_TYPES = {
+    ".csv": "text/csv",
+    ".json": "application/json",
+    ".jsonl": "application/json",
+    ".md": "text/markdown",
+}
 
 
 def _snapshot_for(request: HttpRequest, slug: str, version: int) -> Snapshot:
@@ -56,6 +65,8 @@ def snapshot_new(request: HttpRequest, slug: str) -> HttpResponse:
                 fmt=form.cleaned_data["format"],
                 text=form.cleaned_data["text"],
                 splits=form.cleaned_data["splits"],
+                with_audio=form.cleaned_data["with_audio"],
+                licence=form.cleaned_data["licence"],
                 created_by=signed_in_user(request),
             )
         except ValidationError as exc:
@@ -104,7 +115,7 @@ def snapshot_file(
         chunks = services.snapshot_file_chunks(snapshot=snapshot, path=name)
     except ValidationError as exc:
         raise Http404("; ".join(exc.messages)) from None
-    kind = "application/json" if name.endswith((".json", ".jsonl")) else "text/csv"
+    kind = _FILE_TYPES.get(PurePosixPath(name).suffix, "text/plain")
     response = StreamingHttpResponse(chunks, content_type=f"{kind}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response

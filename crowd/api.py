@@ -272,6 +272,7 @@ class RequirementsOut(Schema):
     min_approved: int
     # False: the worker's record in this project; True: over every project
     site_wide_record: bool
+    locales: list[str]  # ISO 3166 codes of the countries admitted; empty: any
 
 
 class RequirementsIn(Schema):
@@ -280,6 +281,9 @@ class RequirementsIn(Schema):
     min_approved: int = 0
     site_wide_record: bool = Field(
         False, description="count the worker's reviews in every project, not only this one"
+    )
+    locales: list[str] = Field(
+        [], description="ISO 3166 country codes a worker must have declared; none: any"
     )
 
 
@@ -299,12 +303,14 @@ def _requirements_out(batch: Batch) -> dict[str, Any]:
             "min_approval_percent": 0,
             "min_approved": 0,
             "site_wide_record": False,
+            "locales": [],
         }
     return {
         "qualifications": sorted(current.qualifications.values_list("pk", flat=True)),
         "min_approval_percent": current.min_approval_percent,
         "min_approved": current.min_approved,
         "site_wide_record": current.site_wide_record,
+        "locales": sorted(current.locales.values_list("country", flat=True)),
     }
 
 
@@ -342,6 +348,7 @@ def requirements_put(
             min_approval_percent=payload.min_approval_percent,
             min_approved=payload.min_approved,
             site_wide_record=payload.site_wide_record,
+            locales=payload.locales,
         )
     except ValidationError as exc:
         return refusal(exc)

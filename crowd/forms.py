@@ -88,6 +88,16 @@ class RequirementsForm(forms.Form):
         help_text="Off: only reviews in this project count, so other projects' reviewers "
         "cannot lock a worker out of this batch.",
     )
+    locales = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Worker countries",
+        help_text="ISO 3166 codes separated by spaces or commas (AU CA GB NZ US): only "
+        "workers who declared one of these countries may work. Empty: any country.",
+    )
+
+    def clean_locales(self) -> list[str]:
+        return str(self.cleaned_data["locales"]).replace(",", " ").split()
 
     def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

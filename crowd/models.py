@@ -11,8 +11,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Cast
+from django.db.models.lookups import Regex
 from django.urls import reverse
 from django.utils import timezone
+from django_countries.fields import CountryField
 
 from core.models import Role
 from curation.models import Clip
@@ -132,6 +135,9 @@ class Qualification(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
+    # MTurk mode (annotation.mturk): the qualification type standing for this test there,
+    # made when an MTurk batch first requires it
+    mturk_qualification_type_id = models.CharField(max_length=255, blank=True)
 
     class Meta:
         ordering = ["name", "id"]
@@ -189,6 +195,10 @@ class QualificationAttempt(models.Model):
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     feedback = models.TextField(blank=True)
+    # MTurk mode: the qualification request the attempt came from (an MTurk worker took
+    # the test there), and when the grade went back (Accept/RejectQualificationRequest)
+    mturk_request_id = models.CharField(max_length=255, blank=True)
+    mturk_decision_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -215,6 +225,11 @@ class QualificationAttempt(models.Model):
                 fields=["qualification", "worker"],
                 condition=Q(state__in=["submitted", "approved"]),
                 name="qualattempt_one_live",
+            ),
+            models.UniqueConstraint(
+                fields=["mturk_request_id"],
+                condition=~Q(mturk_request_id=""),
+                name="qualattempt_mturk_request_once",
             ),
         ]
 
@@ -244,10 +259,12 @@ class QualificationAnswer(models.Model):
 
 class BatchRequirements(models.Model):
     """What a worker needs before hit_claim offers them this batch's HITs (AudioCaps asked
-    for at least 95 % approved and 1,000 approved HITs). The rate and count are the worker's
-    record in the batch's project, so other projects' reviewers cannot lock a worker out
-    here; `site_wide_record` opts into the record over every project, as MTurk's system
-    qualifications count."""
+    for at least 95 % approved, more than 1,000 approved HITs and a locale in AU, CA, GB,
+    NZ or US: annotation.presets' "AudioCaps crowd"). The locales (RequiredLocale rows)
+    are the countries workers declared on their profile (core.Profile). The rate and
+    count are the worker's record in the batch's project, so other projects' reviewers
+    cannot lock a worker out here; `site_wide_record` opts into the record over every
+    project, as MTurk's system qualifications count."""
 
     batch = models.OneToOneField(
         "annotation.Batch", on_delete=models.CASCADE, related_name="requirements"
@@ -274,6 +291,30 @@ class BatchRequirements(models.Model):
 
     def __str__(self) -> str:
         return f"requirements of {self.batch}"
+
+
+class RequiredLocale(models.Model):
+    """A country a batch's workers must have declared: with any of these rows, a worker
+    whose profile names another country, or none, is not offered the batch's HITs. In
+    MTurk mode they become MTurk's Worker_Locale requirement."""
+
+    requirements = models.ForeignKey(
+        BatchRequirements, on_delete=models.CASCADE, related_name="locales"
+    )
+    country = CountryField()
+
+    class Meta:
+        ordering = ["requirements", "country"]
+        constraints = [
+            models.UniqueConstraint(fields=["requirements", "country"], name="reqlocale_once"),
+            models.CheckConstraint(
+                condition=Q(Regex(Cast("country", models.CharField()), r"^[A-Z]{2}$")),
+                name="reqlocale_country_is_a_code",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.country} for {self.requirements}"
 
 
 class BlockQuerySet(models.QuerySet["Block"]):

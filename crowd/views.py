@@ -17,7 +17,6 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Assignment, Batch, Caption
 from core.access import project_for_page, signed_in_user
-from core.media import media_response
 from core.models import Project, Role
 from crowd import services
 from crowd.forms import (
@@ -43,6 +42,7 @@ from crowd.models import (
 )
 from crowd.queries import blocks_of, worker_record
 from curation.models import Label
+from curation.serving import clip_audio_response
 
 QUEUE_PAGE = 20
 
@@ -486,6 +486,7 @@ def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse
             "min_approval_percent": current.min_approval_percent,
             "min_approved": current.min_approved,
             "site_wide_record": current.site_wide_record,
+            "locales": " ".join(current.locales.values_list("country", flat=True)),
         }
     form = RequirementsForm(request.POST or None, initial=initial, project=project)
     if request.method == "POST" and form.is_valid():
@@ -494,7 +495,9 @@ def batch_requirements(request: HttpRequest, slug: str, pk: int) -> HttpResponse
                 batch=batch, by=signed_in_user(request), **form.cleaned_data
             )
         except ValidationError as exc:
-            form.add_error(None, exc.messages)
+            by_field = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+            for field, errors in by_field.items():
+                form.add_error(field if field in form.fields else None, errors)
         else:
             messages.success(request, "Requirements saved; they apply from the next claim.")
             return redirect("batch_requirements", slug, pk)
@@ -571,7 +574,7 @@ def qualification_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> Htt
         qualification=qualification,
         clip_id=clip_id,
     )
-    return media_response(request, item.clip.audio, missing="This clip has no audio yet.")
+    return clip_audio_response(request, item.clip)
 
 
 @login_required

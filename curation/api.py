@@ -71,6 +71,11 @@ class LabelCountOut(Schema):
     after: int
 
 
+class LabelRuleOut(Schema):
+    rule: str
+    dropped: int
+
+
 class ReportOut(Schema):
     candidate_clips: int
     selected_clips: int
@@ -78,6 +83,13 @@ class ReportOut(Schema):
     splits: dict[str, int]
     skew_before: float
     skew_after: float
+    # AudioCaps' Figure 8 figure over the kept word labels: the candidate lists, the selection
+    word_skew_before: float
+    word_skew_after: float
+    word_labels: str  # the recipe's word_label_set
+    labels_considered: int  # labels the candidate clips carry
+    label_rules: list[LabelRuleOut]  # labels each rule drops, in the order they apply
+    captions_per_clip: dict[str, int]
     super_categories: dict[str, int]
     labels: list[LabelCountOut]
 
@@ -137,7 +149,8 @@ class OntologyLabelOut(Schema):
     abstract: bool
     blacklisted: bool
     word_label: str | None
-    super_category: str | None
+    super_category: str | None  # the word label's own (first) super-category
+    super_categories: list[str]  # every one it sits under, its own first
     children: list[str]
     # clips carrying the label itself per AudioSet list (balanced, eval, unbalanced), cached
     clip_counts: dict[str, int]
@@ -389,6 +402,7 @@ def _ontology_rows(labels: Any) -> list[dict[str, Any]]:
             "pk": label.pk,
             "word_label": label.word_label.name if label.word_label else None,
             "super_category": label.word_label.super_category if label.word_label else None,
+            "super_categories": label.word_label.super_categories if label.word_label else [],
             "children": children.get(label.pk, []),
             "clip_counts": {s: counts.get(label.pk, {}).get(s, 0) for s in queries.SEGMENT_LISTS},
         }
@@ -397,7 +411,11 @@ def _ontology_rows(labels: Any) -> list[dict[str, Any]]:
 
 
 def _labels(q: str) -> Any:
-    labels = Label.objects.select_related("word_label").order_by("pk")
+    labels = (
+        Label.objects.select_related("word_label")
+        .prefetch_related("word_label__extra_categories")
+        .order_by("pk")
+    )
     return labels.filter(name__icontains=q.strip()) if q.strip() else labels
 
 

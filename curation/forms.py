@@ -16,6 +16,7 @@ from curation.recipes import (
     PRESETS,
     SEGMENT_LISTS,
     VIDEO_FEATURES_HEIGHTS,
+    WORD_LABEL_SET_CHOICES,
     RecipeError,
     RecipeSpec,
 )
@@ -28,15 +29,28 @@ HELP: dict[str, str] = {
     "never used (AudioCaps: Music).",
     "drop_clips_with_excluded_labels": "Also drop every clip that carries a label from an "
     "excluded subtree.",
+    "keep_labels_also_outside_excluded_subtrees": "Keep a label of an excluded subtree that "
+    "also sits under a parent outside it (Bell: under Music and Sounds of things; AudioCaps "
+    "kept it).",
     "excluded_flags": "Curation flags that exclude a label.",
     "exclude_abstract": "Honour the ontology's “abstract” restriction.",
     "exclude_blacklisted": "Honour the ontology's “blacklist” restriction.",
+    "word_label_set": "Which labels are word labels (clips with more of them are preferred): "
+    "the site's imported word labels, or a bundled set (audiocaps: the paper's Figure 7).",
+    "only_word_labels": "Keep only the labels of that word-label set.",
     "max_clips_per_label": "Fill each label up to this many clips, preferring clips with more "
     "word labels. Empty: no cap.",
+    "hard_cap": "Hard cap: take a clip only if none of its labels is full yet, so no label "
+    "passes the cap. Off: a clip taken for one label also counts for its others, which may "
+    "pass it.",
     "max_label_share": "Then trim any label holding more than this share of the selected clips "
     "(between 0 and 1). Empty: no trim.",
     "val_size": "Validation size: a count (500) or a fraction (0.1).",
     "test_size": "Test size: a count or a fraction; train gets the rest.",
+    "captions_per_train_clip": "Captions a caption batch of the train split asks per clip "
+    "(AudioCaps: 1).",
+    "captions_per_val_clip": "… of the val split (AudioCaps: 5).",
+    "captions_per_test_clip": "… of the test split (AudioCaps: 5).",
     "seed": "The same seed on the same data selects and splits the same clips.",
     "video_features_height": "Fetching also stores a silent video this tall for video "
     "features (the video models read it instead of the 144p hint). Applies to clips fetched "
@@ -50,6 +64,13 @@ CHOICES: dict[str, list[tuple[str, str]]] = {
 SELECTS: dict[str, list[tuple[str, str]]] = {
     "video_features_height": [("", "none (the 144p hint only)")]
     + [(str(h), f"{h}p") for h in VIDEO_FEATURES_HEIGHTS],
+}
+# single choices of text, shown as a select
+TEXT_SELECTS: dict[str, list[tuple[str, str]]] = {
+    "word_label_set": [
+        (name, "the site's imported word labels" if name == "site" else f"bundled: {name}")
+        for name in WORD_LABEL_SET_CHOICES
+    ],
 }
 PRESET_CHOICES = [("", "blank (defaults)")] + [(name, name) for name in PRESETS]
 
@@ -82,6 +103,9 @@ def _spec_field(name: str, kind: str) -> forms.Field:
         return forms.TypedChoiceField(
             choices=SELECTS[name], coerce=int, empty_value=None, required=False, widget=select
         )
+    if name in TEXT_SELECTS:
+        text_select = forms.Select(attrs={"data-spec": "text"})
+        return forms.ChoiceField(choices=TEXT_SELECTS[name], widget=text_select)
     number = {"step": "any"}
     table: dict[str, tuple[type[forms.Field], dict[str, Any], str]] = {
         "list[str]": (forms.CharField, {"required": False}, "csv"),
@@ -119,7 +143,8 @@ class RecipeForm(forms.Form):
     @staticmethod
     def initial_for(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         """The form's values for a stored spec (a dict, so an outdated one still opens)."""
-        data: dict[str, Any] = {"name": name, **spec}
+        # fields the stored spec predates show their defaults, as the build reads them
+        data: dict[str, Any] = {"name": name, **RecipeSpec().to_dict(), **spec}
         data["excluded_subtrees"] = ", ".join(spec.get("excluded_subtrees") or [])
         return data
 

@@ -17,6 +17,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -170,6 +171,28 @@ def waveform_peaks(wav: Path, buckets: int = PEAK_BUCKETS) -> list[float]:
     edges = np.linspace(0, mono.size, num=min(buckets, mono.size) + 1, dtype=np.int64)
     peaks = np.maximum.reduceat(mono, edges[:-1])
     return [round(float(p), 3) for p in np.clip(peaks, 0.0, 1.0)]
+
+
+def stored_audio_problem(handle: Any, *, size: int, expected_seconds: float | None) -> str | None:
+    """Why a stored clip's audio (an open binary file of `size` bytes: the WAV the fetch
+    or an import wrote) cannot be played, as a predicate ("is empty (0 bytes)"), or None.
+    Reads the header only, never the samples: empty, not audio soundfile can open, no
+    samples, or fewer seconds than were measured when it was stored (`expected_seconds`,
+    counted from the samples then: a file cut short keeps its header, not its tail)."""
+    if size == 0:
+        return "is empty (0 bytes)"
+    try:
+        info = sf.info(handle)
+    except sf.LibsndfileError as exc:
+        return f"is not readable audio ({exc.error_string})"
+    except RuntimeError as exc:  # soundfile's other open failures
+        return f"is not readable audio ({exc})"
+    if info.frames <= 0 or info.samplerate <= 0:
+        return "holds no samples"
+    held = info.frames / info.samplerate
+    if expected_seconds and held < expected_seconds - max(0.05, 0.01 * expected_seconds):
+        return f"holds {held:.2f} s of audio, not the {expected_seconds:.2f} s stored"
+    return None
 
 
 def sha256_of(path: Path) -> str:

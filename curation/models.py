@@ -42,6 +42,42 @@ class WordLabel(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def super_categories(self) -> list[str]:
+        """Every group the word sits under, its own first. Prefetch `extra_categories` with
+        many word labels to save a query each."""
+        extra = [c.super_category for c in self.extra_categories.all()]
+        return [self.super_category, *(c for c in extra if c != self.super_category)]
+
+    @property
+    def super_categories_display(self) -> str:
+        return ", ".join(SuperCategory(c).label for c in self.super_categories)
+
+
+class WordLabelExtraCategory(models.Model):
+    """A further super-category of a word label: AudioCaps' Figure 7 lists "Hiss" under
+    Other things, Source-ambiguous and Animal. WordLabel.super_category is the first one."""
+
+    word_label = models.ForeignKey(
+        WordLabel, on_delete=models.CASCADE, related_name="extra_categories"
+    )
+    super_category = models.CharField(max_length=20, choices=SuperCategory.choices)
+
+    class Meta:
+        ordering = ["pk"]  # as the CSV listed them
+        constraints = [
+            models.UniqueConstraint(
+                fields=["word_label", "super_category"], name="wordlabel_extra_category_once"
+            ),
+            models.CheckConstraint(
+                condition=Q(super_category__in=SuperCategory.values),
+                name="wordlabel_extra_category_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.word_label_id} also under {self.super_category}"
+
 
 class Label(models.Model):
     """An AudioSet ontology class, e.g. /m/0bt9lr "Dog"."""
@@ -155,6 +191,10 @@ class Clip(models.Model):
     fetch_attempts = models.PositiveSmallIntegerField(default=0)
     fetched_at = models.DateTimeField(null=True, blank=True)
     silent = models.BooleanField(default=False)  # flagged: fetched audio is (near) silent
+    # when its stored audio was found missing, empty or damaged after the clip was ready
+    # (curation.services.clip_mark_broken; the clip is failed since); cleared when a fetch
+    # or an import stores it again. Claims pass over HITs holding such a clip.
+    media_broken_at = models.DateTimeField(null=True, blank=True)
     labels = models.ManyToManyField(Label, related_name="clips", blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -163,6 +203,13 @@ class Clip(models.Model):
         indexes = [
             # subset building filters clips by the list they came from
             models.Index(fields=["segment_list"], name="clip_segment_list"),
+            # every claim excludes HITs holding a broken clip (annotation.claimable_hits):
+            # a handful of rows, where a status index would hold millions of pending ones
+            models.Index(
+                fields=["id"],
+                condition=Q(media_broken_at__isnull=False),
+                name="clip_media_broken",
+            ),
         ]
         constraints = [
             # AudioSet clips are (YouTube id, start); importing a list twice must not duplicate.

@@ -69,7 +69,12 @@ def ontology_tree(*, project: Project, q: str = "", focus: int | None = None) ->
     """The whole ontology from two queries (labels, edges) plus the counts aggregate, with
     `project`'s curation of each label. With `q`, only labels whose name contains it and
     their ancestors remain, opened."""
-    labels = {label.pk: label for label in Label.objects.select_related("word_label")}
+    labels = {
+        label.pk: label
+        for label in Label.objects.select_related("word_label").prefetch_related(
+            "word_label__extra_categories"
+        )
+    }
     curations = {c.label_id: c for c in LabelCuration.objects.filter(project=project)}
     children, parents = _label_edges()
     needle = q.strip().lower()

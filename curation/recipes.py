@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import tomli_w
 
+from curation.audiocaps import WORD_LABEL_SETS
+
 FLAGS = ("needs_visuals", "needs_expertise", "excluded")
 SEGMENT_LISTS = ("balanced", "eval", "unbalanced")
 # what a recipe's video_features_height may be (curation.fetch makes the video)
@@ -22,6 +24,11 @@ VIDEO_FEATURES_HEIGHTS = (240, 360, 480)
 # far below NumPy's int64, so the selection's arithmetic cannot overflow.
 MAX_COUNT = 1_000_000_000
 MAX_SEED = 2**63 - 1  # a seed fits a 64-bit integer (NumPy refuses negative ones)
+# a batch asks for at most this many captions per clip (annotation's batches use it too)
+MAX_CAPTIONS_PER_CLIP = 20
+# word_label_set: the site's imported word labels, or a bundled set (curation/fixtures)
+WORD_LABEL_SET_CHOICES = ("site", *WORD_LABEL_SETS)
+SPLITS = ("train", "val", "test")
 
 
 class RecipeError(ValueError):
@@ -38,18 +45,34 @@ class RecipeSpec:
     excluded_subtrees: list[str] = field(default_factory=list)
     # also drop every clip that carries a label from an excluded subtree
     drop_clips_with_excluded_labels: bool = True
+    # keep a label of an excluded subtree that also sits under a parent outside it (Bell is
+    # under Music > Musical instrument and Sounds of things; AudioCaps kept it)
+    keep_labels_also_outside_excluded_subtrees: bool = False
     # curation flags that exclude a label: needs_visuals, needs_expertise, excluded
     excluded_flags: list[str] = field(default_factory=lambda: ["excluded"])
     # honour the ontology's restrictions
     exclude_abstract: bool = True
     exclude_blacklisted: bool = True
+    # which labels are word labels: "site" (those the imported word labels map) or a bundled
+    # set ("audiocaps": the paper's Figure 7); clips with more of them are preferred
+    word_label_set: str = "site"
+    # keep only labels of that word-label set
+    only_word_labels: bool = False
     # fill each label up to this many clips, preferring clips with more word labels
     max_clips_per_label: int | None = None
+    # the cap is hard: a clip is taken only if none of its kept labels is full yet. Soft
+    # (false): a clip taken for one label also counts for its others, which may pass the cap
+    hard_cap: bool = False
     # then trim any label holding more than this share of the selected clips (0..1)
     max_label_share: float | None = None
     # validation and test sizes: a count (int) or a fraction (float < 1); train gets the rest
     val_size: float | int = 0.1
     test_size: float | int = 0.1
+    # captions a caption batch asks for per clip of each split, unless it says otherwise
+    # (AudioCaps: 1 per training clip, 5 per validation and test clip)
+    captions_per_train_clip: int = 1
+    captions_per_val_clip: int = 5
+    captions_per_test_clip: int = 5
     # the same seed on the same data selects and splits the same clips
     seed: int = 0
     # fetching also stores a silent video this many pixels tall (240, 360 or 480) for video
@@ -99,8 +122,20 @@ class RecipeSpec:
             "excluded_flags",
             f"a list of {', '.join(FLAGS)}",
         )
-        for name in ("drop_clips_with_excluded_labels", "exclude_abstract", "exclude_blacklisted"):
+        for name in (
+            "drop_clips_with_excluded_labels",
+            "keep_labels_also_outside_excluded_subtrees",
+            "exclude_abstract",
+            "exclude_blacklisted",
+            "only_word_labels",
+            "hard_cap",
+        ):
             need(isinstance(getattr(self, name), bool), name, "true or false")
+        need(
+            isinstance(self.word_label_set, str) and self.word_label_set in WORD_LABEL_SET_CHOICES,
+            "word_label_set",
+            f"one of {', '.join(WORD_LABEL_SET_CHOICES)}",
+        )
         need(
             self.max_clips_per_label is None or count(self.max_clips_per_label, 1),
             "max_clips_per_label",
@@ -118,6 +153,13 @@ class RecipeSpec:
                 count(value, 0) or (isinstance(value, float) and 0 <= value < 1),
                 name,
                 f"a count from 0 to {MAX_COUNT:,} or a fraction below 1",
+            )
+        for split in SPLITS:
+            name = f"captions_per_{split}_clip"
+            need(
+                count(getattr(self, name), 1) and getattr(self, name) <= MAX_CAPTIONS_PER_CLIP,
+                name,
+                f"a whole number from 1 to {MAX_CAPTIONS_PER_CLIP}",
             )
         fractions = [v for v in (self.val_size, self.test_size) if isinstance(v, float)]
         need(sum(fractions) < 1, "test_size", "val and test fractions must leave some train")
@@ -139,6 +181,11 @@ class RecipeSpec:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def captions_per_clip(self, split: str) -> int:
+        """How many captions a batch of this split asks for per clip by default."""
+        value: int = getattr(self, f"captions_per_{split}_clip")
+        return value
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -155,14 +202,22 @@ def _shown(value: Any) -> str:
 
 
 PRESETS: dict[str, RecipeSpec] = {
-    # AudioCaps (Kim et al., 2019): unbalanced list, Music subtree out, labels with < 1,000
-    # clips dropped, at most 2,000 clips per label, preferring clips with more word labels.
+    # AudioCaps (Kim et al., 2019): AudioSet's unbalanced list (its 527 classes), the Music
+    # subtree out (Bell, also under Sounds of things, stays: the paper keeps it), labels with
+    # < 1,000 clips dropped, flagged labels dropped (apply the AudioCaps flags to the project
+    # first), only the paper's word labels (Figure 7), at most 2,000 clips per label as a
+    # hard cap, preferring clips with more word labels; 1 caption per train clip, 5 per
+    # val/test clip.
     "audiocaps": RecipeSpec(
         segment_lists=["unbalanced"],
         min_clips_per_label=1000,
         excluded_subtrees=["Music"],
+        keep_labels_also_outside_excluded_subtrees=True,
         excluded_flags=["excluded", "needs_visuals", "needs_expertise"],
+        word_label_set="audiocaps",
+        only_word_labels=True,
         max_clips_per_label=2000,
+        hard_cap=True,
         val_size=500,
         test_size=1000,
     ),
@@ -259,14 +314,14 @@ def select_subset(spec: RecipeSpec, data: Candidates) -> Selection:
     position = np.empty(n_clips, dtype=np.int64)
     position[rank] = np.arange(n_clips)
 
-    by_clip = _index(link_clip, link_label, n_clips)
+    by_clip = group_by(link_clip, link_label, n_clips)
     selected = np.zeros(n_clips, dtype=bool)
     counts = np.zeros(n_labels, dtype=np.int64)
     if spec.max_clips_per_label is None:
         selected = has_kept.copy()
         np.add.at(counts, link_label, 1)
     else:
-        by_label = _index(link_label, link_clip, n_labels)
+        by_label = group_by(link_label, link_clip, n_labels)
         cap = spec.max_clips_per_label
         # Rare labels first, so frequent labels' co-occurring clips don't starve them.
         for label in np.argsort(
@@ -276,9 +331,13 @@ def select_subset(spec: RecipeSpec, data: Candidates) -> Selection:
                 continue
             pool = _members(by_label, label)
             pool = pool[~selected[pool]]
-            take = pool[np.argsort(position[pool], kind="stable")[: cap - counts[label]]]
+            pool = pool[np.argsort(position[pool], kind="stable")]
+            if spec.hard_cap:
+                _fill_hard(pool, cap, cap - int(counts[label]), selected, counts, by_clip)
+                continue
+            take = pool[: cap - counts[label]]
             selected[take] = True
-            counts += np.bincount(_gather(by_clip, take), minlength=n_labels)
+            counts += np.bincount(gather_groups(by_clip, take), minlength=n_labels)
 
     if spec.max_label_share is not None:
         _trim_dominant(
@@ -291,7 +350,36 @@ def select_subset(spec: RecipeSpec, data: Candidates) -> Selection:
     return Selection(data.clip_ids[order], splits, counts_before * kept, counts, kept)
 
 
-def _index(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _fill_hard(
+    pool: np.ndarray,
+    cap: int,
+    wanted: int,
+    selected: np.ndarray,
+    counts: np.ndarray,
+    by_clip: tuple[np.ndarray, np.ndarray],
+) -> None:
+    """Takes up to `wanted` clips of `pool` (best first), each only if none of its kept
+    labels holds `cap` clips yet, so no label ever passes the cap."""
+    if len(pool) == 0:
+        return
+    starts, labels = by_clip
+    # Clips carrying a label that is already full can never be taken: drop them at once.
+    # Every pool clip carries the label being filled, so none has an empty segment.
+    lengths = starts[pool + 1] - starts[pool]
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    blocked = np.logical_or.reduceat((counts >= cap)[gather_groups(by_clip, pool)], offsets)
+    for clip in pool[~blocked]:
+        own = labels[starts[clip] : starts[clip + 1]]
+        if (counts[own] >= cap).any():  # filled by a clip taken earlier in this loop
+            continue
+        selected[clip] = True
+        counts[own] += 1
+        wanted -= 1
+        if wanted == 0:
+            return
+
+
+def group_by(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR-style grouping: values of key k are values[starts[k]:starts[k+1]]."""
     order = np.argsort(keys, kind="stable")
     starts = np.zeros(n + 1, dtype=np.int64)
@@ -304,7 +392,7 @@ def _members(index: tuple[np.ndarray, np.ndarray], key: int) -> np.ndarray:
     return values[starts[key] : starts[key + 1]]
 
 
-def _gather(index: tuple[np.ndarray, np.ndarray], keys: np.ndarray) -> np.ndarray:
+def gather_groups(index: tuple[np.ndarray, np.ndarray], keys: np.ndarray) -> np.ndarray:
     """The values of all `keys`, concatenated (vectorised _members)."""
     starts, values = index
     low, lengths = starts[keys], starts[keys + 1] - starts[keys]
@@ -335,7 +423,7 @@ def _trim_dominant(
         pool = link_clip[(link_label == label) & selected[link_clip]]
         drop = pool[np.argsort(position[pool], kind="stable")[::-1][:excess]]
         selected[drop] = False
-        counts -= np.bincount(_gather(by_clip, drop), minlength=len(counts))
+        counts -= np.bincount(gather_groups(by_clip, drop), minlength=len(counts))
 
 
 def _assign_splits(n: int, val_size: float | int, test_size: float | int) -> np.ndarray:

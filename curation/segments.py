@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from core.encodings import SNIFF_BYTES, utf16_refusal
+
 YOUTUBE_ID = re.compile(r"^[A-Za-z0-9_-]{11}$")
 LABEL_ID = re.compile(r"^/[a-z]/[0-9a-z_]+$")
 MAX_SEGMENT_SECONDS = Decimal(60)
@@ -92,6 +94,9 @@ def read_segments(path: Path, *, fast: bool = True) -> Iterator[Segment]:
     the same rows and give the same values. `fast=False` reads every row carefully (the
     tests compare the two).
     """
+    with path.open("rb") as head:
+        if refusal := utf16_refusal(head.read(SNIFF_BYTES)):
+            raise SegmentFormatError(f"{path.name}: the file {refusal}")
     times: dict[str, int] = {}  # "30.000" -> 30000
     plain_labels: set[str] = set()  # label ids that passed LABEL_ID as written
     youtube_id_ok = re.compile(r"[A-Za-z0-9_-]{11}").fullmatch

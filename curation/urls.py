@@ -12,6 +12,13 @@ S = P + "subsets/<slug:subset_slug>/"
 urlpatterns = [
     path(P + "ontology/", views.ontology, name="ontology"),
     path(P + "ontology/<int:pk>/curate/", views.label_curate, name="label_curate"),
+    path(P + "ontology/audiocaps-flags/", views.label_flags_apply, name="label_flags_apply"),
+    # site-wide: the word labels are the shared ontology's, so staff import them
+    path(
+        "ontology/audiocaps-word-labels/",
+        views.word_labels_import_audiocaps,
+        name="word_labels_import_audiocaps",
+    ),
     path(P + "recipes/", views.recipe_list, name="recipe_list"),
     path(P + "recipes/new/", views.recipe_new, name="recipe_new"),
     path(P + "recipes/import/", views.recipe_import, name="recipe_import"),

@@ -11,14 +11,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import urlencode
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.utils.text import slugify
 from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_GET, require_POST
@@ -28,7 +28,7 @@ from core.jobs import JOB_KINDS
 from core.media import media_response
 from core.models import Project, Role
 from core.services import job_enqueue
-from curation import queries, services
+from curation import audiocaps, queries, services
 from curation.forms import (
     ArchiveUploadForm,
     BuildForm,
@@ -39,6 +39,7 @@ from curation.forms import (
 )
 from curation.models import Clip, Label, Recipe, Split, Subset, SuperCategory
 from curation.recipes import RecipeError
+from curation.serving import clip_audio_response
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
@@ -86,8 +87,54 @@ def ontology(request: HttpRequest, slug: str) -> HttpResponse:
         "q": q,
         "lists": queries.SEGMENT_LISTS,
         "can_edit": role == Role.RESEARCHER,
+        # the word labels are the shared ontology's: only staff import them
+        "can_import_words": signed_in_user(request).is_staff,
+        "audiocaps_flags": services.label_flags_applied(project=project),
+        "audiocaps_words": services.word_labels_loaded(),
     }
     return render(request, "curation/ontology.html", context)
+
+
+@login_required
+@require_POST
+def label_flags_apply(request: HttpRequest, slug: str) -> HttpResponse:
+    """Sets the bundled AudioCaps flags (visual-only, expert-only labels) on this project."""
+    project, _ = project_for_page(request, slug, *WRITE)
+    try:
+        result = services.label_flags_apply(project=project)
+    except ValidationError as exc:
+        messages.error(request, f"AudioCaps flags not applied: {'; '.join(exc.messages)}")
+    else:
+        messages.success(
+            request,
+            f"AudioCaps flags applied to {result['labels']} labels ({result['changed']} changed).",
+        )
+    return redirect("ontology", slug)
+
+
+@login_required
+@require_POST
+def word_labels_import_audiocaps(request: HttpRequest) -> HttpResponse:
+    """Imports the bundled AudioCaps word labels, then goes back to `next` (the ontology
+    page it was asked from). Word labels are the shared ontology's (every project's hints
+    and word-label preferences read them), so only staff may."""
+    if not signed_in_user(request).is_staff:
+        raise PermissionDenied("Word labels are shared by every project; staff import them.")
+    try:
+        result = services.word_labels_import(path=audiocaps.WORD_LABELS)
+    except ValidationError as exc:
+        messages.error(request, f"AudioCaps word labels not imported: {'; '.join(exc.messages)}")
+    else:
+        messages.success(
+            request,
+            f"AudioCaps word labels imported: {result['words']} words covering "
+            f"{result['labels']} AudioSet labels.",
+        )
+    target = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return redirect(target if safe else "home")
 
 
 @login_required
@@ -433,7 +480,7 @@ def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
 def clip_audio(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
     project, _ = project_for_page(request, slug, *READ)
     clip = queries.project_clip(project, pk)
-    return media_response(request, clip.audio, missing="This clip has no audio yet.")
+    return clip_audio_response(request, clip)
 
 
 @login_required

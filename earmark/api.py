@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import Error
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
@@ -69,6 +70,21 @@ api = NinjaAPI(
     # per user (API_RATE_PER_USER); claim and submit add their own (API_RATE_WORK)
     throttle=[throttling.PER_USER],
 )
+
+
+@api.exception_handler(RequestDataTooBig)
+def request_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    """413 with a JSON message for a body over UPLOAD_MAX_BYTES, where Django would answer
+    its HTML 400 page (or a 500, with the body read outside its request handling)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return api.create_response(
+        request,
+        {
+            "detail": f"The request body is larger than {limit:,} bytes (the server's "
+            "UPLOAD_MAX_BYTES); send less at a time."
+        },
+        status=413,
+    )
 
 
 def _database_unavailable(request: HttpRequest, exc: Error | type[Error]) -> HttpResponse:

@@ -308,10 +308,17 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
     # active learning: retrain projects whose approved corpus grew enough (debounced)
     "active-retrain-watch": {"task": "active.tasks.retrain_watch", "schedule": 300.0},
+    # exports: snapshots left building by a stopped build fail; what it left is removed
+    "snapshots-sweep": {"task": "corpus.tasks.snapshots_sweep", "schedule": 600.0},
     # MTurk mode: reviews of MTurk assignments go to MTurk (nothing to do without any)
     "mturk-reviews-send": {"task": "annotation.tasks.mturk_reviews_send", "schedule": 300.0},
     # … and local slots of assignments returned or abandoned on MTurk are freed
     "mturk-returns-sync": {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0},
+    # … and qualification tests taken on MTurk come here for grading, and grades go back
+    "mturk-qualifications-sync": {
+        "task": "annotation.tasks.mturk_qualifications_sync",
+        "schedule": 300.0,
+    },
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
@@ -331,6 +338,10 @@ JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 # its data) is sent again too (a duplicate message runs nothing: job_run takes queued jobs only).
 JOB_REDISPATCH_SECONDS = env_int("JOB_REDISPATCH_SECONDS", 60, minimum=1)
 JOB_REDISPATCH_LOST_SECONDS = env_int("JOB_REDISPATCH_LOST_SECONDS", 3600, minimum=60)
+# The snapshots sweep removes what an interrupted export left (a temporary archive, an
+# archive no snapshot names, a temp work folder) once it is this old and no build is
+# writing it.
+SNAPSHOT_ORPHAN_SECONDS = env_int("SNAPSHOT_ORPHAN_SECONDS", 3600, minimum=0)
 # Processes that train one run on a gpu worker: 0 = one per visible GPU (a worker with
 # several GPUs trains data-parallel under torchrun), 1 = always in the worker's own process,
 # N > 1 = torchrun with N processes (on CPU they use Gloo, which is how the tests run it).

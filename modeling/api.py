@@ -41,8 +41,11 @@ REFUSALS = Refusals(
 class RunIn(Schema):
     model: str
     snapshot: int  # the snapshot's version in the project
-    preset: str = "small"
+    preset: str = "small"  # model size; another than "paper" is recorded as scaled down
     overrides: list[str] = []
+    # caption epochs the model's recipe is scaled to (its other stages in proportion);
+    # None trains the recipe's
+    epochs: int | None = None
 
 
 class RunOut(Schema):
@@ -51,6 +54,7 @@ class RunOut(Schema):
     snapshot_version: int
     state: str
     config: dict[str, Any]
+    recipe: dict[str, Any]
     overrides: list[str]
     metrics: dict[str, dict[str, float | None]]
     metrics_unavailable: dict[str, str]
@@ -61,6 +65,7 @@ class RunOut(Schema):
     duration_seconds: float | None
     code_version: str
     error: str
+    warnings: list[str]  # clips left out because their audio could not be read
     job_id: int | None
     promoted: bool
     created_at: datetime
@@ -79,7 +84,7 @@ class CurvePointOut(Schema):
 class SuggestIn(Schema):
     subset: str | None = None  # a subset slug of the project
     clips: list[int] | None = None
-    beam_size: int = 3
+    beam_size: int | None = None  # None: the run's recipe's beam
 
 
 class SuggestionOut(Schema):
@@ -106,6 +111,7 @@ def _out(run: TrainingRun) -> dict[str, Any]:
         "snapshot_version": run.snapshot.version,
         "state": run.state,
         "config": run.config,
+        "recipe": run.recipe,
         "overrides": run.overrides,
         "metrics": run.metrics,
         "metrics_unavailable": run.metrics_unavailable,
@@ -116,6 +122,7 @@ def _out(run: TrainingRun) -> dict[str, Any]:
         "duration_seconds": run.duration_seconds,
         "code_version": run.code_version,
         "error": run.error,
+        "warnings": run.warnings,
         "job_id": run.job_id,
         "promoted": run.promoted_at is not None,
         "created_at": run.created_at,
@@ -150,6 +157,7 @@ def run_create(request: HttpRequest, slug: str, payload: RunIn) -> Any:
             created_by=signed_in_user(request),
             preset=payload.preset,
             overrides=payload.overrides,
+            epochs=payload.epochs,
         )
     except ValidationError as exc:
         return Status(400, {"detail": _messages(exc)})
@@ -206,7 +214,7 @@ def run_suggest(request: HttpRequest, slug: str, run_id: int, payload: SuggestIn
     if run.state != TrainingRun.State.SUCCEEDED:
         detail = f"Run #{run.pk} is {run.state}; only a finished run suggests."
         return Status(409, {"detail": detail})
-    if not 1 <= payload.beam_size <= 10:
+    if payload.beam_size is not None and not 1 <= payload.beam_size <= 10:
         return Status(400, {"detail": "The beam size is between 1 and 10."})
     subset_id = None
     if payload.subset:

@@ -131,11 +131,44 @@ def feature_cache(config: FeatureConfig) -> FeatureCache:
     return FeatureCache(Path(settings.FEATURE_CACHE_DIR), config)
 
 
+@dataclass
+class AttachedFeatures:
+    """What attach_features left out."""
+
+    dropped: dict[str, int]  # clips without audio (not fetched yet) per split
+    unreadable: list[str]  # one sentence per clip whose stored audio could not be read
+
+
+def _unreadable_audio(clip: ClipCaptions, split: str, exc: Exception) -> str:
+    """The warning for a clip whose audio failed to load; a stored file that is missing,
+    empty or not audio also marks its clip failed (curation.services.clip_mark_broken), so
+    it is no longer offered for captioning either."""
+    from curation.services import clip_audio_problem, clip_mark_broken
+
+    stored = Clip.objects.filter(pk=clip.clip_id).first()
+    problem = clip_audio_problem(stored) if stored is not None else None
+    if stored is not None and problem is not None:
+        clip_mark_broken(clip=stored, reason=problem)
+        return f"Clip {clip.clip_id} ({split}) left out: {problem}."
+    return f"Clip {clip.clip_id} ({split}) left out: its audio could not be read ({exc})."
+
+
+def _clip_features(cache: FeatureCache, name: str, sha: str) -> torch.Tensor:
+    """The features of the stored audio `name`; ValueError naming the stored file (not
+    its local path, a temporary copy or one under MEDIA_ROOT) when it cannot be decoded."""
+    with local_file(name) as path:
+        try:
+            return cache.get_or_compute(path, sha)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(str(path), name)) from None
+
+
 def attach_features(
     splits: dict[str, SplitData], config: FeatureConfig, *, progress: ProgressFn = no_progress
-) -> dict[str, int]:
+) -> AttachedFeatures:
     """Fills every clip's features from the cache, extracting what is missing. Clips
-    without audio (not fetched yet) are dropped from their split and counted."""
+    without audio (not fetched yet) are dropped from their split and counted; clips whose
+    stored audio cannot be read (deleted, empty, damaged) are left out with a warning."""
     cache = feature_cache(config)
     hashes = dict(
         Clip.objects.filter(
@@ -144,22 +177,27 @@ def attach_features(
     )
     total = sum(len(data.clips) for data in splits.values())
     done = 0
-    dropped: dict[str, int] = {}
+    out = AttachedFeatures(dropped={}, unreadable=[])
     for split, data in splits.items():
         kept = []
         for clip in data.clips:
             done += 1
             sha = hashes.get(clip.clip_id, "")
             if not clip.audio or not sha:
-                dropped[split] = dropped.get(split, 0) + 1
+                out.dropped[split] = out.dropped.get(split, 0) + 1
                 continue
-            with local_file(clip.audio) as path:
-                clip.features = cache.get_or_compute(path, sha)
+            try:
+                clip.features = _clip_features(cache, clip.audio, sha)
+            except (ValueError, OSError) as exc:  # soundfile's and storage's complaints
+                warning = _unreadable_audio(clip, split, exc)
+                log.warning("%s", warning)
+                out.unreadable.append(warning)
+                continue
             kept.append(clip)
             if done % 50 == 0 or done == total:
                 progress(done, total, f"features {done:,}/{total:,}")
         data.clips = kept
-    return dropped
+    return out
 
 
 def video_cache(config: VideoConfig) -> VideoFeatureCache:
@@ -334,6 +372,8 @@ class RunData:
     splits: dict[str, SplitData]
     dropped_clips: dict[str, int]  # clips without audio per split, left out
     video_counts: dict[str, int]  # see attach_video; empty for a model without video
+    # clips left out because their stored audio could not be read (TrainingRun.warnings)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def train(self) -> SplitData:
@@ -374,12 +414,13 @@ class RunData:
 def prepare_run_data(run: TrainingRun, *, progress: ProgressFn = no_progress) -> RunData:
     """Reads the run's snapshot and attaches every clip's features, from the feature cache
     or extracted now, and its video features for a model that reads video. Clips without
-    audio are left out and counted."""
+    audio are left out and counted; clips whose audio cannot be read are left out with a
+    warning each, and the run trains on the rest."""
     run_config, feature_config = run_configs(run)
     video_config = run_video_config(run)
     progress(0, 1, "reading the snapshot")
     splits = snapshot_splits(run.snapshot)
-    dropped = attach_features(splits, feature_config, progress=progress)
+    attached = attach_features(splits, feature_config, progress=progress)
     video_counts = (
         attach_video(splits, video_config, progress=progress) if video_config is not None else {}
     )
@@ -388,8 +429,9 @@ def prepare_run_data(run: TrainingRun, *, progress: ProgressFn = no_progress) ->
         feature_config=feature_config,
         video_config=video_config,
         splits=splits,
-        dropped_clips=dropped,
+        dropped_clips=attached.dropped,
         video_counts=video_counts,
+        warnings=attached.unreadable,
     )
 
 

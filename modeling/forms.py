@@ -7,7 +7,7 @@ from django import forms
 from core.models import Project
 from corpus.models import Snapshot
 from curation.models import Subset
-from modeling.ml.presets import MODEL_PRESETS
+from modeling.ml.presets import MODEL_PRESETS, RECIPES, describe
 from modeling.ml.registry import MODELS
 
 
@@ -18,12 +18,32 @@ class SnapshotChoiceField(forms.ModelChoiceField):
         return f"v{obj.version} — {obj.total_captions:,} captions ({', '.join(obj.splits)})"
 
 
+def recipe_rows() -> list[dict[str, str]]:
+    """Each model's default recipe in words, for the training form and the command's help."""
+    return [
+        {"model": name, "paper": RECIPES[name].paper, "summary": describe(RECIPES[name])}
+        for name in sorted(MODELS)
+    ]
+
+
 class RunForm(forms.Form):
-    model_name = forms.ChoiceField(label="Model", choices=[(m, m) for m in sorted(MODELS)])
+    model_name = forms.ChoiceField(
+        label="Model",
+        choices=[(m, m) for m in sorted(MODELS)],
+        help_text="It trains with its paper's recipe (listed below) unless the settings change it.",
+    )
     preset = forms.ChoiceField(
         choices=[("small", "small (CPU in minutes)"), ("paper", "paper"), ("tiny", "tiny")],
         initial="small",
-        help_text="Model size: the paper's settings, a small one for CPUs, or a tiny one.",
+        help_text="Model size: the paper's, a small one for CPUs, or a tiny one; a run of "
+        "another size than the paper's records it as scaled down.",
+    )
+    epochs = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1000,
+        help_text="Empty: the recipe's epochs. A number scales the recipe to that many caption "
+        "epochs, its other stages and warm-up in proportion (recorded in the run).",
     )
     snapshot = SnapshotChoiceField(
         queryset=Snapshot.objects.none(),

@@ -35,6 +35,10 @@ class TrainingRun(models.Model):
     # snapshot, everything needed to repeat the run
     config = models.JSONField()
     overrides = models.JSONField(default=list, blank=True)  # the --set key=value strings
+    # the paper recipe the run follows and every way it differs from it (scaled, set,
+    # adapted), with the recipe's notes (modeling.services.recipe_record); {} for runs
+    # recorded before recipes were
+    recipe = models.JSONField(default=dict, blank=True)
     snapshot = models.ForeignKey("corpus.Snapshot", on_delete=models.PROTECT, related_name="runs")
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     job = models.ForeignKey(
@@ -54,6 +58,9 @@ class TrainingRun(models.Model):
     duration_seconds = models.FloatField(null=True, blank=True)
     code_version = models.CharField(max_length=100, blank=True)
     error = models.TextField(blank=True)
+    # what the run worked around without failing, one sentence each: clips left out
+    # because their audio could not be read (set when its data is prepared)
+    warnings = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -23,6 +23,20 @@ VALIDATION_METRICS = ("cider",)  # per epoch: CIDEr-D only (fast, no JVM start f
 FINAL_METRICS = ("bleu", "meteor", "rouge", "cider", "spice")  # val and test, once trained
 
 
+def validation_metrics(plateau_metric: str = "") -> tuple[str, ...]:
+    """The metric families each validation computes: CIDEr-D (the score) and the family of
+    the figure a run's plateaus watch (train.plateau_metric)."""
+    from corpus.evaluation import FAMILIES
+
+    if not plateau_metric:
+        return VALIDATION_METRICS
+    family = next((name for name, names in FAMILIES.items() if plateau_metric in names), None)
+    if family is None:
+        known = ", ".join(name for names in FAMILIES.values() for name in names)
+        raise ValidationError(f"train.plateau_metric={plateau_metric!r} is not one of {known}.")
+    return tuple(dict.fromkeys((*VALIDATION_METRICS, family)))
+
+
 def score_split(
     model: Captioner,
     vocab: Vocabulary,

@@ -38,16 +38,22 @@ from core.services import JobCancelled, JobLost, job_enqueue
 from corpus.models import Snapshot
 from modeling import datasets
 from modeling.ml import registry
-from modeling.ml.config import ConfigError, apply_overrides, check_train_config
+from modeling.ml.config import (
+    ConfigError,
+    RunConfig,
+    apply_overrides,
+    check_decoding_config,
+    check_train_config,
+)
 from modeling.ml.config_av import CaptionLengthConfig, VACTConfig, VideoCaptionerConfig
-from modeling.ml.encoders import PRETRAINED
+from modeling.ml.encoders import DEFAULT_OPTIONS, PRETRAINED
 from modeling.ml.features import feature_preset
 from modeling.ml.models.encoded import check_encoder_config
-from modeling.ml.presets import train_preset
+from modeling.ml.presets import Recipe, default_recipe, describe, model_preset, scaled_epochs
 from modeling.ml.video import ENCODERS, VideoConfig
 from modeling.models import TrainingRun
 from modeling.run_recorder import RunRecorder
-from modeling.scoring import FINAL_METRICS, VALIDATION_METRICS, score_split
+from modeling.scoring import FINAL_METRICS, score_split, validation_metrics
 
 # core.jobs names "modeling.services.clips_caption_job" and active imports clips_caption
 # from here; they live in modeling.suggestions
@@ -61,14 +67,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Input features per model when the config does not say: ACT's log-mels (32 kHz, 1024/640,
-# 64 mels) for every model, since the pretrained embedders of the papers (VGGish, YAMNet)
-# need weights these machines cannot download; the models' feature_dim follows them.
-DEFAULT_FEATURES = "act"
-# Training settings per model when not the trainer's defaults: MAAC trains in three stages
-# (keyword pre-training, captions, SCST); without the first its frozen keyword encoder would
-# stay random.
-DEFAULT_TRAIN_PRESETS = {"maac": "maac"}
+# Model config fields that name a file, which must lie in ENCODER_WEIGHTS_DIR.
+FILE_SETTINGS = ("encoder_weights", "backbone_weights", "word_vectors")
+# The model size preset of a paper's recipe (the others are scaled down).
+PAPER_SIZE = "paper"
 
 
 # Configuration -------------------------------------------------------------------------
@@ -122,36 +124,83 @@ def weights_file(value: str, *, option: str) -> str:
     return str(candidate.resolve())
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run trains with: `config` (TrainingRun.config, see `run_spec`) and `recipe`
+    (TrainingRun.recipe, see `recipe_record`)."""
+
+    config: dict[str, Any]
+    recipe: dict[str, Any]
+
+
 def run_spec(
     *, model_name: str, preset: str = "small", overrides: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The stored config of a run: {"run": RunConfig as a dict, "features": FeatureConfig
-    as a dict} and, for models that read video, "video": VideoConfig as a dict.
-    `overrides` are `key=value` strings: `features.*` keys set the feature config,
-    `video.*` the video config, the others the RunConfig (`train.epochs=3`,
-    `model.dropout=0.1`)."""
+    as a dict} and, for models that read video, "video": VideoConfig as a dict (see
+    `run_plan`)."""
+    return run_plan(model_name=model_name, preset=preset, overrides=overrides).config
+
+
+def run_plan(
+    *,
+    model_name: str,
+    preset: str = "small",
+    overrides: Sequence[str] = (),
+    epochs: int | None = None,
+) -> RunPlan:
+    """The config of a run of `model_name` and the record of its recipe.
+
+    The model's paper recipe (`modeling.ml.presets.default_recipe`) sets the training,
+    vocabulary, decoding and input features; `preset` sizes the model; `epochs` scales every
+    stage of the recipe to that many caption epochs; then the config's own adaptations (a
+    MAAC backbone without pretrained weights has nothing to keep frozen) and the `key=value`
+    `overrides`, which win: `features.*` keys set the feature config, `video.*` the video
+    config, the others the RunConfig (`train.epochs=3`, `model.dropout=0.1`)."""
     sections = _sections(overrides)
     try:
         registry.lookup(model_name)
-        train_name = DEFAULT_TRAIN_PRESETS.get(model_name)
-        run = registry.run_config(
-            model_name, preset=preset, train=train_preset(train_name) if train_name else None
+        recipe = default_recipe(model_name)
+        base = RunConfig(
+            model_name=model_name,
+            model=dataclasses.replace(model_preset(model_name, preset), **recipe.model),
+            vocab=recipe.vocab,
+            train=recipe.train_config(),
+            decoding=recipe.decoding,
         )
+        run = base
+        if epochs is not None:
+            run = dataclasses.replace(run, train=scaled_epochs(run.train, epochs))
+        scaled = _changed_keys(base, run)
+        set_keys = {item.split("=", 1)[0].strip() for item in sections["run"]}
         run = apply_overrides(run, sections["run"])
+        adapted: dict[str, str] = {}
+        for key, (value, reason) in run.model.adapted_training(run.train).items():
+            if f"train.{key}" not in set_keys:
+                run = apply_overrides(run, {f"train.{key}": value})
+                adapted[f"train.{key}"] = reason
         check_train_config(run.train)
+        check_decoding_config(run.decoding)
+        run.model.check_training(run.train)
+        validation_metrics(run.train.plateau_metric)  # a figure the validation can give
         # a pretrained encoder reads the features it was trained on (features.* still apply)
-        base = DEFAULT_FEATURES
+        front_end = recipe.features
         if run.model.encoder != "trainable":
-            base = PRETRAINED[run.model.encoder][1]
-        features = apply_overrides(feature_preset(base), sections["features"])
+            front_end = PRETRAINED[run.model.encoder][1]
+            defaults = DEFAULT_OPTIONS.get(run.model.encoder, {})
+            options = {**defaults, **run.model.encoder_options}
+            run = dataclasses.replace(
+                run, model=dataclasses.replace(run.model, encoder_options=options)
+            )
+        features = apply_overrides(feature_preset(front_end), sections["features"])
         # the model reads the features it is given, whatever its paper used
         model = dataclasses.replace(run.model, feature_dim=features.n_features)
         check_encoder_config(model_name, model)
-        if model.encoder_weights:
-            model = dataclasses.replace(
-                model,
-                encoder_weights=weights_file(model.encoder_weights, option="model.encoder_weights"),
-            )
+        for name in FILE_SETTINGS:
+            value = getattr(model, name, "")
+            if value:
+                resolved: dict[str, Any] = {name: weights_file(value, option=f"model.{name}")}
+                model = dataclasses.replace(model, **resolved)
         video = None
         if registry.uses_video(model_name):
             # every registered model that reads video has one of these configs
@@ -178,7 +227,108 @@ def run_spec(
     spec = {"run": dataclasses.asdict(run), "features": features.to_dict()}
     if video is not None:
         spec["video"] = video.to_dict()
-    return spec
+    record = recipe_record(
+        recipe,
+        model_name=model_name,
+        base=base,
+        run=run,
+        preset=preset,
+        epochs=epochs,
+        scaled=scaled,
+        set_keys=set_keys,
+        adapted=adapted,
+        front_end=front_end,
+        feature_overrides=sections["features"],
+    )
+    return RunPlan(config=spec, recipe=record)
+
+
+def _flat(run: RunConfig, model_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """The recipe's parts of a RunConfig by dotted key: train.*, vocab.*, decoding.* and
+    the named model.* fields."""
+    out: dict[str, Any] = {}
+    for section in ("train", "vocab", "decoding"):
+        for key, value in dataclasses.asdict(getattr(run, section)).items():
+            out[f"{section}.{key}"] = list(value) if isinstance(value, tuple) else value
+    for key in model_keys:
+        out[f"model.{key}"] = getattr(run.model, key)
+    return out
+
+
+def _changed_keys(before: RunConfig, after: RunConfig) -> set[str]:
+    old, new = _flat(before), _flat(after)
+    return {key for key in old if old[key] != new[key]}
+
+
+def recipe_record(
+    recipe: Recipe,
+    *,
+    model_name: str,
+    base: RunConfig,
+    run: RunConfig,
+    preset: str,
+    epochs: int | None,
+    scaled: set[str],
+    set_keys: set[str],
+    adapted: dict[str, str],
+    front_end: str,
+    feature_overrides: Sequence[str],
+) -> dict[str, Any]:
+    """What TrainingRun.recipe keeps: the paper, the recipe in words, and every way the run
+    differs from it, each with why: "set" (the run's settings), "scaled" (its size preset,
+    its epochs) or "adapted" (what the recipe needs and the run lacks), and the recipe's
+    notes on what it does not reproduce."""
+    changes: list[dict[str, Any]] = []
+    if preset != PAPER_SIZE:
+        changes.append(
+            {
+                "setting": "model size",
+                "recipe": PAPER_SIZE,
+                "run": preset,
+                "why": "scaled",
+                "reason": f"the {preset} preset's layer sizes, not the paper's",
+            }
+        )
+    old, new = _flat(base, list(recipe.model)), _flat(run, list(recipe.model))
+    for key in old:
+        if old[key] == new[key]:
+            continue
+        why, reason = "set", "the run's settings"
+        if key in adapted:
+            why, reason = "adapted", adapted[key]
+        elif key in scaled and key not in set_keys:
+            why, reason = "scaled", f"the recipe scaled to {epochs} caption epochs"
+        changes.append(
+            {"setting": key, "recipe": old[key], "run": new[key], "why": why, "reason": reason}
+        )
+    if front_end != recipe.features:
+        changes.append(
+            {
+                "setting": "features",
+                "recipe": recipe.features,
+                "run": front_end,
+                "why": "adapted",
+                "reason": f"the front end the {run.model.encoder} encoder was trained on",
+            }
+        )
+    for item in feature_overrides:
+        key, _, value = item.partition("=")
+        changes.append(
+            {
+                "setting": f"features.{key.strip()}",
+                "recipe": feature_preset(front_end).to_dict().get(key.strip()),
+                "run": value.strip(),
+                "why": "set",
+                "reason": "the run's settings",
+            }
+        )
+    return {
+        "model": model_name,
+        "paper": recipe.paper,
+        "summary": describe(recipe),
+        "changes": changes,
+        "notes": list(recipe.notes),
+    }
 
 
 # Starting, cancelling, resuming --------------------------------------------------------
@@ -192,9 +342,11 @@ def run_start(
     created_by: User | None,
     preset: str = "small",
     overrides: Sequence[str] = (),
+    epochs: int | None = None,
     enqueue: bool = True,
 ) -> TrainingRun:
-    """Records a run and (with `enqueue`) queues its training on the gpu queue."""
+    """Records a run (its config and its recipe, see `run_plan`) and (with `enqueue`)
+    queues its training on the gpu queue."""
     if snapshot.project_id != project.pk:
         raise ValidationError("The snapshot belongs to another project.")
     if snapshot.state != Snapshot.State.READY:
@@ -206,12 +358,13 @@ def run_start(
         )
     if "train" not in snapshot.splits:
         raise ValidationError(f"Snapshot v{snapshot.version} has no train split.")
-    config = run_spec(model_name=model_name, preset=preset, overrides=overrides)
+    plan = run_plan(model_name=model_name, preset=preset, overrides=overrides, epochs=epochs)
     with transaction.atomic():
         run = TrainingRun.objects.create(
             project=project,
             model_name=model_name,
-            config=config,
+            config=plan.config,
+            recipe=plan.recipe,
             overrides=list(overrides),
             snapshot=snapshot,
             created_by=created_by,
@@ -274,6 +427,7 @@ class RunOutcome:
     run: TrainingRun
     dropped_clips: dict[str, int]  # clips without audio per split (see prepare_run_data)
     video_counts: dict[str, int]  # clips with, without and with unreadable video
+    warnings: list[str]  # clips left out because their audio could not be read
 
 
 def run_execute(
@@ -313,13 +467,22 @@ def run_execute(
     work = work_dir or Path(tempfile.mkdtemp(prefix=_work_prefix(run, os.getpid())))
     try:
         data = datasets.prepare_run_data(run, progress=progress)
+        if main:
+            # recorded before training, so a run that fails later still shows them
+            TrainingRun.objects.filter(pk=run.pk).update(warnings=data.warnings)
+            run.warnings = data.warnings
         quiet = _cancel_by_trainer(progress)
         trained = _train(
             run, data, progress=quiet, job=job, resume=resume, work=work, launched=work_dir
         )
         if main:
             run = _store_result(run, data, trained, progress=quiet, started=started, job=job)
-        return RunOutcome(run=run, dropped_clips=data.dropped_clips, video_counts=data.video_counts)
+        return RunOutcome(
+            run=run,
+            dropped_clips=data.dropped_clips,
+            video_counts=data.video_counts,
+            warnings=data.warnings,
+        )
     except JobLost:
         raise  # the run belongs to another execution now: leave it alone
     except Exception as exc:
@@ -499,12 +662,17 @@ def _train(
         else None
     )
 
-    def score_fn(model: Captioner) -> float:
+    # a recipe may watch another validation figure for plateaus (the BiLSTM's BLEU-4)
+    plateau_metric = run_config.train.plateau_metric
+    metrics = validation_metrics(plateau_metric)
+
+    def score_fn(model: Captioner) -> float | dict[str, float]:
         assert val_data is not None
-        scored = score_split(
-            model, vocab, val_data, metrics=VALIDATION_METRICS, attributes=attributes
-        )
-        return float(scored.scores["CIDEr-D"] or 0.0)
+        scored = score_split(model, vocab, val_data, metrics=metrics, attributes=attributes)
+        score = float(scored.scores["CIDEr-D"] or 0.0)
+        if not plateau_metric:
+            return score
+        return {"score": score, plateau_metric: float(scored.scores[plateau_metric] or 0.0)}
 
     def cancelled() -> bool:
         return job is not None and Job.objects.filter(pk=job.pk, cancel_requested=True).exists()
@@ -582,7 +750,7 @@ def _store_result(
                 scored_data,
                 metrics=FINAL_METRICS,
                 attributes=trained.attributes,
-                beam_size=3,
+                beam_size=data.run_config.decoding.beam_size,
             )
             metrics[split] = scored.scores
             unavailable.update(scored.unavailable)
@@ -697,8 +865,8 @@ def run_execute_torchrun(
             run.refresh_from_db()
         log.error("run %s: torchrun exited with %s:\n%s", run.pk, done.returncode, tail)
         raise RuntimeError(run.error or f"torchrun exited with status {done.returncode}")
-    # what the data left out stays in rank 0's process
-    return RunOutcome(run=run, dropped_clips={}, video_counts={})
+    # what the data left out stays in rank 0's process, apart from the run's warnings
+    return RunOutcome(run=run, dropped_clips={}, video_counts={}, warnings=run.warnings)
 
 
 def run_execute_job(
@@ -726,6 +894,7 @@ def run_execute_job(
         "metrics": finished.metrics,
         "dropped_clips_without_audio": outcome.dropped_clips,
         "video": outcome.video_counts,
+        "warnings": outcome.warnings,
     }
 
 

@@ -29,11 +29,12 @@ def clips_caption(
     run: TrainingRun,
     clip_ids: Iterable[int] | None = None,
     subset: Subset | None = None,
-    beam_size: int = 3,
+    beam_size: int | None = None,
     progress: ProgressFn = no_progress,
     batch_size: int = 32,
 ) -> dict[str, Any]:
-    """Captions clips of the run's project with the run's model (beam search) and stores
+    """Captions clips of the run's project with the run's model (beam search, by default as
+    wide as the run's recipe decodes: its decoding.beam_size) and stores
     one Suggestion per clip: the best hypothesis with its log-probability and mean token
     entropy, and the rest of the beam. Clips without audio are skipped and counted; a clip
     the project does not see (another project's) is refused, since its suggestion would
@@ -44,6 +45,9 @@ def clips_caption(
 
     if run.state != TrainingRun.State.SUCCEEDED or not run.checkpoint:
         raise ValidationError(f"Run #{run.pk} is {run.state}; it has no model to caption with.")
+    run_config, feature_config = datasets.run_configs(run)
+    if beam_size is None:
+        beam_size = run_config.decoding.beam_size
     if beam_size < 1 or beam_size > 10:
         raise ValidationError("The beam size is between 1 and 10.")
     ours = project_clips(run.project, subset=subset)
@@ -59,7 +63,6 @@ def clips_caption(
             )
         clips = clips.filter(pk__in=wanted)
     rows = list(clips.order_by("pk").values_list("pk", "audio", "content_sha256"))
-    run_config, feature_config = datasets.run_configs(run)
     device = pick_device(run_config.train.device)
     # read in place on disk storage; a bucket's checkpoint is copied once to a temporary file
     with datasets.local_file(run.checkpoint.name) as local:
@@ -141,7 +144,7 @@ def clips_caption_job(
     run_id: int,
     clip_ids: list[int] | None = None,
     subset_id: int | None = None,
-    beam_size: int = 3,
+    beam_size: int | None = None,
 ) -> dict[str, Any]:
     run = TrainingRun.objects.get(pk=run_id)
     subset = Subset.objects.get(pk=subset_id, project=run.project) if subset_id else None

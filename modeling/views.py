@@ -17,7 +17,7 @@ from core.access import project_for_page, signed_in_user
 from core.models import Job, Project, Role
 from core.services import job_cancel, job_enqueue
 from modeling import services
-from modeling.forms import RunForm, SuggestForm
+from modeling.forms import RunForm, SuggestForm, recipe_rows
 from modeling.models import TrainingRun
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
@@ -63,6 +63,7 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
                 created_by=signed_in_user(request),
                 preset=data["preset"],
                 overrides=data["overrides"],
+                epochs=data["epochs"],
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -76,6 +77,7 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
         "project": project,
         "role": role,
         "form": form if role == Role.RESEARCHER else None,
+        "recipes": recipe_rows(),
         "runs": TrainingRun.objects.filter(project=project).select_related("snapshot", "job")[:100],
         "leaderboard": leaderboard(project, split),
         "split": split,
@@ -103,13 +105,23 @@ def run_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         ],
         "suggestions": suggestions,
         "suggestion_count": run.suggestions.count(),
-        "suggest_form": SuggestForm(project=run.project) if role == Role.RESEARCHER else None,
+        "suggest_form": (
+            SuggestForm(project=run.project, initial={"beam_size": _beam_size(run)})
+            if role == Role.RESEARCHER
+            else None
+        ),
+        "beam_size": _beam_size(run),
         "suggest_jobs": Job.objects.filter(kind="clips_caption", params__run_id=run.pk)[:5],
         "can_cancel": role == Role.RESEARCHER
         and run.job is not None
         and run.job.state in (Job.State.QUEUED, Job.State.RUNNING),
     }
     return render(request, "modeling/run_detail.html", context)
+
+
+def _beam_size(run: TrainingRun) -> int:
+    """The beam the run's recipe decodes with (3 for runs recorded before recipes)."""
+    return int(run.config.get("run", {}).get("decoding", {}).get("beam_size", 3))
 
 
 @login_required

@@ -34,6 +34,8 @@
         if (el.checked) spec[el.name].push(el.value);
       } else if (kind === "bool") {
         spec[el.name] = el.checked;
+      } else if (kind === "text") {
+        spec[el.name] = el.value;
       } else if (kind === "csv") {
         spec[el.name] = el.value.split(",").map(function (s) { return s.trim(); }).filter(Boolean);
       } else {
@@ -60,6 +62,8 @@
     fig("labels_kept", report.labels_kept.toLocaleString());
     fig("skew_before", report.skew_before.toFixed(1));
     fig("skew_after", report.skew_after.toFixed(1));
+    fig("word_skew_before", report.word_skew_before.toFixed(1));
+    fig("word_skew_after", report.word_skew_after.toFixed(1));
     ["train", "val", "test"].forEach(function (s) { fig(s, (report.splits[s] || 0).toLocaleString()); });
     var body = panel.querySelector('[data-fig="labels"]');
     body.replaceChildren.apply(body, report.labels.map(function (row) {

@@ -6,6 +6,8 @@ Olive is an outsider: a researcher on another project, who must see nothing of A
 
 from __future__ import annotations
 
+import io
+import wave
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -79,6 +81,17 @@ def project(alice: User, rey: User, ann: User, abe: User) -> Project:
     membership_add(project=project, user=ann, role=Role.ANNOTATOR)
     membership_add(project=project, user=abe, role=Role.ANNOTATOR)
     return project
+
+
+def wav_bytes(seconds: float = 0.1, rate: int = 8000) -> bytes:
+    """A small mono 16-bit WAV, as clips are stored: a file the audio check accepts."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(b"\x00\x01" * int(seconds * rate))
+    return buffer.getvalue()
 
 
 def login(user: User) -> Client:

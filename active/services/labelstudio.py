@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from active.models import ProjectConfig, new_labelstudio_secret
 from active.services.config import project_config
+from annotation import rules
 from annotation.models import Batch, Caption, HitClip
 from core.models import Project, Role
 from core.services import require_role
@@ -290,10 +291,15 @@ class _Changes:
         Caption.objects.bulk_create(self.new, batch_size=500)
 
 
-def _too_long(texts: Iterable[str]) -> str:
+def _text_problem(texts: Iterable[str]) -> str:
+    """Why these captions cannot be stored ("" when they can): too long, or holding a
+    character the HIT page's rules refuse in any caption (a NUL, a control character, a
+    line break: Label Studio's text area takes several lines)."""
     for text in texts:
         if len(text) > Caption.MAX_CHARS:
             return f"a caption is longer than {Caption.MAX_CHARS} characters ({len(text)})"
+        if problem := rules.unsafe_characters(text, codes=("control", "line_break")):
+            return f"a caption {problem.message}"
     return ""
 
 
@@ -311,7 +317,7 @@ def labelstudio_annotation_save(*, project: Project, payload: Mapping[str, Any])
     label_config = project_data.get("label_config") if isinstance(project_data, dict) else None
     from_name = textarea_names(label_config)[0] if isinstance(label_config, str) else None
     texts = annotation_texts(annotation, from_name if label_config else None)
-    if problem := _too_long(texts):
+    if problem := _text_problem(texts):
         return Written(clip_id=None, skipped=problem)
     clip_id = task_clip_id(task)
     if clip_id is None:
@@ -508,7 +514,7 @@ def _export_annotations(
             texts = annotation_texts(annotation, None)
             if not texts:
                 continue
-            if problem := _too_long(texts):
+            if problem := _text_problem(texts):
                 raise ValidationError(problem)
             if clip_id is None:
                 raise ValidationError("its task names no Earmark clip (data.clip_id)")

@@ -41,6 +41,7 @@ from core.services import require_role
 from crowd.models import Block
 from crowd.queries import hits_open_to
 from crowd.records import review_record
+from curation.models import Clip
 
 EXPIRE_CHUNK = 500
 
@@ -49,8 +50,9 @@ def claimable_hits(
     *, worker: User | int, now: datetime, batch: Batch | None = None
 ) -> QuerySet[Hit]:
     """HITs the worker may take now, best first: open batches of projects where the worker
-    annotates, with a free slot, and none of whose clips the worker already holds, did or
-    had rejected (in any batch)."""
+    annotates, with a free slot, none of whose clips the worker already holds, did or had
+    rejected (in any batch), and none of whose clips' stored audio broke since it was
+    published (Clip.media_broken_at)."""
     annotated = Membership.objects.filter(user=worker, role=Role.ANNOTATOR).values("project_id")
     worked_clips = HitClip.objects.filter(
         hit__assignments__worker=worker, hit__assignments__state__in=Assignment.BLOCKING
@@ -63,6 +65,9 @@ def claimable_hits(
     # row (10 ms a claim at 50,000 clips); apart, each walks the clip_id index.
     worked_hits = HitClip.objects.filter(clip_id__in=worked_clips).values("hit_id")
     reported_hits = HitClip.objects.filter(clip_id__in=reported_clips).values("hit_id")
+    # the partial index clip_media_broken holds only these few clips
+    broken_clips = Clip.objects.filter(media_broken_at__isnull=False).values("pk")
+    broken_hits = HitClip.objects.filter(clip_id__in=broken_clips).values("hit_id")
     hits = (
         Hit.objects.filter(
             batch__state=Batch.State.PUBLISHED,
@@ -73,6 +78,7 @@ def claimable_hits(
         )
         .exclude(pk__in=worked_hits)
         .exclude(pk__in=reported_hits)
+        .exclude(pk__in=broken_hits)
     )
     if batch is not None:
         hits = hits.filter(batch=batch)

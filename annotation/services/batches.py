@@ -18,11 +18,16 @@ from annotation.models import (
 )
 from core.models import Role
 from core.services import require_role
+from crowd.records import Requirements, requirements_record
 from curation.models import Clip, Split, Subset, SubsetClip
+from curation.recipes import MAX_CAPTIONS_PER_CLIP, RecipeSpec
+from curation.services import subset_captions_per_clip
 
-# AudioCaps collected one caption per training clip and five per validation/test clip.
-DEFAULT_CAPTIONS_PER_CLIP: dict[str, int] = {Split.TRAIN: 1, Split.VAL: 5, Split.TEST: 5}
-MAX_CAPTIONS_PER_CLIP = 20
+# AudioCaps collected one caption per training clip and five per validation/test clip; a
+# batch asks what its subset's recipe says (subset_captions_per_clip), these by default.
+DEFAULT_CAPTIONS_PER_CLIP: dict[str, int] = {
+    split: RecipeSpec().captions_per_clip(split) for split in Split.values
+}
 MAX_CLIPS_PER_HIT = 50
 # Upper bounds the batch form and the API state in their own units (a huge number would
 # overflow a timedelta or the database's integer).
@@ -50,17 +55,20 @@ def batch_publish(
     mode: str = Batch.Mode.CAPTION,
     publish: bool = True,
     bonus_cap_cents: int | None = None,
+    requirements: Requirements | None = None,
 ) -> Batch:
     """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
-    publishes it unless `publish` is false. `created_by` None means a trusted caller (a
-    management command); anyone else must be a researcher of the subset's project."""
+    publishes it unless `publish` is false. `requirements` (who may take its HITs) are
+    written in the same transaction, so no worker outside them can claim a HIT first.
+    `created_by` None means a trusted caller (a management command); anyone else must be
+    a researcher of the subset's project."""
     if created_by is not None:
         require_role(subset.project, created_by, Role.RESEARCHER)
     if split not in Split.values:
         raise ValidationError({"split": f"Unknown split {split!r}; use one of {Split.values}."})
     split = str(Split(split).value)
     if captions_per_clip is None:
-        captions_per_clip = DEFAULT_CAPTIONS_PER_CLIP.get(split, 1)
+        captions_per_clip = subset_captions_per_clip(subset=subset, split=split)
     _check_batch_numbers(
         captions_per_clip=captions_per_clip,
         clips_per_hit=clips_per_hit,
@@ -119,6 +127,8 @@ def batch_publish(
             ],
             batch_size=2000,
         )
+        if requirements is not None and requirements.asks_anything():
+            requirements_record(batch=batch, requirements=requirements)
         if publish:
             batch.move_to(Batch.State.PUBLISHED)
     return batch

@@ -21,6 +21,7 @@ from annotation.models import (
 )
 from annotation.services.assignments import assignment_locked, slot_release
 from curation.models import Clip
+from curation.services import clip_video_problem
 
 
 def _clip_in_hit(assignment: Assignment, worker: User, clip_id: int) -> Clip:
@@ -90,10 +91,13 @@ def video_hint_open(
     *, assignment: Assignment, worker: User, clip_id: int, now: datetime | None = None
 ) -> VideoHintView:
     """Logs that the worker opened the clip's video hint (first opening kept), which
-    reviewers see; only then is the video served."""
+    reviewers see; only then is the video served. Refused, with nothing logged, when the
+    stored video is missing or empty: the worker would be recorded as having seen it."""
     clip = _clip_in_hit(assignment, worker, clip_id)
     if not clip.video:
         raise ValidationError("This clip has no video hint.")
+    if problem := clip_video_problem(clip):
+        raise ValidationError(f"The video hint cannot be shown: {problem}.")
     view, _ = VideoHintView.objects.get_or_create(
         assignment=assignment, clip=clip, defaults={"opened_at": now or timezone.now()}
     )

@@ -1,5 +1,6 @@
 """Corpus workflows, one module each: importing caption lists (`imports`), export
-snapshots (`snapshots`) and corpus statistics (`statistics`); `rows` reads the approved
+snapshots (`snapshots`, their audio in `snapshot_audio`, the sweep of what interrupted
+builds leave in `janitor`) and corpus statistics (`statistics`); `rows` reads the approved
 captions the last two share.
 
 Every public name is re-exported here, so `from corpus.services import X` works; the job
@@ -15,6 +16,7 @@ from corpus.services.imports import (
     captions_import,
     captions_import_job,
 )
+from corpus.services.janitor import snapshots_sweep
 from corpus.services.rows import EXPORT_CHUNK
 from corpus.services.snapshots import (
     snapshot_build,
@@ -23,6 +25,7 @@ from corpus.services.snapshots import (
     snapshot_create,
     snapshot_file_chunks,
     snapshot_file_names,
+    snapshot_label,
     snapshot_start,
 )
 from corpus.services.statistics import (
@@ -46,7 +49,9 @@ __all__ = [
     "snapshot_create",
     "snapshot_file_chunks",
     "snapshot_file_names",
+    "snapshot_label",
     "snapshot_start",
+    "snapshots_sweep",
     "statistics_chart",
     "statistics_compute",
     "statistics_compute_job",

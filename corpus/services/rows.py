@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import Count
 
 from core.models import Project
 from corpus import formats, queries
@@ -136,18 +137,32 @@ def split_rows(project: Project, split: str, *, labels: bool = False) -> Iterato
     )
 
 
-def clip_grouped_rows(project: Project, split: str) -> Iterator[list[CaptionRow]]:
+def clip_grouped_rows(
+    project: Project, split: str, *, labels: bool = False
+) -> Iterator[list[CaptionRow]]:
     """The split's captions grouped by clip (clips in the order of their first caption,
     each clip's captions in id order), streamed: one clip in memory at a time."""
     captions = queries.by_clip(queries.approved_captions(project, split))
     processed = queries.processed_available()
-    rows = _rows(captions, processed=processed)
+    rows = _rows(captions, processed=processed, labels=labels)
     group: list[CaptionRow] = []
     for values in rows.iterator(chunk_size=EXPORT_CHUNK):
-        row = _as_row(values, processed=processed)
+        row = _as_row(values, processed=processed, labels=labels)
         if group and group[0].clip_id != row.clip_id:
             yield group
             group = []
         group.append(row)
     if group:
         yield group
+
+
+def clotho_width(project: Project, split: str) -> int:
+    """The most captions any clip of the split has: the Clotho file's caption columns."""
+    per_clip = (
+        queries.approved_captions(project, split)
+        .order_by()
+        .values("clip_id")
+        .annotate(n=Count("pk"))
+        .values_list("n", flat=True)
+    )
+    return max(per_clip.iterator(chunk_size=EXPORT_CHUNK), default=0)

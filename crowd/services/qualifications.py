@@ -26,6 +26,7 @@ from crowd.models import (
     QualificationAttempt,
     QualificationClip,
 )
+from crowd.records import Requirements, requirements_record
 from curation.queries import project_clips
 
 MAX_QUALIFICATION_CLIPS = 50
@@ -165,30 +166,25 @@ def batch_requirements_set(
     min_approval_percent: int,
     min_approved: int,
     site_wide_record: bool = False,
+    locales: Iterable[str] = (),
 ) -> BatchRequirements:
     """What workers need before they are offered the batch's HITs. Applies to the next
     claim; assignments already accepted keep their time. The approval rate and count are
     the worker's record in the batch's project unless `site_wide_record` asks for their
-    record over every project."""
+    record over every project; `locales` (ISO 3166 codes) admit only workers who
+    declared one of these countries."""
     require_role(batch.project, by, Role.RESEARCHER)
-    qualifications = list(qualifications)
-    if foreign := [q.name for q in qualifications if q.project_id != batch.project_id]:
-        raise ValidationError({"qualifications": f"{foreign} belong to another project."})
-    if not 0 <= min_approval_percent <= 100:
-        raise ValidationError({"min_approval_percent": "Give a percentage from 0 to 100."})
-    if min_approved < 0:
-        raise ValidationError({"min_approved": "Give a count of 0 or more."})
     with transaction.atomic():
-        requirements, _ = BatchRequirements.objects.update_or_create(
+        return requirements_record(
             batch=batch,
-            defaults={
-                "min_approval_percent": min_approval_percent,
-                "min_approved": min_approved,
-                "site_wide_record": site_wide_record,
-            },
+            requirements=Requirements(
+                qualifications=tuple(qualifications),
+                min_approval_percent=min_approval_percent,
+                min_approved=min_approved,
+                site_wide_record=site_wide_record,
+                locales=tuple(locales),
+            ),
         )
-        requirements.qualifications.set(qualifications)
-    return requirements
 
 
 def qualifications_for(*, worker: User) -> list[dict[str, Any]]:

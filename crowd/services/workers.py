@@ -36,7 +36,7 @@ def project_workers(*, project: Project) -> QuerySet[Any]:
 
 def worker_summaries(*, project: Project) -> list[dict[str, Any]]:
     """Per worker of the project: counts by state, approval rate, earnings, block."""
-    workers = list(project_workers(project=project).order_by("username"))
+    workers = list(project_workers(project=project).select_related("profile").order_by("username"))
     counts: dict[int, dict[str, int]] = {}
     rows = (
         Assignment.objects.filter(hit__batch__project=project)

@@ -4,7 +4,7 @@ from typing import Any
 
 from django import template
 
-from crowd.queries import blocks_of, worker_record
+from crowd.queries import blocks_of, requirements_refusals, worker_record
 from crowd.services import qualifications_for
 
 register = template.Library()
@@ -18,13 +18,15 @@ def dollars(cents: int | None) -> str:
 
 @register.inclusion_tag("crowd/_standing.html", takes_context=True)
 def worker_standing(context: dict[str, Any]) -> dict[str, Any]:
-    """The worker's blocks, qualifications still to take and record, for the work page."""
+    """The worker's blocks, qualifications still to take, batches whose requirements they
+    miss (and why) and record, for the work page."""
     user = context["request"].user
     rows = qualifications_for(worker=user)
     return {
         "blocks": blocks_of(worker=user),
         "to_take": [r for r in rows if r["unlocks"] and not _passed(r)],
         "record": worker_record(worker=user),
+        "refusals": requirements_refusals(worker=user),
     }
 
 

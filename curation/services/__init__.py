@@ -1,6 +1,7 @@
 """Curation workflows, one module each: the ontology and labels (`ontology`), local and
-archive imports (`local_import`), fetching YouTube clips (`fetching`), AudioSet segment
-lists (`segments`), recipe files (`recipes`) and subsets (`subsets`).
+archive imports (`local_import`), fetching YouTube clips (`fetching`), checking stored
+clip media before it is served (`clip_media`), AudioSet segment lists (`segments`),
+recipe files (`recipes`) and subsets (`subsets`).
 
 Every public name is re-exported here, so `from curation.services import X` works; the
 job handlers are named by their own module in core.jobs. A test that replaces a name
@@ -8,6 +9,14 @@ patches the module that looks it up (e.g. `curation.services.subsets._subset_cha
 
 from __future__ import annotations
 
+from curation.services.clip_media import (
+    AUDIO_CHECK_TTL_SECONDS,
+    ClipMediaBroken,
+    clip_audio_check,
+    clip_audio_problem,
+    clip_mark_broken,
+    clip_video_problem,
+)
 from curation.services.fetching import (
     FETCH_POLL_SECONDS,
     FETCH_STALE_AFTER,
@@ -31,9 +40,12 @@ from curation.services.ontology import (
     label_counts_refresh,
     label_curate,
     label_curations,
+    label_flags_applied,
+    label_flags_apply,
     ontology_import,
     ontology_import_job,
     word_labels_import,
+    word_labels_loaded,
 )
 from curation.services.recipes import (
     RECIPE_FILE_MAX_BYTES,
@@ -52,12 +64,14 @@ from curation.services.segments import (
 from curation.services.subsets import (
     subset_build,
     subset_build_job,
+    subset_captions_per_clip,
     subset_from_clips,
     subset_preview,
 )
 
 __all__ = [
     "ARCHIVE_UPLOAD_DIR",
+    "AUDIO_CHECK_TTL_SECONDS",
     "FETCH_POLL_SECONDS",
     "FETCH_STALE_AFTER",
     "MAX_LOCAL_SECONDS",
@@ -65,9 +79,14 @@ __all__ = [
     "RESERVED_RECIPE_SLUGS",
     "SEGMENT_BATCH",
     "SEGMENT_STAGE",
+    "ClipMediaBroken",
     "FetchTicket",
     "archive_upload_store",
+    "clip_audio_check",
+    "clip_audio_problem",
     "clip_fetch",
+    "clip_mark_broken",
+    "clip_video_problem",
     "clips_fetch",
     "clips_fetch_job",
     "clips_import_archive",
@@ -78,6 +97,8 @@ __all__ = [
     "label_counts_refresh",
     "label_curate",
     "label_curations",
+    "label_flags_applied",
+    "label_flags_apply",
     "ontology_import",
     "ontology_import_job",
     "recipe_export",
@@ -88,8 +109,10 @@ __all__ = [
     "segments_import_job",
     "subset_build",
     "subset_build_job",
+    "subset_captions_per_clip",
     "subset_from_clips",
     "subset_preview",
     "subset_video_features_height",
     "word_labels_import",
+    "word_labels_loaded",
 ]

@@ -131,6 +131,7 @@ def _clip_store_fetched(claimed: Clip, fetched: fetch.FetchedClip) -> Clip:
                 clip.video_features = ""
             clip.status = Clip.Status.READY
             clip.error = ""
+            clip.media_broken_at = None  # a broken file replaced: its HITs are offered again
             clip.fetched_at = timezone.now()
             clip.duration_seconds = fetched.duration_seconds
             clip.sample_rate = fetched.sample_rate

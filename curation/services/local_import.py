@@ -75,9 +75,11 @@ def clips_import_local(
     `labels` maps a file name to AudioSet ids; `videos` maps a file name to a video hint.
     Broken files stop the import, naming each one, before anything is stored — unless
     `skip_broken`, which imports the rest and lists the broken ones in the result.
-    Re-importing audio the project has already is a no-op; audio another project has is
-    imported again, as this project's own clip (never that project's row, which carries
-    its file name, labels, video hint and captions).
+    Re-importing audio the project has already is a no-op, except for a clip whose stored
+    file broke since (Clip.media_broken_at), which gets the audio again and is ready once
+    more ("restored"); audio another project has is imported again, as this project's own
+    clip (never that project's row, which carries its file name, labels, video hint and
+    captions).
     """
     labels = labels or {}
     videos = videos or {}
@@ -101,13 +103,18 @@ def clips_import_local(
                 f"{len(broken)} of {len(paths)} file(s) cannot be imported, nothing was: "
                 + "; ".join(broken)
             )
-        created = skipped = 0
+        created = skipped = restored = 0
         clip_ids: list[int] = []
         for done, item in enumerate(prepared, start=len(paths) + 1):
             name = item["src"].name
             present = Clip.objects.filter(
                 source=Clip.Source.LOCAL, project=project, content_sha256=item["sha256"]
             ).first()
+            if present is not None and present.media_broken_at is not None:
+                _restore_local_clip(present, item)
+                restored += 1
+                clip_ids.append(present.pk)
+                continue
             if present is not None:
                 skipped += 1
                 clip_ids.append(present.pk)
@@ -123,6 +130,7 @@ def clips_import_local(
         "files": len(paths),
         "created": created,
         "already_present": skipped,
+        "restored": restored,
         "broken": broken,
         "clip_ids": clip_ids,
     }
@@ -162,6 +170,39 @@ def _store_local_clip(
             field_file.storage.delete(field_file.name)
         raise
     return clip
+
+
+def _restore_local_clip(clip: Clip, item: dict[str, Any]) -> None:
+    """Stores the audio of a clip whose stored file broke (clip_mark_broken) once more: the
+    same decoded content (its hash matched), so the clip keeps its labels, captions and
+    HITs, which are offered again. The broken file is deleted once this commits."""
+    stored: Any = None
+    try:
+        with transaction.atomic():
+            locked = Clip.objects.select_for_update().get(pk=clip.pk)
+            broken = locked.audio.name
+            with item["wav"].open("rb") as handle:
+                locked.audio.save(f"{item['sha256'][:16]}.wav", File(handle), save=False)
+                stored = locked.audio
+            locked.status = Clip.Status.READY
+            locked.error = ""
+            locked.media_broken_at = None
+            locked.duration_seconds = item["duration"]
+            locked.sample_rate = item["sample_rate"]
+            locked.peaks = item["peaks"]
+            locked.save(
+                update_fields=[
+                    "audio", "status", "error", "media_broken_at",
+                    "duration_seconds", "sample_rate", "peaks",
+                ]
+            )  # fmt: skip
+            if broken and broken != locked.audio.name:
+                storage = locked.audio.storage
+                transaction.on_commit(lambda: storage.delete(broken), robust=True)
+    except Exception:
+        if stored is not None:
+            stored.storage.delete(stored.name)
+        raise
 
 
 def clips_import_local_job(

@@ -12,8 +12,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
+from core.encodings import SNIFF_BYTES, utf16_refusal
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
+from curation import audiocaps
 from curation.models import (
     Clip,
     Label,
@@ -21,7 +23,9 @@ from curation.models import (
     LabelSourceCount,
     SuperCategory,
     WordLabel,
+    WordLabelExtraCategory,
 )
+from curation.recipes import FLAGS
 
 _LABEL_FIELDS = (
     "name",
@@ -81,10 +85,55 @@ def _parse_ontology(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _cycle(children: dict[str, list[str]]) -> list[str] | None:
+    """A path of ids that comes back to its first one (["/m/a", "/m/b", "/m/a"]) when the
+    parent → child links loop, else None. Depth first without recursion: the tree is
+    a few levels deep, a hostile file need not be."""
+    done: set[str] = set()
+    for root in children:
+        if root in done:
+            continue
+        path = [root]
+        on_path = {root}
+        pending = [iter(children.get(root, []))]
+        while pending:
+            child = next(pending[-1], None)
+            if child is None:
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                pending.pop()
+            elif child in on_path:
+                return [*path[path.index(child) :], child]
+            elif child not in done:
+                path.append(child)
+                on_path.add(child)
+                pending.append(iter(children.get(child, [])))
+    return None
+
+
+def _refuse_cycles(rows: list[dict[str, Any]], name: str) -> None:
+    """ValidationError naming the ids (and names) of a loop in the file's parent/child
+    links: the ontology browser and recipes walk the tree from parents to children. The
+    file's links are all there is to check: every child a file names is in the file (see
+    _parse_ontology), and the import replaces the links of every class it lists, so a
+    loop cannot pass through links of classes loaded before."""
+    loop = _cycle({row["mid"]: row["child_ids"] for row in rows})
+    if loop is None:
+        return
+    names = {row["mid"]: row["name"] for row in rows}
+    shown = " → ".join(f"{mid} ({names[mid]})" for mid in loop)
+    raise ValidationError(
+        f"{name}: the parent/child links form a cycle: {shown}; a class cannot be its own "
+        "ancestor — nothing was imported."
+    )
+
+
 def ontology_import(*, path: Path, progress: ProgressFn = no_progress) -> dict[str, int]:
     """Loads AudioSet's ontology.json. Idempotent: re-running updates changed classes
-    and the tree, and reports what changed. Nothing is written if the file is invalid."""
+    and the tree, and reports what changed. Nothing is written if the file is invalid,
+    including a tree whose parent/child links loop."""
     rows = _parse_ontology(Path(path))
+    _refuse_cycles(rows, Path(path).name)
     total = len(rows)
     created = updated = unchanged = 0
     with transaction.atomic():
@@ -153,6 +202,84 @@ def label_curations(*, project: Project) -> dict[int, LabelCuration]:
     return {c.label_id: c for c in LabelCuration.objects.filter(project=project)}
 
 
+def label_flags_apply(*, project: Project, path: Path = audiocaps.FLAG_SET) -> dict[str, int]:
+    """Sets the flags of a flag-set CSV (`mid,name,flag,reason`; the bundled one is
+    AudioCaps': visual-only and expert-only labels) on the project's curation of each label.
+    Only sets flags, never clears one; a label without a note gets the file's reasons as
+    its note. Idempotent. All or nothing: a row naming an unknown mid, or a mid whose
+    ontology name differs from the file's, is reported with its line and nothing changes."""
+    path = Path(path)
+    try:
+        rows = audiocaps.read_flags(path, known=FLAGS)
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise ValidationError(f"{path.name}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+    labels = Label.objects.in_bulk([row.mid for row in rows], field_name="mid")
+    flags: dict[int, dict[str, bool]] = {}
+    reasons: dict[int, list[str]] = {}
+    for row in rows:
+        where = f"{path.name}, line {row.line}"
+        label = labels.get(row.mid)
+        if label is None:
+            hint = "" if Label.objects.exists() else " (no ontology loaded: run import_ontology)"
+            raise ValidationError(f"{where}: no AudioSet label {row.mid}{hint}")
+        if row.name and row.name != label.name:
+            raise ValidationError(
+                f"{where}: {row.mid} is {label.name!r} in the ontology, not {row.name!r}"
+            )
+        flags.setdefault(label.pk, {})[row.flag] = True
+        if row.reason:
+            reasons.setdefault(label.pk, []).append(f"{row.flag.replace('_', ' ')}: {row.reason}")
+    changed = 0
+    with transaction.atomic():
+        existing = {
+            c.label_id: c
+            for c in LabelCuration.objects.select_for_update().filter(
+                project=project, label_id__in=list(flags)
+            )
+        }
+        for label_id, wanted in flags.items():
+            curation = existing.get(label_id) or LabelCuration(project=project, label_id=label_id)
+            before = (curation.pk, *(getattr(curation, f) for f in FLAGS), curation.note)
+            for flag in wanted:
+                setattr(curation, flag, True)
+            if not curation.note and label_id in reasons:
+                curation.note = " ".join(reasons[label_id])
+            if before != (curation.pk, *(getattr(curation, f) for f in FLAGS), curation.note):
+                curation.save()
+                changed += 1
+    return {"labels": len(flags), "changed": changed}
+
+
+def label_flags_applied(*, project: Project, path: Path = audiocaps.FLAG_SET) -> tuple[int, int]:
+    """(flags of the file the project's curation has set, flags in the file), for the
+    ontology page to say whether the bundled set is applied."""
+    rows = audiocaps.read_flags(Path(path), known=FLAGS)
+    curations = LabelCuration.objects.filter(
+        project=project, label__mid__in=[row.mid for row in rows]
+    ).values("label__mid", *FLAGS)
+    have = {(c["label__mid"], f) for c in curations for f in FLAGS if c[f]}
+    return sum((row.mid, row.flag) in have for row in rows), len(rows)
+
+
+def word_labels_loaded(*, path: Path = audiocaps.WORD_LABELS) -> tuple[int, int]:
+    """(labels of a word-label CSV mapped to its word on this site, labels in the file),
+    for the ontology page to say whether a bundled set is imported."""
+    with Path(path).open(newline="", encoding="utf-8-sig") as handle:
+        wanted = {
+            (mid.strip(), row["word"].strip().lower())
+            for row in csv.DictReader(handle)
+            for mid in row["labels"].split(";")
+        }
+    mapped = Label.objects.filter(mid__in=[mid for mid, _ in wanted]).values_list(
+        "mid", "word_label__name"
+    )
+    return len(wanted & set(mapped)), len(wanted)
+
+
 # Clip counts per label (the ontology page's cache) --------------------------------------
 
 
@@ -208,13 +335,18 @@ def label_counts_adjust(*, changes: Iterable[tuple[int, str, int]]) -> None:
 
 def word_labels_import(*, path: Path) -> dict[str, int]:
     """Loads a CSV `word,super_category,labels` (labels: AudioSet names or ids joined by `;`)
-    that maps AudioSet labels to hint words, AudioCaps-style. All or nothing: a bad row is
-    reported with its line and nothing changes."""
+    that maps AudioSet labels to hint words, AudioCaps-style. A word under several
+    super-categories lists them joined by `;`, its own first (AudioCaps' "Hiss":
+    `other_things;source_ambiguous;animal`). Other columns (notes) are ignored. All or
+    nothing: a bad row is reported with its line and nothing changes."""
     path = Path(path)
     by_key = {mid: pk for pk, mid in Label.objects.values_list("pk", "mid")}
     by_key.update({name.lower(): pk for pk, name in Label.objects.values_list("pk", "name")})
-    rows: list[tuple[str, str, list[int]]] = []
+    rows: list[tuple[str, list[str], list[int]]] = []
     try:
+        with path.open("rb") as head:
+            if refusal := utf16_refusal(head.read(SNIFF_BYTES)):
+                raise ValidationError(f"{path.name}: the file {refusal}")
         with path.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             missing = {"word", "super_category", "labels"} - set(reader.fieldnames or [])
@@ -225,12 +357,14 @@ def word_labels_import(*, path: Path) -> dict[str, int]:
             for row in reader:
                 where = f"{path.name}, line {reader.line_num}"
                 word = (row["word"] or "").strip().lower()
-                category = (row["super_category"] or "").strip().lower()
+                cell = (row["super_category"] or "").strip().lower()
+                categories = list(dict.fromkeys(c.strip() for c in cell.split(";") if c.strip()))
                 if not word:
                     raise ValidationError(f"{where}: empty word")
-                if category not in SuperCategory.values:
+                wrong = [c for c in categories if c not in SuperCategory.values]
+                if wrong or not categories:
                     raise ValidationError(
-                        f"{where}: super_category {category!r} is not one of "
+                        f"{where}: super_category {(wrong or [cell])[0]!r} is not one of "
                         f"{', '.join(SuperCategory.values)}"
                     )
                 keys = [k.strip() for k in (row["labels"] or "").split(";") if k.strip()]
@@ -239,15 +373,22 @@ def word_labels_import(*, path: Path) -> dict[str, int]:
                     raise ValidationError(f"{where}: unknown AudioSet label(s) {unknown or keys}")
                 # every key is known as written or in lower case (checked just above)
                 label_pks = [by_key[k] if k in by_key else by_key[k.lower()] for k in keys]
-                rows.append((word, category, label_pks))
+                rows.append((word, categories, label_pks))
     except FileNotFoundError:
         raise ValidationError(f"{path}: no such file") from None
     except UnicodeDecodeError:
         raise ValidationError(f"{path.name}: not UTF-8 text") from None
     with transaction.atomic():
-        for word, category, label_pks in rows:
+        for word, categories, label_pks in rows:
             word_label, _ = WordLabel.objects.update_or_create(
-                name=word, defaults={"super_category": category}
+                name=word, defaults={"super_category": categories[0]}
+            )
+            word_label.extra_categories.all().delete()
+            WordLabelExtraCategory.objects.bulk_create(
+                [
+                    WordLabelExtraCategory(word_label=word_label, super_category=c)
+                    for c in categories[1:]
+                ]
             )
             Label.objects.filter(pk__in=label_pks).update(word_label=word_label)
     return {"words": len(rows), "labels": sum(len(pks) for _, _, pks in rows)}

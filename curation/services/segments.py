@@ -37,7 +37,8 @@ def segments_import(
     """Streams an AudioSet segment CSV into clips and their labels.
 
     One transaction per file: a malformed row (or an unknown label) stops the import with
-    the file, line and reason, and nothing from that file is kept. Clips are de-duplicated
+    the file, line and reason, and nothing from that file is kept; so does a file with no
+    segment at all (empty, only comments, or UTF-16 text). Clips are de-duplicated
     by (YouTube id, start) within the file and against earlier imports; a repeated segment
     keeps the end of its first row and gains the union of its labels. Memory holds one
     batch at a time.
@@ -77,6 +78,11 @@ def segments_import(
                 progress=lambda line: progress(line, total_lines, f"{stats['rows']:,} rows"),
                 batch_size=batch_size,
             )
+            if stats["rows"] == 0:
+                raise SegmentFormatError(
+                    f"{path.name}: no segments (the file is empty or holds only comment "
+                    "lines); expected rows of YTID, start_seconds, end_seconds, labels"
+                )
             # the ontology page's cached counts, inside the file's transaction so that a
             # failed import leaves the old ones
             label_counts_refresh()

@@ -17,24 +17,27 @@ from django.utils.text import slugify
 from core.bulk import insert_many
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
-from curation.models import Clip, Label, LabelCuration, Recipe, Subset, SubsetClip
+from curation import audiocaps
+from curation.models import Clip, Label, LabelCuration, Recipe, Subset, SubsetClip, WordLabel
 from curation.recipes import (
     FLAGS,
     Candidates,
     RecipeError,
     RecipeSpec,
     Selection,
+    gather_groups,
+    group_by,
     select_subset,
     skew,
 )
 
 
-def _label_table(project: Project) -> dict[str, Any]:
-    """The ontology as arrays, with `project`'s curation flags (other projects' never count)."""
+def _label_table(project: Project, *, word_label_set: str = "site") -> dict[str, Any]:
+    """The ontology as arrays, with `project`'s curation flags (other projects' never count)
+    and each label's word and super-categories from `word_label_set`: "site" (the imported
+    word labels) or a bundled set (curation.audiocaps.WORD_LABEL_SETS)."""
     rows = list(
-        Label.objects.values_list(
-            "pk", "mid", "name", "abstract", "blacklisted", "word_label__super_category"
-        ).order_by("pk")
+        Label.objects.values_list("pk", "mid", "name", "abstract", "blacklisted").order_by("pk")
     )
     curated = {
         row[0]: row[1:]
@@ -42,6 +45,17 @@ def _label_table(project: Project) -> dict[str, Any]:
     }
     unflagged = (False,) * len(FLAGS)
     flags = [curated.get(r[0], unflagged) for r in rows]
+    if word_label_set == "site":
+        word_labels = WordLabel.objects.prefetch_related("extra_categories").in_bulk()
+        words = {
+            pk: (word_labels[word].name, word_labels[word].super_categories)
+            for pk, word in Label.objects.filter(word_label__isnull=False).values_list(
+                "pk", "word_label_id"
+            )
+        }
+    else:
+        bundled = audiocaps.read_word_label_set(word_label_set)
+        words = {r[0]: bundled[r[1]] for r in rows if r[1] in bundled}
     return {
         "pk": np.array([r[0] for r in rows], dtype=np.int64),
         "mid": [r[1] for r in rows],
@@ -49,11 +63,17 @@ def _label_table(project: Project) -> dict[str, Any]:
         "abstract": np.array([r[3] for r in rows], dtype=bool),
         "blacklisted": np.array([r[4] for r in rows], dtype=bool),
         "flags": {f: np.array([row[i] for row in flags], dtype=bool) for i, f in enumerate(FLAGS)},
-        "super_category": [r[5] or "" for r in rows],
+        "word": [words[r[0]][0] if r[0] in words else "" for r in rows],
+        "super_categories": [words[r[0]][1] if r[0] in words else [] for r in rows],
     }
 
 
-def _subtree_indices(table: dict[str, Any], roots: list[str]) -> np.ndarray:
+def _subtree_indices(
+    table: dict[str, Any], roots: list[str], *, spare_also_outside: bool = False
+) -> np.ndarray:
+    """Labels inside the subtrees of `roots` (names or ids). With `spare_also_outside`, a
+    label that is also reachable from the ontology's top without passing through a root
+    (Bell: under Music and Sounds of things) is left out; the roots themselves never are."""
     by_key = {mid: i for i, mid in enumerate(table["mid"])}
     by_key.update({name.lower(): i for i, name in enumerate(table["name"])})
     missing = [r for r in roots if r not in by_key and r.lower() not in by_key]
@@ -61,15 +81,26 @@ def _subtree_indices(table: dict[str, Any], roots: list[str]) -> np.ndarray:
         raise ValidationError(f"excluded_subtrees: no label named {', '.join(missing)}")
     position = {int(pk): i for i, pk in enumerate(table["pk"])}
     children: dict[int, list[int]] = {}
+    has_parent = np.zeros(len(table["pk"]), dtype=bool)
     for parent, child in Label.children.through.objects.values_list("from_label", "to_label"):
         children.setdefault(position[parent], []).append(position[child])
-    inside = np.zeros(len(table["pk"]), dtype=bool)
-    stack = [by_key[r] if r in by_key else by_key[r.lower()] for r in roots]
-    while stack:
-        node = stack.pop()
-        if not inside[node]:
-            inside[node] = True
-            stack.extend(children.get(node, []))
+        has_parent[position[child]] = True
+
+    def reach(starts: list[int], *, avoid: set[int]) -> np.ndarray:
+        found = np.zeros(len(table["pk"]), dtype=bool)
+        stack = [s for s in starts if s not in avoid]
+        while stack:
+            node = stack.pop()
+            if not found[node]:
+                found[node] = True
+                stack.extend(c for c in children.get(node, []) if c not in avoid)
+        return found
+
+    excluded_roots = [by_key[r] if r in by_key else by_key[r.lower()] for r in roots]
+    inside = reach(excluded_roots, avoid=set())
+    if spare_also_outside:
+        tops = np.flatnonzero(~has_parent).tolist()
+        inside &= ~reach(tops, avoid=set(excluded_roots))
     return inside
 
 
@@ -107,30 +138,50 @@ def _subset_select(
 ) -> tuple[dict[str, Any], Candidates, Selection]:
     """Loads the candidate clips for the spec and selects from them; stores nothing.
     Shared by subset_build and subset_preview, so a preview shows exactly what a build keeps.
-    The curation flags the spec excludes by are `project`'s own."""
+    The curation flags the spec excludes by are `project`'s own. The table it returns also
+    holds `label_rules`: each rule with the labels it drops, in the order they apply."""
     progress(0, 4, "reading labels")
-    table = _label_table(project)
+    table = _label_table(project, word_label_set=spec.word_label_set)
     if len(table["pk"]) == 0:
         raise ValidationError("No ontology loaded; run import_ontology first.")
-    excluded = _subtree_indices(table, spec.excluded_subtrees)
-    usable = ~excluded
+    excluded = _subtree_indices(
+        table,
+        spec.excluded_subtrees,
+        spare_also_outside=spec.keep_labels_also_outside_excluded_subtrees,
+    )
+    has_word = np.array([bool(w) for w in table["word"]], dtype=bool)
+    if spec.only_word_labels and not has_word.any():
+        raise ValidationError(
+            f"{what}: only_word_labels keeps no label: this site has no word labels imported "
+            "(import some, or choose a bundled word_label_set such as audiocaps)."
+        )
+    rules: list[tuple[str, np.ndarray]] = []
+    if spec.excluded_subtrees:
+        rules.append((f"in an excluded subtree ({', '.join(spec.excluded_subtrees)})", excluded))
     if spec.exclude_abstract:
-        usable &= ~table["abstract"]
+        rules.append(("abstract in the ontology", table["abstract"]))
     if spec.exclude_blacklisted:
-        usable &= ~table["blacklisted"]
+        rules.append(("blacklisted in the ontology", table["blacklisted"]))
     for flag in spec.excluded_flags:
-        usable &= ~table["flags"][flag]
+        rules.append((f"flagged {flag.replace('_', ' ')} in this project", table["flags"][flag]))
+    if spec.only_word_labels:
+        rules.append((f"not a word label ({spec.word_label_set})", ~has_word))
+    usable = ~excluded
+    for _, dropped in rules:
+        usable &= ~dropped
     position = {int(pk): i for i, pk in enumerate(table["pk"])}
 
     progress(1, 4, "reading clips")
     clip_ids, link_clip, link_label = _candidate_links(spec.segment_lists, position)
-    has_word = np.array([bool(c) for c in table["super_category"]], dtype=bool)
     candidates = Candidates(clip_ids, link_clip, link_label, usable, excluded, has_word)
     progress(2, 4, f"selecting from {len(clip_ids):,} clips")
     try:
         selection = select_subset(spec, candidates)
     except RecipeError as exc:
         raise ValidationError(f"{what}: {exc}") from None
+    too_few = usable & ~selection.kept_labels
+    rules.append((f"fewer than {max(spec.min_clips_per_label, 1):,} candidate clips", too_few))
+    table["label_rules"] = rules
     return table, candidates, selection
 
 
@@ -264,29 +315,77 @@ def _subset_report(
         for i in np.flatnonzero(kept)
     ]
     labels.sort(key=lambda row: -row["after"])
-    categories = sorted({c for c in table["super_category"] if c})
-    category_index = {c: i for i, c in enumerate(categories)}
-    label_category = np.array(
-        [category_index.get(c, -1) for c in table["super_category"]], dtype=np.int64
-    )
     chosen = np.isin(data.clip_ids, selection.clip_ids)
-    mask = chosen[data.link_clip] & kept[data.link_label] & (label_category[data.link_label] >= 0)
-    pairs = np.unique(
-        np.stack([data.link_clip[mask], label_category[data.link_label[mask]]]), axis=1
-    )
-    # zeros for every category when no chosen clip carries a categorised label
-    per_category = np.bincount(pairs[1].astype(np.int64), minlength=len(categories))
+    everything = np.ones(len(chosen), dtype=bool)
     splits = {s: int((selection.splits == s).sum()) for s in ("train", "val", "test")}
     return {
         "candidate_clips": len(data.clip_ids),
         "selected_clips": len(selection.clip_ids),
+        "labels_considered": int(np.unique(data.link_label).size),
         "labels_kept": int(kept.sum()),
+        "label_rules": _label_rules(table, data),
         "splits": splits,
+        "captions_per_clip": {s: spec.captions_per_clip(s) for s in ("train", "val", "test")},
         "skew_before": skew(before[kept]),
         "skew_after": skew(after[kept]),
-        "super_categories": {c: int(n) for c, n in zip(categories, per_category, strict=True)},
+        "word_labels": spec.word_label_set,
+        # Figure 8's figure over the kept word labels: on every candidate clip (the lists
+        # as they are), then on the selection
+        "word_skew_before": skew(_clips_per_word(table, data, everything, kept)),
+        "word_skew_after": skew(_clips_per_word(table, data, chosen, kept)),
+        "super_categories": _clips_per_category(table, data, chosen, kept),
         "labels": labels,
     }
+
+
+def _label_rules(table: dict[str, Any], data: Candidates) -> list[dict[str, Any]]:
+    """Labels the candidate clips carry, dropped by each rule in turn (a label counts for
+    the first rule that drops it)."""
+    remaining = np.zeros(len(table["pk"]), dtype=bool)
+    remaining[data.link_label] = True
+    rows = []
+    for rule, dropped in table.get("label_rules", []):
+        hit = remaining & dropped
+        rows.append({"rule": rule, "dropped": int(hit.sum())})
+        remaining &= ~hit
+    return rows
+
+
+def _link_groups(
+    groups: list[list[str]], data: Candidates, clips: np.ndarray, kept: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """The distinct (clip, group) pairs (a 2 x N array) of the kept labels of `clips` (bool,
+    per candidate), where label i belongs to `groups[i]` (a word label, super-categories),
+    and the groups' names, sorted, which the pairs index."""
+    names = sorted({g for gs in groups for g in gs})
+    index = {g: i for i, g in enumerate(names)}
+    pair_label = np.array([i for i, gs in enumerate(groups) for _ in gs], dtype=np.int64)
+    pair_group = np.array([index[g] for gs in groups for g in gs], dtype=np.int64)
+    mask = clips[data.link_clip] & kept[data.link_label]
+    link_clip, link_label = data.link_clip[mask], data.link_label[mask]
+    by_label = group_by(pair_label, pair_group, len(groups))
+    lengths = by_label[0][link_label + 1] - by_label[0][link_label]
+    pairs = np.stack([np.repeat(link_clip, lengths), gather_groups(by_label, link_label)])
+    return np.unique(pairs, axis=1), names
+
+
+def _clips_per_word(
+    table: dict[str, Any], data: Candidates, clips: np.ndarray, kept: np.ndarray
+) -> np.ndarray:
+    """Clips per word label (AudioCaps' Figure 8 counts), over the kept labels."""
+    words = [[w] if w else [] for w in table["word"]]
+    pairs, names = _link_groups(words, data, clips, kept)
+    return np.bincount(pairs[1], minlength=len(names))
+
+
+def _clips_per_category(
+    table: dict[str, Any], data: Candidates, clips: np.ndarray, kept: np.ndarray
+) -> dict[str, int]:
+    """Clips per super-category; a label under two groups counts for both. Every category
+    of the word labels is listed, zero when no chosen clip carries it."""
+    pairs, names = _link_groups(table["super_categories"], data, clips, kept)
+    counts = np.bincount(pairs[1], minlength=len(names))
+    return {c: int(n) for c, n in zip(names, counts, strict=True)}
 
 
 def _subset_chart(table: dict[str, Any], selection: Selection, *, title: str) -> bytes:
@@ -311,6 +410,16 @@ def _subset_chart(table: dict[str, Any], selection: Selection, *, title: str) ->
     figure.savefig(buffer, format="png")
     plt.close(figure)
     return buffer.getvalue()
+
+
+def subset_captions_per_clip(*, subset: Subset, split: str) -> int:
+    """How many captions a caption batch of the subset's `split` asks for per clip unless
+    told otherwise: what its recipe says (AudioCaps: 1 per train clip, 5 per val and test
+    clip), and RecipeSpec's defaults (the same) for hand-picked subsets and older builds."""
+    value = (subset.spec or {}).get(f"captions_per_{split}_clip")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return RecipeSpec().captions_per_clip(split)
 
 
 def subset_build_job(

@@ -72,6 +72,25 @@ class CaptionerConfig:
         """This config for a corpus whose captions held only ``found`` keywords."""
         return self
 
+    def reads_two_levels(self) -> bool:
+        """Whether the model reads a high and a mid feature level (batch["features"] and
+        batch["mid_features"]) when its pretrained encoder provides both (TopDown)."""
+        return False
+
+    def word_vectors_file(self) -> str:
+        """A word-vector file (fastText text format) to start the word embeddings from;
+        "" when the model takes none."""
+        return ""
+
+    def check_training(self, train: TrainConfig) -> None:
+        """Raise ConfigError for training settings this model cannot train with."""
+
+    def adapted_training(self, train: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """Training settings a recipe sets that this config cannot use as they are:
+        {train field: (the value to use, why)}; run setup applies them unless the run's
+        settings name the field."""
+        return {}
+
 
 @dataclass
 class NearestNeighbourConfig(CaptionerConfig):
@@ -95,6 +114,12 @@ class LSTMConfig(CaptionerConfig):
     decoder_dim: int = 512
     # Layer-normalise the decoder output before the word classifier (the paper's "layer norm").
     layer_norm: bool = True
+    # Word vectors (fastText's text .vec format, embed_dim values per word) the word
+    # embeddings start from, a file in ENCODER_WEIGHTS_DIR; "" starts them at random.
+    word_vectors: str = ""
+
+    def word_vectors_file(self) -> str:
+        return self.word_vectors
 
 
 @dataclass
@@ -124,9 +149,17 @@ class TopDownConfig(CaptionerConfig):
     # batch["attributes"] accordingly (nn_retrieval.with_retrieved_attributes does the lookup);
     # the model itself only reads the tensor.
     attribute_source: Literal["retrieval", "labels"] = "retrieval"
+    # Word vectors the word embeddings start from (as LSTMConfig.word_vectors).
+    word_vectors: str = ""
 
     def attribute_words_from(self) -> Literal["retrieval", "labels"] | None:
         return self.attribute_source if self.aligned_attention else None
+
+    def reads_two_levels(self) -> bool:
+        return True
+
+    def word_vectors_file(self) -> str:
+        return self.word_vectors
 
 
 @dataclass
@@ -189,6 +222,15 @@ class VocabConfig:
 
 
 @dataclass
+class DecodingConfig:
+    """How a trained run captions clips."""
+
+    # Beam width of the val/test scores when training ends, and of suggestions unless they
+    # ask for another (1 decodes greedily).
+    beam_size: int = 3
+
+
+@dataclass
 class TrainConfig:
     """Model-agnostic training loop settings."""
 
@@ -206,8 +248,16 @@ class TrainConfig:
     eps: float = 1e-8
     # Weight decay (L2 for adam, decoupled for adamw).
     weight_decay: float = 0.0
-    # Linear warm-up from 0 over this many epochs (ACT: 5 of 15); fractional epochs allowed.
+    # Linear warm-up from 0 over this many epochs of caption training (ACT: 5 of 15);
+    # fractional epochs allowed.
     warmup_epochs: float = 0.0
+    # Linear warm-up from 0 over this share of every stage's steps (the AV captioner: 0.1);
+    # use this or warmup_epochs.
+    warmup_fraction: float = 0.0
+    # The learning rate within each stage after its warm-up: "constant" (times the per-epoch
+    # decay and plateau cuts), or "linear_decay" down to 0 at the stage's last step (the AV
+    # captioner).
+    lr_schedule: Literal["constant", "linear_decay"] = "constant"
     # Multiply the learning rate by this after every epoch (MAAC: 0.98; 1.0 keeps it constant).
     lr_decay_per_epoch: float = 1.0
     # Halve-on-plateau: after this many validations without improvement multiply the learning
@@ -215,6 +265,9 @@ class TrainConfig:
     plateau_patience: int | None = None
     # Factor applied to the learning rate on a plateau.
     plateau_factor: float = 0.5
+    # The validation figure plateaus are judged on: "" the validation score (CIDEr-D in the
+    # app), or a metric the score function also reports, e.g. "BLEU-4" (the BiLSTM paper).
+    plateau_metric: str = ""
     # Clip the global gradient norm to this value; None disables clipping.
     grad_clip: float | None = 1.0
     # Cross-entropy label smoothing (0 disables it).
@@ -240,16 +293,40 @@ class TrainConfig:
     # batch pads little while the order stays random between pools.
     bucket_batches: int = 50
     # Epochs of the model's own pre-training stage before caption training (MAAC: the keyword
-    # encoder's BCE); 0 skips it. Only models with a ``pretrain_loss`` have such a stage.
+    # encoder's BCE, 25 epochs fine-tuning the whole encoder; the AV captioner: MBP); 0 skips
+    # it. Only models with a ``pretrain_loss`` have such a stage.
     pretrain_epochs: int = 0
     # Learning rate of the pre-training stage (None: lr).
     pretrain_lr: float | None = None
+    # Epochs of pre-training before those, with the model's pretrained backbone frozen (MAAC:
+    # 80, the ResNet38 fixed while the keyword heads learn); 0 skips them. Only models with
+    # ``pretrain_frozen_parameters`` have such a stage.
+    pretrain_frozen_epochs: int = 0
+    # Learning rate of the frozen-backbone pre-training (None: pretrain_lr, else lr).
+    pretrain_frozen_lr: float | None = None
+    # Mixup (Zhang et al. 2018) in the pre-training stages: each clip's features and
+    # keyword targets are mixed with another clip's of the batch, lambda ~ Beta(alpha, alpha)
+    # (MAAC: 1.0, as PANNs); 0 disables it.
+    pretrain_mixup_alpha: float = 0.0
+    # SpecAugment++ (Wang et al. 2021) in the pre-training stages: stripes of time frames and
+    # frequency bins of each clip's features replaced by "mixture" (the mean of the clip and
+    # another clip of the batch, MAAC's choice) or "cut" (the other clip's); "off" disables it.
+    pretrain_spec_augment_pp: Literal["off", "mixture", "cut"] = "off"
+    # Widest SpecAugment++ time stripe, in feature frames, and stripes per clip (MAAC: 64, 3).
+    spec_pp_time_mask: int = 64
+    spec_pp_time_masks: int = 3
+    # Widest SpecAugment++ frequency stripe, in bins, and stripes per clip (MAAC: 5, 2).
+    spec_pp_freq_mask: int = 5
+    spec_pp_freq_masks: int = 2
     # Epochs of self-critical fine-tuning (modeling.ml.scst) after caption training, on the
     # reward the caller supplies (CIDEr-D in the app); 0 skips it. Starts from the best
     # caption-training weights.
     scst_epochs: int = 0
     # Learning rate of the self-critical stage (MAAC: 5e-5); decays per epoch like lr.
     scst_lr: float = 5e-5
+    # The weights the self-critical stage starts from: the "best" validated caption
+    # training, or the "last" caption epoch's (MAAC: from its 30th CE epoch).
+    scst_from: Literal["best", "last"] = "best"
     # Captions sampled per clip in the self-critical stage (each against the greedy baseline).
     scst_samples: int = 1
     # SpecAugment (Park et al. 2019) on the input features of every training batch, drawn
@@ -279,11 +356,36 @@ class RunConfig:
     vocab: VocabConfig = field(default_factory=VocabConfig)
     # Training loop settings.
     train: TrainConfig = field(default_factory=TrainConfig)
+    # Decoding settings of the trained model.
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
 
 
 def check_train_config(config: TrainConfig) -> None:
     """Raise ConfigError for training settings no run can use (checked when a run is
     started, before anything trains)."""
+    if config.warmup_epochs and config.warmup_fraction:
+        raise ConfigError(
+            "config keys 'train.warmup_epochs' and 'train.warmup_fraction': set one of them"
+        )
+    if not 0.0 <= config.warmup_fraction < 1.0:
+        raise ConfigError(
+            f"config key 'train.warmup_fraction': must be in [0, 1), got {config.warmup_fraction}"
+        )
+    if config.pretrain_mixup_alpha < 0:
+        raise ConfigError(
+            "config key 'train.pretrain_mixup_alpha': must be >= 0, "
+            f"got {config.pretrain_mixup_alpha}"
+        )
+    stripes = {
+        "spec_pp_time_mask": config.spec_pp_time_mask,
+        "spec_pp_time_masks": config.spec_pp_time_masks,
+        "spec_pp_freq_mask": config.spec_pp_freq_mask,
+        "spec_pp_freq_masks": config.spec_pp_freq_masks,
+        "pretrain_frozen_epochs": config.pretrain_frozen_epochs,
+    }
+    for key, value in stripes.items():
+        if value < 0:
+            raise ConfigError(f"config key 'train.{key}': must be >= 0, got {value}")
     if config.spec_augment:
         sizes = {
             "spec_time_mask": config.spec_time_mask,
@@ -296,6 +398,14 @@ def check_train_config(config: TrainConfig) -> None:
                 raise ConfigError(f"config key 'train.{key}': must be >= 0, got {value}")
         if not 0.0 <= config.spec_p <= 1.0:
             raise ConfigError(f"config key 'train.spec_p': must be in [0, 1], got {config.spec_p}")
+
+
+def check_decoding_config(config: DecodingConfig) -> None:
+    """Raise ConfigError for decoding settings no run can use."""
+    if not 1 <= config.beam_size <= 10:
+        raise ConfigError(
+            f"config key 'decoding.beam_size': must be between 1 and 10, got {config.beam_size}"
+        )
 
 
 # --------------------------------------------------------------------------- dicts and overrides

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from modeling.ml.config import ACTConfig, CaptionerConfig, NearestNeighbourConfig
+from modeling.ml.config import (
+    ACTConfig,
+    CaptionerConfig,
+    ConfigError,
+    NearestNeighbourConfig,
+    TrainConfig,
+)
 
 
 @dataclass
@@ -87,6 +93,17 @@ class MAACConfig(CaptionerConfig):
     def keyword_targets_size(self) -> int:
         return self.num_keywords
 
+    def adapted_training(self, train: TrainConfig) -> dict[str, tuple[Any, str]]:
+        if train.pretrain_frozen_epochs and not self.backbone_weights:
+            return {
+                "pretrain_frozen_epochs": (
+                    0,
+                    "the keyword encoder's backbone has no pretrained weights "
+                    "(model.backbone_weights) to keep frozen",
+                )
+            }
+        return {}
+
     def with_keywords_found(self, found: int) -> MAACConfig:
         return dataclasses.replace(self, num_keywords=found, top_k=min(self.top_k, found))
 
@@ -131,12 +148,20 @@ class AVConfig(CaptionerConfig):
     ff_mult: int = 4
     # Longest caption in tokens; sizes the decoder's positional embedding.
     max_caption_length: int = 64
-    # Modality-balanced pre-training (eq. 2-6): training_loss adds w_a L_a + w_v L_v.
+    # Modality-balanced pre-training (eq. 2-6): the pre-training stage's loss
+    # (train.pretrain_epochs) adds w_a L_a + w_v L_v; fine-tuning never does.
     mbp: bool = False
     # alpha of eq. 6 (softmax temperature on the squared loss gaps).
     mbp_alpha: float = 10.0
     # beta of eq. 5 (moving-average factor of the weights).
     mbp_beta: float = 0.99
+
+    def check_training(self, train: TrainConfig) -> None:
+        if self.mbp and train.pretrain_epochs == 0:
+            raise ConfigError(
+                "config key 'model.mbp': MBP is a pre-training loss; set "
+                "train.pretrain_epochs > 0 (fine-tuning trains without it)"
+            )
 
 
 # The configs of the models that read video (registry.uses_video): they take raw frames

@@ -1,15 +1,20 @@
-"""Named presets of every model config and of the training loop, in one table each.
+"""Named presets of every model config and of the training loop, and each model's recipe.
 
 Model presets: "paper" follows MODELS.md, "small" trains on CPU in minutes, "tiny" is for unit
-tests (seconds). Training presets are named after the paper whose recipe they follow. Both
-tables are complete once this module is imported (nothing adds to them later), so
-``model_preset("maac")`` works in a fresh interpreter. Read them through ``model_preset`` and
-``train_preset``, which return copies.
+tests (seconds). Training presets are named after the paper whose recipe they follow. A
+``Recipe`` is how a paper trains its model: its training preset, vocabulary, input features,
+decoding and the model settings it needs; ``default_recipe(model_name)`` is what a run of that
+model gets unless its settings say otherwise (``modeling.services.run_spec`` applies it and
+records it in the run; benchmarks read it too). The tables are complete once this module is
+imported (nothing adds to them later), so ``model_preset("maac")`` works in a fresh
+interpreter. Read them through ``model_preset``, ``train_preset`` and ``default_recipe``, which
+return copies.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 from modeling.ml.config import (
@@ -17,11 +22,13 @@ from modeling.ml.config import (
     BiLSTMConfig,
     CaptionerConfig,
     ConfigError,
+    DecodingConfig,
     LSTMConfig,
     NearestNeighbourConfig,
     TempAttConfig,
     TopDownConfig,
     TrainConfig,
+    VocabConfig,
 )
 from modeling.ml.config_av import AVConfig, MAACConfig, VACTConfig
 
@@ -147,31 +154,91 @@ MODEL_PRESETS: dict[str, dict[str, CaptionerConfig]] = {
     },
 }
 
+# SpecAugment as PANNs and ACT's code apply it: two time masks of up to 64 frames and two
+# frequency masks of up to 8 bins on every clip.
+_PANNS_SPEC_AUGMENT: dict[str, Any] = {
+    "spec_augment": True,
+    "spec_time_mask": 64,
+    "spec_time_masks": 2,
+    "spec_freq_mask": 8,
+    "spec_freq_masks": 2,
+}
+
 TRAIN_PRESETS: dict[str, TrainConfig] = {
-    # Kim et al.: Adam (0.9/0.999/1e-8); lr not given in MODELS.md, 1e-3 is the usual LSTM choice.
-    "audiocaps": TrainConfig(lr=1e-3, epochs=30, label_smoothing=0.0),
-    # Liu et al.: Adam 1e-4, linear warm-up over the first 5 of 15 epochs, batch 32, smoothing.
-    "act": TrainConfig(lr=1e-4, epochs=15, warmup_epochs=5.0, batch_size=32, label_smoothing=0.1),
-    # BiLSTM: Adam 1e-4, batch 32, halve lr after 3 validations without gain.
-    "bilstm": TrainConfig(
-        lr=1e-4, epochs=30, plateau_patience=3, plateau_factor=0.5, label_smoothing=0.0
+    # Kim et al.: Adam (0.9/0.999/1e-8), no label smoothing; lr, epochs and batch size are not
+    # in MODELS.md: 1e-3 (the usual LSTM choice), 30 epochs, 32.
+    "audiocaps": TrainConfig(lr=1e-3, epochs=30, batch_size=32, label_smoothing=0.0),
+    # Liu et al.: Adam 1e-4, linear warm-up over the first 5 of 15 epochs, batch 32, label
+    # smoothing, SpecAugment (their code's masks, zero-valued there, the clip's mean here).
+    # All 15 epochs run (the best validated one is kept): no early stopping.
+    "act": TrainConfig(
+        lr=1e-4,
+        epochs=15,
+        warmup_epochs=5.0,
+        batch_size=32,
+        label_smoothing=0.1,
+        early_stopping_patience=None,
+        **_PANNS_SPEC_AUGMENT,
     ),
-    # MAAC as one run: keyword-encoder pre-training (BCE), the cross-entropy stage (Adam 3e-4,
-    # 30 epochs, batch 32, lr x 0.98 per epoch, smoothing), then self-critical fine-tuning on
-    # CIDEr-D at 5e-5. The paper gives no epoch counts for the first and last stages; 10 each.
+    # BiLSTM: Adam 1e-4, batch 32, lr halved after 3 epochs without validation-BLEU gain,
+    # plain cross-entropy, SpecAugment with one time mask <= 192 frames and one frequency mask
+    # <= 48 bins on 40 % of the clips. Epochs are not given: 30.
+    "bilstm": TrainConfig(
+        lr=1e-4,
+        epochs=30,
+        batch_size=32,
+        plateau_patience=3,
+        plateau_factor=0.5,
+        plateau_metric="BLEU-4",
+        label_smoothing=0.0,
+        spec_augment=True,
+        spec_time_mask=192,
+        spec_time_masks=1,
+        spec_freq_mask=48,
+        spec_freq_masks=1,
+        spec_p=0.4,
+    ),
+    # MAAC as one run, as its code trains it: the keyword encoder (BCE) 80 epochs at 1e-3 with
+    # the pretrained backbone frozen, then 25 at 5e-4 all of it, with mixup (alpha 1) and
+    # SpecAugment++ mixture stripes (time <= 64 x 3, frequency <= 5 x 2); captions 30 epochs
+    # at 3e-4 (Adam, batch 32, x 0.98 per epoch, label smoothing, SpecAugment); then SCST on
+    # CIDEr-D for 55 epochs at 5e-5 from the 30th caption epoch. The caption stage runs all its
+    # epochs (no early stopping) so that SCST starts where the paper's did.
     "maac": TrainConfig(
+        pretrain_frozen_epochs=80,
+        pretrain_frozen_lr=1e-3,
+        pretrain_epochs=25,
+        pretrain_lr=5e-4,
+        pretrain_mixup_alpha=1.0,
+        pretrain_spec_augment_pp="mixture",
+        spec_pp_time_mask=64,
+        spec_pp_time_masks=3,
+        spec_pp_freq_mask=5,
+        spec_pp_freq_masks=2,
         lr=3e-4,
         epochs=30,
         batch_size=32,
         lr_decay_per_epoch=0.98,
         label_smoothing=0.1,
-        pretrain_epochs=10,
-        scst_epochs=10,
+        early_stopping_patience=None,
+        scst_epochs=55,
         scst_lr=5e-5,
+        scst_from="last",
+        **_PANNS_SPEC_AUGMENT,
     ),
-    # MAAC self-critical stage (modeling.ml.scst): Adam 5e-5, no smoothing (no targets).
-    "maac_scst": TrainConfig(
-        lr=5e-5, epochs=30, batch_size=32, lr_decay_per_epoch=0.98, label_smoothing=0.0
+    # Shen et al.: modality-balanced pre-training (the model's mbp), then fine-tuning without
+    # it at 1e-5; a linear decay after a 10 % warm-up in each, run to its end (no early
+    # stopping). The pre-training rate and both stages' epochs are not in MODELS.md: 1e-4, 20
+    # and 10.
+    "av": TrainConfig(
+        pretrain_epochs=20,
+        pretrain_lr=1e-4,
+        lr=1e-5,
+        epochs=10,
+        batch_size=32,
+        warmup_fraction=0.1,
+        lr_schedule="linear_decay",
+        early_stopping_patience=None,
     ),
     # Unit tests: a handful of steps on CPU, no early stopping.
     "tiny": TrainConfig(
@@ -184,6 +251,238 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
         log_every_steps=1,
     ),
 }
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a paper trains its model; a run of that model gets it unless its settings (or the
+    size preset) say otherwise."""
+
+    # what the run page calls it
+    paper: str
+    # TRAIN_PRESETS key
+    train: str
+    # modeling.ml.features preset the model reads (a pretrained encoder brings its own front
+    # end: modeling.ml.encoders.PRETRAINED)
+    features: str
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    # model config fields the recipe sets, whatever the size preset
+    model: dict[str, Any] = field(default_factory=dict)
+    # what the paper did that a run of this recipe does not, and why
+    notes: tuple[str, ...] = ()
+    # False for a model without training (1NN: a bank of the training clips)
+    trains: bool = True
+
+    def train_config(self) -> TrainConfig:
+        return train_preset(self.train)
+
+
+_AUDIOCAPS = Recipe(
+    paper="Kim et al., NAACL 2019 (AudioCaps)",
+    train="audiocaps",
+    features="act",
+    notes=(
+        "The paper's features are VGGish embeddings (fc2 and conv4 for TopDown), which need "
+        "weights: set model.encoder=vggish and model.encoder_weights; without them the model "
+        "reads ACT's log-mels.",
+        "MODELS.md gives no learning rate, epochs, batch size or beam width for these models: "
+        "1e-3, 30, 32 and beam 3 are Earmark's choices.",
+        "Word vectors: set model.word_vectors to a fastText .vec file (300-d) in the weights "
+        "folder; without one the embeddings start at random.",
+    ),
+)
+_ACT = Recipe(
+    paper="Liu et al., Interspeech 2023 (ACT)",
+    train="act",
+    features="act",
+    notes=(
+        "The paper's audio encoder is pre-trained on AudioSet tagging; no such weights here, "
+        "so it trains from scratch with the captioner.",
+    ),
+)
+_VACT = dataclasses.replace(
+    _ACT,
+    paper="Liu et al., Interspeech 2023 (V-ACT)",
+    notes=(
+        *_ACT.notes,
+        "The paper's video features come from a frozen S3D; set video.encoder=s3d and "
+        "video.weights, else a trainable CNN reads the frames.",
+    ),
+)
+
+RECIPES: dict[str, Recipe] = {
+    "nn": dataclasses.replace(
+        _AUDIOCAPS,
+        paper="Kim et al., NAACL 2019 (1NN retrieval)",
+        decoding=DecodingConfig(beam_size=1),
+        notes=(_AUDIOCAPS.notes[0],),
+        trains=False,
+    ),
+    "lstm": _AUDIOCAPS,
+    "tempatt": _AUDIOCAPS,
+    "topdown": _AUDIOCAPS,
+    "act": _ACT,
+    "vact": _VACT,
+    "vact_video": _VACT,
+    "vact_concat": _VACT,
+    "video_only": _VACT,
+    "bilstm": Recipe(
+        paper="Bhosale et al., 2022 (BiLSTM on audio-event embeddings)",
+        train="bilstm",
+        features="bilstm",
+        vocab=VocabConfig(min_count=10, max_length=20),
+        notes=(
+            "The paper's frozen YAMNet or AST embedder needs weights: set model.encoder=yamnet "
+            "or ast (AST gives its [CLS] output by default) and model.encoder_weights; without "
+            "one the BiLSTM reads AST-style fbank frames, for which its SpecAugment is sized.",
+            "The validation BLEU that halves the learning rate is BLEU-4; the number of "
+            "SpecAugment masks (one each) and the epochs (30) are not in MODELS.md.",
+        ),
+    ),
+    "maac": Recipe(
+        paper="Ye et al., DCASE 2021 (MAAC)",
+        train="maac",
+        features="panns",
+        decoding=DecodingConfig(beam_size=4),
+        notes=(
+            "The keyword encoder's backbone is PANNs ResNet38, which needs weights: set "
+            "model.backbone=resnet38 and model.backbone_weights. Without them the trainable "
+            "CNN backbone starts at random, so there is nothing to keep frozen and the 80 "
+            "frozen-backbone epochs are skipped.",
+        ),
+    ),
+    "crossmodal": Recipe(
+        paper="Shen et al., CVPR 2023 (audio-visual captioner, MBP)",
+        train="av",
+        features="av",
+        decoding=DecodingConfig(beam_size=5),
+        model={"mbp": True},
+        notes=(
+            "The paper pre-trains on a larger corpus and also predicts the next caption "
+            "(BOS2); here pre-training reads the run's own captions, current caption only.",
+            "The paper's video tokens come from Video Swin; set video.encoder=swin3d_t and "
+            "video.weights, else a trainable CNN reads the frames.",
+            "MODELS.md's SpecAugment for this encoder (frequency masks of 128 bins) is left "
+            "off: it exceeds the 64 mel bins it reads.",
+        ),
+    ),
+}
+
+
+def default_recipe(model_name: str) -> Recipe:
+    """The recipe a run of ``model_name`` trains with by default (a fresh copy)."""
+    try:
+        recipe = RECIPES[model_name]
+    except KeyError:
+        known = ", ".join(sorted(RECIPES))
+        raise ConfigError(f"no recipe for model '{model_name}' (known models: {known})") from None
+    return dataclasses.replace(
+        recipe,
+        vocab=dataclasses.replace(recipe.vocab),
+        decoding=dataclasses.replace(recipe.decoding),
+        model=dict(recipe.model),
+    )
+
+
+def scaled_epochs(train: TrainConfig, epochs: int) -> TrainConfig:
+    """``train`` with ``epochs`` caption epochs and its other stages and warm-up scaled by the
+    same factor (a stage the recipe has keeps at least one epoch): the recipe on a budget."""
+    if epochs < 1:
+        raise ConfigError(f"epochs: must be at least 1, got {epochs}")
+    factor = epochs / train.epochs
+
+    def scale(value: int) -> int:
+        return max(1, round(value * factor)) if value else 0
+
+    return dataclasses.replace(
+        train,
+        epochs=epochs,
+        pretrain_frozen_epochs=scale(train.pretrain_frozen_epochs),
+        pretrain_epochs=scale(train.pretrain_epochs),
+        scst_epochs=scale(train.scst_epochs),
+        warmup_epochs=min(float(epochs), train.warmup_epochs * factor),
+    )
+
+
+def describe(recipe: Recipe) -> str:
+    """One line a person reads: the recipe's stages, optimiser, augmentation and decoding."""
+    if not recipe.trains:
+        return f"no training: a bank of the training clips' {recipe.features} features."
+    train = recipe.train_config()
+    stages = []
+    if train.pretrain_frozen_epochs or train.pretrain_epochs:
+        steps = []
+        if train.pretrain_frozen_epochs:
+            rate = train.pretrain_frozen_lr or train.pretrain_lr or train.lr
+            steps.append(
+                f"{train.pretrain_frozen_epochs} epochs at {_rate(rate)} with the backbone frozen"
+            )
+        if train.pretrain_epochs:
+            rate = train.pretrain_lr or train.lr
+            steps.append(f"{train.pretrain_epochs} epochs at {_rate(rate)}")
+        extras = ["MBP"] if recipe.model.get("mbp") else []
+        if train.pretrain_mixup_alpha:
+            extras.append(f"mixup (alpha {_number(train.pretrain_mixup_alpha)})")
+        if train.pretrain_spec_augment_pp != "off":
+            extras.append(f"SpecAugment++ ({train.pretrain_spec_augment_pp})")
+        with_extras = f" with {', '.join(extras)}" if extras else ""
+        stages.append(f"pre-training {', then '.join(steps)}{with_extras}")
+    caption = f"captions {train.epochs} epochs at {_rate(train.lr)}"
+    if train.warmup_epochs:
+        caption += f" ({_number(train.warmup_epochs)} warm-up)"
+    if train.lr_decay_per_epoch != 1.0:
+        caption += f" x{_number(train.lr_decay_per_epoch)} per epoch"
+    if train.plateau_patience is not None:
+        watched = train.plateau_metric or "the score"
+        caption += (
+            f", x{_number(train.plateau_factor)} after {train.plateau_patience} epochs "
+            f"without {watched} gain"
+        )
+    stages.append(caption)
+    if train.scst_epochs:
+        stages.append(
+            f"SCST {train.scst_epochs} epochs at {_rate(train.scst_lr)} "
+            f"from the {train.scst_from} caption epoch"
+        )
+    details = [
+        f"{train.optimizer.capitalize()} (betas {_number(train.betas[0])}/"
+        f"{_number(train.betas[1])}, eps {_rate(train.eps)})",
+        f"batch {train.batch_size}",
+    ]
+    if train.warmup_fraction or train.lr_schedule != "constant":
+        shape = "linear decay" if train.lr_schedule == "linear_decay" else "constant rate"
+        warm = f"{train.warmup_fraction:.0%} warm-up, " if train.warmup_fraction else ""
+        details.append(f"{warm}{shape} in every stage")
+    details.append(
+        f"label smoothing {_number(train.label_smoothing)}"
+        if train.label_smoothing
+        else "no label smoothing"
+    )
+    if train.spec_augment:
+        share = f", p {_number(train.spec_p)}" if train.spec_p != 1.0 else ""
+        details.append(
+            f"SpecAugment (time <= {train.spec_time_mask} x {train.spec_time_masks}, "
+            f"frequency <= {train.spec_freq_mask} x {train.spec_freq_masks}{share})"
+        )
+    if recipe.vocab.min_count > 1 or recipe.vocab.max_length != VocabConfig().max_length:
+        details.append(
+            f"words seen >= {recipe.vocab.min_count} times, captions <= "
+            f"{recipe.vocab.max_length} words"
+        )
+    details.append(f"{recipe.features} features")
+    details.append(
+        "greedy decoding" if recipe.decoding.beam_size == 1 else f"beam {recipe.decoding.beam_size}"
+    )
+    return "; ".join(stages) + ". " + ", ".join(details) + "."
+
+
+def _rate(value: float) -> str:
+    return f"{value:.0e}".replace("e-0", "e-").replace("e+00", "")
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
 
 
 def model_preset(model_name: str, preset: str = "paper") -> CaptionerConfig:

@@ -11,6 +11,7 @@ from modeling.ml.config import (
     BiLSTMConfig,
     CaptionerConfig,
     ConfigError,
+    DecodingConfig,
     LSTMConfig,
     NearestNeighbourConfig,
     RunConfig,
@@ -129,6 +130,8 @@ def run_config_from_dict(data: Mapping[str, Any]) -> RunConfig:
         model=model_config(name, data.get("model") or model_preset(name, "paper")),
         vocab=config_from_dict(VocabConfig, data.get("vocab", {}), where="vocab."),
         train=config_from_dict(TrainConfig, data.get("train", {}), where="train."),
+        # runs recorded before decoding settings existed decode as they did: beam 3
+        decoding=config_from_dict(DecodingConfig, data.get("decoding", {}), where="decoding."),
     )
 
 

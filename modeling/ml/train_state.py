@@ -1,7 +1,8 @@
 """A training run's bookkeeping: its stages, the loop's resumable state and what it produced.
 
-A run trains in up to three stages that share one epoch counter: the model's own
-pre-training (``train.pretrain_epochs``), caption training (``train.epochs``) and the
+A run trains in up to four stages that share one epoch counter: the model's own
+pre-training, first with its pretrained backbone frozen (``train.pretrain_frozen_epochs``)
+then whole (``train.pretrain_epochs``), caption training (``train.epochs``) and the
 self-critical stage (``train.scst_epochs``). ``TrainerState`` is everything the loop has
 counted and decided, which the "last" checkpoint stores so a resumed run continues exactly.
 """
@@ -19,14 +20,16 @@ import torch
 
 from modeling.ml.config import TrainConfig
 
-PRETRAIN, CAPTION, SCST = "pretrain", "caption", "scst"
+PRETRAIN_FROZEN, PRETRAIN, CAPTION, SCST = "pretrain_frozen", "pretrain", "caption", "scst"
+# the stages that train on the model's own pre-training loss
+PRETRAINING = (PRETRAIN_FROZEN, PRETRAIN)
 
 
 @dataclass(frozen=True)
 class Stage:
     """A run of consecutive epochs trained the same way."""
 
-    name: str  # PRETRAIN, CAPTION or SCST
+    name: str  # PRETRAIN_FROZEN, PRETRAIN, CAPTION or SCST
     first_epoch: int  # global epoch index of its first epoch
     epochs: int
 
@@ -34,18 +37,25 @@ class Stage:
     def end(self) -> int:
         return self.first_epoch + self.epochs
 
+    @property
+    def pretraining(self) -> bool:
+        return self.name in PRETRAINING
+
 
 def run_stages(config: TrainConfig) -> list[Stage]:
-    """The run's stages in order, those with epochs: pre-training, captions, self-critical."""
-    return [
-        Stage(name, first, epochs)
-        for name, first, epochs in (
-            (PRETRAIN, 0, config.pretrain_epochs),
-            (CAPTION, config.pretrain_epochs, config.epochs),
-            (SCST, config.pretrain_epochs + config.epochs, config.scst_epochs),
-        )
-        if epochs > 0
-    ]
+    """The run's stages in order, those with epochs: frozen-backbone pre-training,
+    pre-training, captions, self-critical."""
+    stages, first = [], 0
+    for name, epochs in (
+        (PRETRAIN_FROZEN, config.pretrain_frozen_epochs),
+        (PRETRAIN, config.pretrain_epochs),
+        (CAPTION, config.epochs),
+        (SCST, config.scst_epochs),
+    ):
+        if epochs > 0:
+            stages.append(Stage(name, first, epochs))
+        first += epochs
+    return stages
 
 
 @dataclass
@@ -64,6 +74,7 @@ class TrainerState:
     plateau_scale: float = 1.0  # learning-rate factor from plateau cuts
     stage_step: int = 0  # optimisation steps since the current stage began (warm-up)
     history: list[dict[str, Any]] = field(default_factory=list)  # TrainResult.history rows
+    plateau_best: float | None = None  # best plateau_metric value (when it is not the score)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -94,6 +105,7 @@ class TrainerState:
         """A stage has its own warm-up, patience and plateau."""
         self.stage_step = self.bad_validations = self.plateau_bad = 0
         self.plateau_scale = 1.0
+        self.plateau_best = None
 
     def end_epoch(self) -> float:
         """Moves on to the next epoch; returns the finished epoch's mean training loss."""

@@ -11,11 +11,16 @@ loop's bookkeeping types are in ``train_state``; device and seeding helpers in `
 
 Optional model hooks, used when present:
 
-- ``training_loss(batch, *, label_smoothing) -> (loss, figures)`` replaces the caption
-  cross-entropy (the AV captioner's MBP loss); ``figures`` (floats) go into the "step" event.
-- ``pretrain_loss(batch) -> loss`` is the model's own pre-training stage, run for
-  ``train.pretrain_epochs`` epochs over the clips before caption training (MAAC's keyword
-  encoder BCE on batch["keyword_targets"]).
+- ``pretrain_loss(batch, *, label_smoothing) -> loss`` (or ``(loss, figures)``, the figures
+  floats that go into the "step" event) is the model's own pre-training
+  stage, run for ``train.pretrain_epochs`` epochs before caption training: over the clips
+  (MAAC's keyword encoder BCE on batch["keyword_targets"]), or over the captions when the
+  model's ``pretrain_per_caption`` is true (the AV captioner's MBP loss).
+- ``pretrain_frozen_parameters() -> parameters`` are kept fixed in the first
+  ``train.pretrain_frozen_epochs`` of pre-training (MAAC's pretrained ResNet38 backbone).
+
+Pre-training batches may be mixed (``train.pretrain_mixup_alpha``) and striped
+(``train.pretrain_spec_augment_pp``) by ``modeling.ml.augment``.
 
 Launched by torchrun (RANK, WORLD_SIZE, LOCAL_RANK in the environment) the trainer trains
 data-parallel (``modeling.ml.distributed``): it joins the process group, each rank trains on its
@@ -29,9 +34,18 @@ With ``train.spec_augment`` every training batch's features are masked (``featur
 before the loss; validation, scoring and decoding read the features as they are.
 
 With ``train.scst_epochs`` a self-critical stage (``modeling.ml.scst``) follows caption training,
-starting from its best weights, on ``reward_fn(captions, clip_ids)`` supplied by the caller.
-The stages share one epoch counter (pre-training epochs first), the optimizer and checkpoints,
-so a cancelled run resumes in whichever stage it stopped.
+starting from its best weights (or its last, ``train.scst_from``), on
+``reward_fn(captions, clip_ids)`` supplied by the caller. The stages share one epoch counter
+(pre-training epochs first), the optimizer and checkpoints, so a cancelled run resumes in
+whichever stage it stopped.
+
+Learning rate of step s of a stage of S steps: the stage's rate (``lr``, ``pretrain_lr``,
+``pretrain_frozen_lr``, ``scst_lr``) x a linear warm-up (``warmup_epochs`` of caption training,
+or ``warmup_fraction`` of every stage) x, with ``lr_schedule="linear_decay"``, a linear decay
+to 0 at the stage's end x ``lr_decay_per_epoch`` per epoch of the stage x plateau cuts.
+
+``score_fn(model)`` returns the validation score (higher is better), or a mapping holding it
+under "score" and further figures by name, one of which ``train.plateau_metric`` may name.
 
 Events and their payloads (callbacks get ``(trainer, info)``)::
 
@@ -59,6 +73,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from modeling.ml import distributed
+from modeling.ml.augment import SpecAugmentPP, mixup
 from modeling.ml.checkpoint import read_checkpoint, save_checkpoint
 from modeling.ml.config import RunConfig, TrainConfig, check_train_config
 from modeling.ml.data import (
@@ -77,6 +92,7 @@ from modeling.ml.scst import ClipRewardFn, scst_loss
 from modeling.ml.train_state import (
     CAPTION,
     PRETRAIN,
+    PRETRAIN_FROZEN,
     SCST,
     Stage,
     TrainerState,
@@ -86,6 +102,8 @@ from modeling.ml.train_state import (
 from modeling.ml.vocab import Vocabulary
 
 Callback = Callable[["Trainer", dict[str, Any]], None]
+# score_fn(model) -> the validation score, or {"score": it, other figures by name}
+ScoreFn = Callable[[Captioner], float | Mapping[str, float]]
 EVENTS = ("train_start", "step", "validation", "epoch_end", "checkpoint", "train_end")
 LAST, BEST = "last.pt", "best.pt"
 
@@ -128,7 +146,7 @@ class Trainer:
         train_items: Sequence[CaptionItem],
         out_dir: str | Path,
         val_items: Sequence[CaptionItem] | None = None,
-        score_fn: Callable[[Captioner], float] | None = None,
+        score_fn: ScoreFn | None = None,
         cancel: Callable[[], bool] | None = None,
         feature_config: Any = None,
         run_config: RunConfig | None = None,
@@ -160,21 +178,24 @@ class Trainer:
         # Training-time augmentation of batch["features"]; the validation, scoring and
         # decoding paths never call it.
         self.augment = _spec_augment(config)
+        self.spec_augment_pp = _spec_augment_pp(config)
+        # parameters the frozen-backbone pre-training keeps fixed, while it runs
+        self.frozen: list[torch.nn.Parameter] = []
         self.callbacks: dict[str, list[Callback]] = {event: [] for event in EVENTS}
         self.optimizer = self._make_optimizer() if model.trainable else None
         self.amp_dtype = self._amp_dtype()
         # Loss scaling is only needed for float16; bfloat16 has float32's range.
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
         self.caption_feed = self._feed(self.train_set)
-        # The clip-level stages (pre-training, self-critical) see each clip once per epoch.
+        self.stages = run_stages(config)
+        # The clip-level stages (pre-training unless the model pre-trains on captions,
+        # self-critical) see each clip once per epoch.
         self.clip_feed = (
             self._feed(CaptionDataset(clip_items(self.train_set.items)))
-            if config.pretrain_epochs or config.scst_epochs
+            if any(self._reads_clips(stage) for stage in self.stages)
             else None
         )
-        self.warmup_steps = round(config.warmup_epochs * self.steps_per_epoch)
-        self.stages = run_stages(config)
-        self.total_epochs = config.pretrain_epochs + config.epochs + config.scst_epochs
+        self.total_epochs = sum(stage.epochs for stage in self.stages)
         self.state = TrainerState()
 
     @property
@@ -217,8 +238,13 @@ class Trainer:
             steps_per_epoch=len(sampler.batches()),
         )
 
+    def _reads_clips(self, stage: Stage) -> bool:
+        if stage.name == SCST:
+            return True
+        return stage.pretraining and not getattr(self.model, "pretrain_per_caption", False)
+
     def _feed_of(self, stage: Stage) -> _Feed:
-        feed = self.caption_feed if stage.name == CAPTION else self.clip_feed
+        feed = self.clip_feed if self._reads_clips(stage) else self.caption_feed
         assert feed is not None  # built whenever the run has a clip-level stage
         return feed
 
@@ -266,21 +292,50 @@ class Trainer:
         kind = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg.optimizer]
         return kind(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
 
-    def learning_rate(self, step: int, epoch: int) -> float:
-        """Caption training: linear warm-up over the first warmup steps, then per-epoch decay
-        and plateau cuts (``step`` and ``epoch`` counted from the stage's start)."""
+    @property
+    def warmup_steps(self) -> int:
+        """Warm-up steps of caption training."""
+        return self._warmup_steps(self.stage_of(self.caption_stage_epoch))
+
+    @property
+    def caption_stage_epoch(self) -> int:
+        return self.config.pretrain_frozen_epochs + self.config.pretrain_epochs
+
+    def _warmup_steps(self, stage: Stage) -> int:
         cfg = self.config
-        warm = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
-        return cfg.lr * warm * cfg.lr_decay_per_epoch**epoch * self.state.plateau_scale
+        if cfg.warmup_fraction:
+            return round(cfg.warmup_fraction * self._stage_steps(stage))
+        if stage.name == CAPTION:
+            return round(cfg.warmup_epochs * self.steps_per_epoch)
+        return 0
+
+    def _base_rate(self, stage: Stage) -> float:
+        cfg = self.config
+        if stage.name == SCST:
+            return cfg.scst_lr
+        if stage.name == PRETRAIN_FROZEN:
+            return cfg.pretrain_frozen_lr or cfg.pretrain_lr or cfg.lr
+        if stage.name == PRETRAIN:
+            return cfg.pretrain_lr or cfg.lr
+        return cfg.lr
+
+    def learning_rate(self, step: int, epoch: int) -> float:
+        """Caption training's rate at ``step`` of ``epoch`` (both counted from its start)."""
+        stage = self.stage_of(self.caption_stage_epoch)
+        return self.stage_learning_rate(stage, stage.first_epoch + epoch, step)
 
     def stage_learning_rate(self, stage: Stage, epoch: int, stage_step: int) -> float:
         """The learning rate of step ``stage_step`` of ``stage`` in global ``epoch``."""
         cfg = self.config
         in_stage = epoch - stage.first_epoch
-        if stage.name == CAPTION:
-            return self.learning_rate(stage_step, in_stage)
-        base = cfg.scst_lr if stage.name == SCST else (cfg.pretrain_lr or cfg.lr)
-        return base * cfg.lr_decay_per_epoch**in_stage * self.state.plateau_scale
+        warmup = self._warmup_steps(stage)
+        rate = self._base_rate(stage)
+        if warmup and stage_step < warmup:
+            rate *= (stage_step + 1) / warmup
+        elif cfg.lr_schedule == "linear_decay":
+            total = self._stage_steps(stage)
+            rate *= max(0.0, (total - stage_step) / max(1, total - warmup))
+        return rate * cfg.lr_decay_per_epoch**in_stage * self.state.plateau_scale
 
     def _autocast(self) -> Any:
         if self.amp_dtype is None:
@@ -290,8 +345,13 @@ class Trainer:
     def _loss(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[Any, dict]:
         """This stage's loss on one batch, and the figures to log with it."""
         model: Any = self.model
-        if stage.name == PRETRAIN:
-            return model.pretrain_loss(batch), {}
+        smoothing = self.config.label_smoothing
+        if stage.pretraining:
+            out = model.pretrain_loss(batch, label_smoothing=smoothing)
+            if isinstance(out, tuple):
+                loss, figures = out
+                return loss, {k: float(v) for k, v in figures.items() if k != "loss"}
+            return out, {}
         if stage.name == SCST:
             assert self.reward_fn is not None
             reward_fn = self.reward_fn
@@ -299,31 +359,49 @@ class Trainer:
             def reward(captions: list[list[int]], rows: list[int]) -> Sequence[float]:
                 return reward_fn(captions, [clip_ids[row] for row in rows])
 
-            out = scst_loss(
+            scst = scst_loss(
                 self.model,
                 batch,
                 reward,
                 max_length=self.vocab.max_length,
                 n_samples=self.config.scst_samples,
             )
-            return out.loss, {"reward": out.sample_reward, "baseline_reward": out.baseline_reward}
-        smoothing = self.config.label_smoothing
-        if hasattr(model, "training_loss"):
-            loss, figures = model.training_loss(batch, label_smoothing=smoothing)
-            return loss, {k: float(v) for k, v in figures.items() if k != "loss"}
+            figures = {"reward": scst.sample_reward, "baseline_reward": scst.baseline_reward}
+            return scst.loss, figures
         logits = self.model(batch)
         return caption_loss(logits.float(), batch["tokens"], label_smoothing=smoothing), {}
 
-    def augmented(self, batch: Batch) -> Batch:
-        """The training batch with SpecAugment applied to "features" (when enabled)."""
+    def augmented(self, batch: Batch, stage: Stage | None = None) -> Batch:
+        """The training batch as ``stage`` trains on it: in pre-training mixed (mixup) and
+        striped (SpecAugment++) when enabled, then in every stage SpecAugment on "features"
+        (when enabled)."""
+        cfg = self.config
+        if stage is not None and stage.pretraining:
+            if cfg.pretrain_mixup_alpha:
+                batch = mixup(batch, cfg.pretrain_mixup_alpha)
+            if self.spec_augment_pp is not None:
+                batch = self.spec_augment_pp(batch)
         if self.augment is None:
             return batch
         features = self.augment(batch["features"], batch["feature_lengths"])
         return {**batch, "features": features}
 
+    def _freeze_for(self, stage: Stage) -> None:
+        """Keep the model's backbone fixed in frozen-backbone pre-training (no gradients),
+        and trainable again afterwards."""
+        if stage.name == PRETRAIN_FROZEN and not self.frozen:
+            model: Any = self.model
+            self.frozen = [p for p in model.pretrain_frozen_parameters() if p.requires_grad]
+            for param in self.frozen:
+                param.requires_grad_(False)
+        elif stage.name != PRETRAIN_FROZEN and self.frozen:
+            for param in self.frozen:
+                param.requires_grad_(True)
+            self.frozen = []
+
     def _train_step(self, stage: Stage, batch: Batch, clip_ids: list[str]) -> tuple[float, dict]:
         assert self.optimizer is not None
-        batch = self.augmented(batch)
+        batch = self.augmented(batch, stage)
         lr = self.stage_learning_rate(stage, self.state.epoch, self.state.stage_step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -340,6 +418,10 @@ class Trainer:
             )
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
+        for param in self.frozen:
+            # no update at all (data-parallel training may hand back zeros, which Adam's
+            # moments would still move on); a parameter without a gradient is skipped
+            param.grad = None
         if self.config.grad_clip is not None:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
@@ -368,36 +450,62 @@ class Trainer:
         # rank 0 validates (the other ranks hold the same weights) and shares the outcome
         val_loss: float | None = None
         score: float | None = None
+        figures: dict[str, float] = {}
         if self.world.is_main:
             val_loss = self.validation_loss()
             self.model.eval()
             if self.score_fn is not None:
-                score = float(self.score_fn(self.model))
+                result = self.score_fn(self.model)
+                if isinstance(result, Mapping):
+                    figures = {k: float(v) for k, v in result.items() if k != "score"}
+                    result = result["score"]
+                score = float(result)
             else:
                 score = -val_loss if val_loss is not None else None
-        val_loss, score = distributed.broadcast(self.world, (val_loss, score))
+        val_loss, score, figures = distributed.broadcast(self.world, (val_loss, score, figures))
         state = self.state
         improved = score is not None and (state.best_score is None or score > state.best_score)
         if improved:
             state.best_score = score
-            state.bad_validations = state.plateau_bad = 0
+            state.bad_validations = 0
             self._save(BEST)
         elif score is not None:
             state.bad_validations += 1
-            state.plateau_bad += 1
-            patience = self.config.plateau_patience
-            if patience is not None and state.plateau_bad >= patience:
-                state.plateau_scale *= self.config.plateau_factor
-                state.plateau_bad = 0
+        if score is not None:
+            self._judge_plateau(score, figures, improved)
         info = {
             "epoch": state.epoch,
             "step": state.step,
             "val_loss": val_loss,
             "score": score,
             "improved": improved,
+            "figures": figures,
         }
         self._emit("validation", info)
         return info
+
+    def _judge_plateau(self, score: float, figures: Mapping[str, float], improved: bool) -> None:
+        """Counts validations without gain on the plateau figure (the score, or the
+        ``plateau_metric`` figure) and cuts the learning rate after ``plateau_patience``."""
+        cfg, state = self.config, self.state
+        if cfg.plateau_metric:
+            if cfg.plateau_metric not in figures:
+                given = ", ".join(sorted(figures)) or "only the score"
+                raise ValueError(
+                    f"train.plateau_metric={cfg.plateau_metric!r}: the validation gives no "
+                    f"such figure (it gives {given})"
+                )
+            value = figures[cfg.plateau_metric]
+            improved = state.plateau_best is None or value > state.plateau_best
+            if improved:
+                state.plateau_best = value
+        if improved:
+            state.plateau_bad = 0
+            return
+        state.plateau_bad += 1
+        if cfg.plateau_patience is not None and state.plateau_bad >= cfg.plateau_patience:
+            state.plateau_scale *= cfg.plateau_factor
+            state.plateau_bad = 0
 
     def _save(self, name: str, *, final: bool = False) -> Path:
         if not self.world.is_main:  # one writer; the others know where it is
@@ -478,6 +586,7 @@ class Trainer:
             stage = self.stage_of(epoch)
             if epoch == stage.first_epoch and self.state.batch_in_epoch == 0:
                 self._enter(stage)
+            self._freeze_for(stage)
             started = time.perf_counter()
             if not self._train_epoch(stage, total_steps) or self._cancelled():
                 return self._finish("cancelled")
@@ -546,7 +655,7 @@ class Trainer:
         epoch = state.epoch
         train_loss = state.end_epoch()
         in_stage = epoch + 1 - stage.first_epoch
-        validated = stage.name != PRETRAIN and (
+        validated = not stage.pretraining and (
             in_stage % cfg.validate_every == 0 or epoch + 1 == stage.end
         )
         info = self._validate() if validated else {"val_loss": None, "score": None}
@@ -579,11 +688,12 @@ class Trainer:
         )
 
     def _enter(self, stage: Stage) -> None:
-        """Start ``stage``: its own warm-up, patience and plateau; SCST from the best weights."""
+        """Start ``stage``: its own warm-up, patience and plateau; SCST from the best weights
+        (unless ``scst_from`` is "last": it goes on from caption training's last epoch)."""
         self.state.enter_stage()
         distributed.barrier(self.world)  # rank 0's best.pt is complete before anyone reads it
         best = self.out_dir / BEST
-        if stage.name == SCST and best.exists():
+        if stage.name == SCST and self.config.scst_from == "best" and best.exists():
             payload = read_checkpoint(best, map_location=self.device)
             self.model.load_state_dict(payload["state_dict"], strict=True)
 
@@ -603,6 +713,14 @@ def _check_settings(
             f"train.pretrain_epochs={config.pretrain_epochs} but model '{model_name}' "
             "has no pre-training stage"
         )
+    if config.pretrain_frozen_epochs > 0 and not (
+        hasattr(model, "pretrain_loss") and hasattr(model, "pretrain_frozen_parameters")
+    ):
+        raise ValueError(
+            f"train.pretrain_frozen_epochs={config.pretrain_frozen_epochs} but model "
+            f"'{model_name}' has no backbone to keep frozen in pre-training"
+        )
+    model.config.check_training(config)
     if config.scst_epochs > 0 and reward_fn is None:
         raise ValueError(
             f"train.scst_epochs={config.scst_epochs} needs a reward function (reward_fn)"
@@ -610,6 +728,18 @@ def _check_settings(
     check_train_config(config)
     if config.scst_samples < 1:
         raise ValueError(f"train.scst_samples must be at least 1, got {config.scst_samples}")
+
+
+def _spec_augment_pp(config: TrainConfig) -> SpecAugmentPP | None:
+    if config.pretrain_spec_augment_pp == "off":
+        return None
+    return SpecAugmentPP(
+        mode=config.pretrain_spec_augment_pp,
+        time_mask=config.spec_pp_time_mask,
+        time_masks=config.spec_pp_time_masks,
+        freq_mask=config.spec_pp_freq_mask,
+        freq_masks=config.spec_pp_freq_masks,
+    )
 
 
 def _spec_augment(config: TrainConfig) -> torch.nn.Module | None:
@@ -633,7 +763,7 @@ def train(
     train_items: Sequence[CaptionItem],
     out_dir: str | Path,
     val_items: Sequence[CaptionItem] | None = None,
-    score_fn: Callable[[Captioner], float] | None = None,
+    score_fn: ScoreFn | None = None,
     callbacks: Mapping[str, Sequence[Callback]] | None = None,
     cancel: Callable[[], bool] | None = None,
     feature_config: Any = None,
@@ -651,6 +781,10 @@ def train(
     if isinstance(model, EncodedCaptioner) and resume_from is None:
         # a resumed run has the (maybe fine-tuned) encoder weights in its checkpoint
         model.load_encoder_weights()
+    word_vectors = run.model.word_vectors_file()
+    if word_vectors and resume_from is None:
+        # likewise the trained embeddings
+        model.load_word_vectors(word_vectors, vocab)
     run = dataclasses.replace(run, model=model.config)
     trainer = Trainer(
         model,

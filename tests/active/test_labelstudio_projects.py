@@ -224,6 +224,28 @@ def test_a_malformed_task_stops_the_import_naming_it(
     assert not CorpusImport.objects.exists()
 
 
+def test_a_caption_with_a_nul_or_a_line_break_stops_the_import_naming_it(
+    batch: Batch, clips: list[Clip], alice: Any
+) -> None:
+    data = _export(
+        _exported_task(41, clips[0], [_annotation(17, "a dog barks")]),
+        _exported_task(42, clips[1], [_annotation(18, "a dog\x00 barks")]),
+        _exported_task(43, clips[2], [_annotation(19, "rain falls\non a roof")]),
+    )
+    client = login(alice)
+    page = client.get(_upload(client, data)["Location"]).content.decode()
+    assert (
+        "tasks[1] (Label Studio task 42), annotations[0]: a caption contains a control "
+        "character (U+0000); please remove it" in page
+    )
+    assert (
+        "tasks[2] (Label Studio task 43), annotations[0]: a caption contains a line break; "
+        "write the caption on one line" in page
+    )
+    assert not _captions()  # not even tasks[0]'s
+    assert not CorpusImport.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("name", "data", "message"),
     [

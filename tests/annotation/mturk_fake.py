@@ -12,6 +12,13 @@ submitted, approved and rejected assignments: one in progress gets a RequestErro
 which statuses the operation serves, an unknown one a RequestError saying it does not
 exist. GetHIT counts the assignments in progress (NumberOfAssignmentsPending) and
 ListAssignmentsForHIT lists the finished ones.
+
+As MTurk does, accept refuses a worker who misses the HIT type's QualificationRequirements:
+the system ones (approval rate, approved HITs, Worker_Locale) read the worker's record
+(`workers`: a worker not listed is a US worker with a long, clean record), and a type of
+ours is met once the requester granted it. A worker takes a qualification type's test
+(take_test): MTurk keeps the answers as a pending request until the requester accepts
+(grants) or rejects it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from xml.sax.saxutils import escape
 
 PREFIX = "MTurkRequesterServiceV20170117."
 IN_PROGRESS = "Accepted"  # the fake's name for a state MTurk's API never names
@@ -35,6 +43,43 @@ Answer = tuple[int, dict[str, Any]]
 
 def _request_error(message: str) -> Answer:
     return 400, {"__type": "RequestError", "Message": f"{message} (1700000000000)"}
+
+
+# MTurk's system qualification types
+PERCENT_APPROVED = "000000000000000000L0"
+NUMBER_APPROVED = "00000000000000000040"
+WORKER_LOCALE = "00000000000000000071"
+ANSWERS_XMLNS = (
+    "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/"
+    "QuestionFormAnswers.xsd"
+)
+
+
+class NotQualified(Exception):
+    """MTurk does not let this worker accept the HIT."""
+
+
+@dataclass
+class FakeWorker:
+    """A worker's record on MTurk, as its system qualifications read it."""
+
+    country: str = "US"
+    percent_approved: int = 100
+    hits_approved: int = 100_000
+
+
+def _compares(value: Any, requirement: dict[str, Any]) -> bool:
+    comparator = requirement["Comparator"]
+    wanted = requirement.get("IntegerValues", [None])[0]
+    if comparator == "Exists":
+        return True
+    if comparator == "GreaterThanOrEqualTo":
+        return bool(value >= wanted)
+    if comparator == "GreaterThan":
+        return bool(value > wanted)
+    if comparator == "In":
+        return value in [locale["Country"] for locale in requirement["LocaleValues"]]
+    raise AssertionError(f"the fake knows no comparator {comparator!r}")
 
 
 @dataclass
@@ -53,6 +98,11 @@ class FakeMTurk:
     by_token: dict[str, str] = field(default_factory=dict)  # UniqueRequestToken -> HITId
     reviews: dict[str, str] = field(default_factory=dict)  # AssignmentId -> decision
     assignments: dict[str, FakeAssignment] = field(default_factory=dict)  # by AssignmentId
+    workers: dict[str, FakeWorker] = field(default_factory=dict)  # by WorkerId
+    qualification_types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # by QualificationRequestId: the type, the worker, the answers, the status
+    qualification_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    granted: dict[tuple[str, str], int] = field(default_factory=dict)  # (type, worker): value
     # operation -> successes still allowed before it answers with a RequestError
     refuse_after: dict[str, int] = field(default_factory=dict)
     # operation -> successes still allowed before it answers with a ServiceFault (MTurk's
@@ -64,7 +114,49 @@ class FakeMTurk:
 
     def accept(self, hit_id: str, assignment_id: str, worker_id: str) -> None:
         with self.lock:
+            if unmet := self.unmet(hit_id, worker_id):
+                raise NotQualified(f"{worker_id} misses {unmet}")
             self.assignments[assignment_id] = FakeAssignment(hit_id, worker_id)
+
+    def unmet(self, hit_id: str, worker_id: str) -> list[str]:
+        """The qualification types of the HIT's requirements the worker does not meet."""
+        if hit_id not in self.hits:  # a HIT of another requester's
+            return []
+        hit_type = self.hit_types[self.hits[hit_id]["HITTypeId"]]
+        worker = self.workers.get(worker_id, FakeWorker())
+        record: dict[str, Any] = {
+            PERCENT_APPROVED: worker.percent_approved,
+            NUMBER_APPROVED: worker.hits_approved,
+            WORKER_LOCALE: worker.country,
+        }
+        missed = []
+        for requirement in hit_type.get("QualificationRequirements", []):
+            type_id = requirement["QualificationTypeId"]
+            value = record.get(type_id, self.granted.get((type_id, worker_id)))
+            met = value is not None and _compares(value, requirement)
+            if not met:
+                missed.append(type_id)
+        return missed
+
+    def take_test(self, type_id: str, worker_id: str, answers: dict[str, str]) -> str:
+        """The worker answers the type's test on MTurk: a pending request, by its id."""
+        xml = "".join(
+            f"<Answer><QuestionIdentifier>{escape(question)}</QuestionIdentifier>"
+            f"<FreeText>{escape(text)}</FreeText></Answer>"
+            for question, text in answers.items()
+        )
+        with self.lock:
+            request_id = f"QREQ{len(self.qualification_requests) + 1:016d}"
+            self.qualification_requests[request_id] = {
+                "QualificationRequestId": request_id,
+                "QualificationTypeId": type_id,
+                "WorkerId": worker_id,
+                "Answer": f'<QuestionFormAnswers xmlns="{ANSWERS_XMLNS}">{xml}'
+                "</QuestionFormAnswers>",
+                "SubmitTime": 1_700_000_000.0,
+                "Status": "Pending",
+            }
+        return request_id
 
     def submit(self, assignment_id: str) -> None:
         """The worker's browser posts the assignment to turkSubmitTo's externalSubmit."""
@@ -105,6 +197,51 @@ class FakeMTurk:
         type_id = f"TYPE{len(self.hit_types) + 1:016d}"
         self.hit_types[type_id] = body
         return 200, {"HITTypeId": type_id}
+
+    def _CreateQualificationType(self, body: dict[str, Any]) -> Answer:
+        if any(t["Name"] == body["Name"] for t in self.qualification_types.values()):
+            return _request_error("You have already created a QualificationType with this name.")
+        type_id = f"QTYPE{len(self.qualification_types) + 1:015d}"
+        self.qualification_types[type_id] = body
+        return 200, {"QualificationType": {"QualificationTypeId": type_id, **body}}
+
+    def _ListQualificationRequests(self, body: dict[str, Any]) -> Answer:
+        """Pending requests of the type, two per page, so callers must follow NextToken."""
+        pending = [
+            {k: v for k, v in r.items() if k != "Status"}
+            for r in self.qualification_requests.values()
+            if r["QualificationTypeId"] == body["QualificationTypeId"] and r["Status"] == "Pending"
+        ]
+        start = int(body.get("NextToken") or 0)
+        answer: dict[str, Any] = {
+            "NumResults": len(pending[start : start + 2]),
+            "QualificationRequests": pending[start : start + 2],
+        }
+        if start + 2 < len(pending):
+            answer["NextToken"] = str(start + 2)
+        return 200, answer
+
+    def _pending_request(self, request_id: str) -> dict[str, Any] | Answer:
+        found = self.qualification_requests.get(request_id)
+        if found is None or found["Status"] != "Pending":
+            return _request_error(f"QualificationRequest {request_id} is not pending.")
+        return found
+
+    def _AcceptQualificationRequest(self, body: dict[str, Any]) -> Answer:
+        found = self._pending_request(body["QualificationRequestId"])
+        if isinstance(found, tuple):
+            return found
+        found["Status"] = "Approved"
+        key = (found["QualificationTypeId"], found["WorkerId"])
+        self.granted[key] = body.get("IntegerValue", 1)
+        return 200, {}
+
+    def _RejectQualificationRequest(self, body: dict[str, Any]) -> Answer:
+        found = self._pending_request(body["QualificationRequestId"])
+        if isinstance(found, tuple):
+            return found
+        found["Status"] = "Rejected"
+        return 200, {}
 
     def _CreateHITWithHITType(self, body: dict[str, Any]) -> Answer:
         if body["HITTypeId"] not in self.hit_types:

@@ -36,7 +36,7 @@ from tests.annotation.conftest import (
     make_subset,
     publish,
 )
-from tests.conftest import login, make_user
+from tests.conftest import login, make_user, wav_bytes
 
 JSON = "application/json"
 
@@ -459,10 +459,10 @@ def test_it_plays_the_hits_audio_to_its_worker(
 ) -> None:
     settings.MEDIA_ROOT = tmp_path
     clip = Clip.objects.get(pk=_clip_id(world.assignment))
-    clip.audio.save("clip.wav", ContentFile(b"RIFF-fake-wave"))
+    clip.audio.save("clip.wav", ContentFile(wav_bytes()))
     response = _work(login(ann), "audio", world)
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == b"RIFF-fake-wave"
+    assert b"".join(response.streaming_content) == wav_bytes()
 
 
 def test_it_plays_no_clip_outside_the_hit(world: World, ann: Any) -> None:
@@ -475,7 +475,23 @@ def test_it_plays_no_clip_outside_the_hit(world: World, ann: Any) -> None:
     }
 
 
-def test_it_says_when_a_clip_has_no_audio_file(world: World, ann: Any) -> None:
+def test_it_says_why_a_clips_audio_cannot_be_played(
+    world: World, ann: Any, settings: Any, tmp_path: Path
+) -> None:
+    settings.MEDIA_ROOT = tmp_path  # the clip's file, clips/audio/fetched.wav, is not there
+    clip_id = _clip_id(world.assignment)
+    response = _work(login(ann), "audio", world)
+    assert response.status_code == 404
+    assert response.json() == {
+        "detail": f"The audio of clip {clip_id} cannot be played: its audio file "
+        "clips/audio/fetched.wav is missing from storage. The clip is marked failed and is "
+        "no longer offered for captioning."
+    }
+    assert Clip.objects.get(pk=clip_id).status == Clip.Status.FAILED
+
+
+def test_it_says_when_a_clip_has_no_audio_yet(world: World, ann: Any) -> None:
+    Clip.objects.filter(pk=_clip_id(world.assignment)).update(status=Clip.Status.PENDING, audio="")
     response = _work(login(ann), "audio", world)
     assert response.status_code == 404
     assert response.json() == {"detail": "This clip has no audio yet."}
@@ -532,6 +548,28 @@ def test_it_refuses_a_caption_with_the_hit_pages_message(world: World, ann: Any,
     assert not world.assignment.captions.exists()
     world.assignment.refresh_from_db()
     assert world.assignment.state == Assignment.State.ACCEPTED
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a dog barks\nloudly outside", "contains a line break; write the caption on one line"),
+        ("a dog barks\r\nloudly outside", "contains a line break; write the caption on one line"),
+        ("a dog\x00 barks loudly", "contains a control character (U+0000); please remove it"),
+    ],
+    ids=["lf", "crlf", "nul"],
+)
+def test_it_refuses_a_caption_with_a_line_break_or_a_nul(
+    world: World, ann: Any, text: str, problem: str
+) -> None:
+    clip_id = _clip_id(world.assignment)
+    url = f"/api/work/assignments/{world.assignment.pk}/submit"
+    response = _post(login(ann), url, {"captions": {str(clip_id): text}})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        f"caption-{clip_id}": [f"The caption for clip 1 {problem}."]
+    }
+    assert not world.assignment.captions.exists()
 
 
 def test_it_refuses_a_caption_for_a_clip_outside_the_hit(world: World, ann: Any) -> None:

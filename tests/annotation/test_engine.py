@@ -29,6 +29,8 @@ from annotation.signals import assignment_submitted
 from core.models import Project, Role
 from core.services import membership_add
 from curation.models import Clip, Split
+from curation.recipes import PRESETS
+from curation.services import ontology_import, recipe_save, segments_import, subset_build
 from tests.annotation.conftest import (
     CAPTION,
     MakeBatch,
@@ -38,7 +40,7 @@ from tests.annotation.conftest import (
     make_subset,
     publish,
 )
-from tests.conftest import make_user
+from tests.conftest import FIXTURES, make_user
 
 
 def _claim(worker: Any, **kwargs: Any) -> Assignment:
@@ -85,6 +87,39 @@ def test_it_asks_for_audiocaps_caption_counts_by_default(
 ) -> None:
     batch = make_batch(split=split, captions_per_clip=None)
     assert batch.captions_per_clip == wanted
+
+
+@pytest.mark.parametrize(("split", "wanted"), [(Split.TRAIN, 1), (Split.VAL, 5), (Split.TEST, 5)])
+def test_batches_from_the_audiocaps_recipe_want_its_captions_per_clip(
+    project: Project, split: str, wanted: int
+) -> None:
+    ontology_import(path=FIXTURES / "audioset_ontology.json")
+    segments_import(path=FIXTURES / "segments" / "balanced_head.csv", segment_list="balanced")
+    spec = {
+        **PRESETS["audiocaps"].to_dict(),
+        "segment_lists": ["balanced"],  # the fixture's list, too small for the paper's floor
+        "min_clips_per_label": 1,
+        "only_word_labels": False,
+        "val_size": 3,
+        "test_size": 3,
+    }
+    subset = subset_build(recipe=recipe_save(project=project, name="AudioCaps", spec=spec))
+    Clip.objects.update(status=Clip.Status.READY, audio="clips/audio/fetched.wav")
+
+    batch = publish(subset, split=split, captions_per_clip=None)
+
+    assert batch.captions_per_clip == wanted
+    assert set(batch.hits.values_list("max_assignments", flat=True)) == {wanted}
+
+
+def test_a_batch_asks_what_its_subsets_recipe_says(project: Project) -> None:
+    subset = make_subset(project, make_clips(2), Split.VAL)
+    subset.spec = {**PRESETS["audiocaps"].to_dict(), "captions_per_val_clip": 3}
+    subset.save(update_fields=["spec"])
+
+    batch = publish(subset, split=Split.VAL, captions_per_clip=None)
+
+    assert batch.captions_per_clip == 3
 
 
 def test_it_publishes_only_the_chosen_split(project: Project) -> None:

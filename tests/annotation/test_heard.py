@@ -22,7 +22,7 @@ from annotation.models import Assignment, Batch, Caption, ClipAudioServed, ClipL
 from annotation.services import HEARD_SHARE, assignment_submit, hit_claim
 from curation.models import Clip
 from tests.annotation.conftest import CAPTION, MakeBatch, captions_for
-from tests.conftest import login
+from tests.conftest import login, wav_bytes
 
 SECONDS = 10  # the test clips' section: 30 s to 40 s
 
@@ -38,7 +38,7 @@ def assignment(batch: Batch, ann: Any, media: Path) -> Assignment:
     claimed = hit_claim(worker=ann)
     assert claimed is not None
     for hit_clip in claimed.hit.hit_clips.select_related("clip"):
-        hit_clip.clip.audio.save(f"clip{hit_clip.clip_id}.wav", ContentFile(b"RIFF-fake-wave"))
+        hit_clip.clip.audio.save(f"clip{hit_clip.clip_id}.wav", ContentFile(wav_bytes()))
     return claimed
 
 

@@ -22,6 +22,7 @@ from annotation.models import (
     Assignment,
     Batch,
     Caption,
+    ClipAudioServed,
     ClipListen,
     ClipReport,
     Hit,
@@ -32,7 +33,7 @@ from core.models import Project
 from crowd.models import LedgerEntry
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.conftest import CAPTION, MakeBatch, captions_for, listened
-from tests.conftest import login, streamed
+from tests.conftest import login, streamed, wav_bytes
 
 
 def _claim(worker: Any) -> Assignment:
@@ -282,6 +283,28 @@ def test_it_serves_the_video_only_after_logging_its_opening(
     assert streamed(response) == b"fake-h264-video"
 
 
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(None, "is missing from storage"), (b"", "is empty (0 bytes)")],
+    ids=["deleted", "empty"],
+)
+def test_it_logs_no_opening_of_a_video_hint_whose_file_broke(
+    with_video: Clip, assignment: Assignment, ann: Any, content: bytes | None, problem: str
+) -> None:
+    stored = Path(with_video.video.path)
+    if content is None:
+        stored.unlink()
+    else:
+        stored.write_bytes(content)
+    response = login(ann).post(_url("assignment_video_hint", assignment, with_video))
+    assert response.status_code == 409
+    assert response.json() == {
+        "error": f"The video hint cannot be shown: its video hint {with_video.video.name} "
+        f"{problem}."
+    }
+    assert not VideoHintView.objects.exists()
+
+
 def test_it_says_when_a_clip_has_no_video_hint(assignment: Assignment, ann: Any) -> None:
     response = login(ann).post(_url("assignment_video_hint", assignment, _clip(assignment)))
     assert response.status_code == 409
@@ -299,6 +322,80 @@ def test_it_shows_the_researcher_which_captions_used_the_video(
     batch = assignment.hit.batch
     response = login(alice).get(reverse("batch_detail", args=[batch.project.slug, batch.pk]))
     assert [c.video_hint for c in response.context["captions"]] == [True]
+
+
+# Broken audio --------------------------------------------------------------------------
+
+# a file broken after the clip was ready: deleted, emptied, overwritten, cut short
+BROKEN_AUDIO: list[tuple[bytes | None, str]] = [
+    (None, "is missing from storage"),
+    (b"", "is empty (0 bytes)"),
+    (bytes(range(256)) * 64, "is not readable audio (Format not recognised.)"),
+    (wav_bytes(seconds=4.0)[: 44 + 2 * 8000], "holds 1.00 s of audio, not the 10.00 s stored"),
+]
+
+
+def _break_audio(clip: Clip, content: bytes | None) -> None:
+    clip.audio.save("clip.wav", ContentFile(wav_bytes(seconds=10.0)))
+    Clip.objects.filter(pk=clip.pk).update(duration_seconds=10.0)
+    clip.refresh_from_db()
+    stored = Path(clip.audio.path)
+    if content is None:
+        stored.unlink()
+    else:
+        stored.write_bytes(content)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"), BROKEN_AUDIO, ids=["deleted", "empty", "noise", "cut"]
+)
+def test_it_refuses_broken_audio_saying_why_and_fails_the_clip(
+    assignment: Assignment, ann: Any, media: Path, content: bytes | None, problem: str
+) -> None:
+    clip = _clip(assignment)
+    _break_audio(clip, content)
+
+    response = login(ann).get(
+        _url("assignment_clip_audio", assignment, clip), HTTP_RANGE="bytes=0-"
+    )
+
+    assert response.status_code == 404  # not 200 or 206 with nothing, or noise as audio
+    reason = f"its audio file {clip.audio.name} {problem}"
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.decode() == (
+        f"The audio of clip {clip.pk} cannot be played: {reason}. The clip is marked failed "
+        "and is no longer offered for captioning."
+    )
+    clip.refresh_from_db()
+    assert clip.status == Clip.Status.FAILED
+    assert clip.error.startswith(f"Broken after it was stored: {reason};")
+    assert clip.media_broken_at is not None
+    assert not ClipAudioServed.objects.exists()  # nothing was played
+
+
+def test_it_offers_no_hit_whose_clip_audio_broke(
+    batch: Batch, ann: Any, abe: Any, media: Path
+) -> None:
+    held = _claim(ann)
+    _break_audio(_clip(held), b"")
+    login(ann).get(_url("assignment_clip_audio", held, _clip(held)))
+
+    # the HIT has a free slot and comes first, yet Abe gets another one; so does Ann
+    assert _claim(abe).hit_id != held.hit_id
+    login(ann).post(reverse("assignment_return", args=[held.pk]))
+    assert _claim(ann).hit_id != held.hit_id
+
+
+def test_it_offers_the_hit_again_once_the_clip_is_restored(
+    batch: Batch, ann: Any, abe: Any, media: Path
+) -> None:
+    held = _claim(ann)
+    clip = _clip(held)
+    _break_audio(clip, None)
+    login(ann).get(_url("assignment_clip_audio", held, clip))
+    Clip.objects.filter(pk=clip.pk).update(status=Clip.Status.READY, media_broken_at=None)
+
+    assert _claim(abe).hit_id == held.hit_id
 
 
 # Problem reports -----------------------------------------------------------------------
@@ -528,6 +625,7 @@ HOSTILE = [
     ("a dog \x1b[31mbarks loudly", "contains a control character (U+001B)"),
     ("a dog \u202eskrab loudly", "contains a text-direction control character (U+202E)"),
     ("a dog \u2066barks\u2069 loudly", "contains a text-direction control character (U+2066)"),
+    ("a dog barks\r\nloudly nearby", "contains a line break; write the caption on one line"),
 ]
 
 

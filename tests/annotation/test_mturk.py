@@ -29,19 +29,22 @@ from annotation.mturk import (
     mturk_returns_sync,
     mturk_reviews_send,
 )
+from annotation.mturk_qualifications import mturk_qualifications_sync
+from annotation.presets import BATCH_PRESETS
 from annotation.services import caption_limits, hit_claim
 from core.models import Job, Membership, Role
-from crowd.models import RejectReason
+from crowd.models import QualificationAttempt, RejectReason
 from crowd.services import (
     batch_requirements_set,
     qualification_create,
+    qualification_grade,
     review_approve,
     review_reject,
     worker_block,
 )
 from tests.annotation.conftest import CAPTION, MakeBatch, listened, make_clips, make_subset
-from tests.annotation.mturk_fake import FakeMTurk, fake_mturk
-from tests.conftest import make_user, streamed
+from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
+from tests.conftest import make_user, streamed, wav_bytes
 
 SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
@@ -165,22 +168,227 @@ def test_the_batch_requirements_become_mturk_qualifications(
     ]
 
 
-def test_it_refuses_a_batch_requiring_a_local_qualification_test(
-    make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
+# The crowd's requirements there: locale, approval figures, the project's qualification test ---
+
+
+AUDIOCAPS_LOCALES = [{"Country": c} for c in ("AU", "CA", "GB", "NZ", "US")]
+
+
+@pytest.fixture
+def audiocaps_crowd(make_batch: MakeBatch, mturk: FakeMTurk, alice: Any) -> Batch:
+    """A batch with the AudioCaps crowd preset's requirements, published on the fake MTurk."""
+    preset = BATCH_PRESETS["audiocaps-crowd"]
+    batch = make_batch(clips=1)
+    batch_requirements_set(
+        batch=batch,
+        by=alice,
+        qualifications=[],
+        min_approval_percent=preset.min_approval_percent,
+        min_approved=preset.min_approved,
+        site_wide_record=preset.site_wide_record,
+        locales=preset.locales,
+    )
+    batch_mturk_publish(batch=batch, by=alice)
+    batch.refresh_from_db()
+    return batch
+
+
+def test_the_crowd_preset_sends_the_locale_and_approval_qualifications(
+    audiocaps_crowd: Batch, mturk: FakeMTurk
 ) -> None:
-    batch = make_batch()
-    clips = make_clips(1)
+    [hit_type] = mturk.of("CreateHITType")
+    assert hit_type["QualificationRequirements"] == [
+        {
+            "QualificationTypeId": "000000000000000000L0",
+            "Comparator": "GreaterThanOrEqualTo",
+            "IntegerValues": [95],
+            "ActionsGuarded": "DiscoverPreviewAndAccept",
+        },
+        {
+            "QualificationTypeId": "00000000000000000040",
+            "Comparator": "GreaterThanOrEqualTo",
+            "IntegerValues": [1001],  # more than 1,000
+            "ActionsGuarded": "DiscoverPreviewAndAccept",
+        },
+        {
+            "QualificationTypeId": "00000000000000000071",
+            "Comparator": "In",
+            "LocaleValues": AUDIOCAPS_LOCALES,
+            "ActionsGuarded": "DiscoverPreviewAndAccept",
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    "worker",
+    [
+        FakeWorker(country="DE"),  # outside the locales
+        FakeWorker(country="GB", percent_approved=94),
+        FakeWorker(country="GB", hits_approved=1000),  # not more than 1,000
+    ],
+)
+def test_mturk_refuses_a_worker_outside_the_crowd(
+    audiocaps_crowd: Batch, mturk: FakeMTurk, worker: FakeWorker
+) -> None:
+    mturk.workers["AOUTSIDER"] = worker
+    with pytest.raises(NotQualified):
+        mturk.accept(_hit(audiocaps_crowd).mturk_hit_id, "ASSIGN0001", "AOUTSIDER")
+
+
+def test_mturk_lets_a_worker_of_the_crowd_work(audiocaps_crowd: Batch, mturk: FakeMTurk) -> None:
+    mturk.workers["AWORKER1"] = FakeWorker(country="NZ", percent_approved=95, hits_approved=1001)
+    _accept(mturk, _hit(audiocaps_crowd))
+    assert Assignment.objects.filter(mturk_assignment_id="ASSIGN0001").exists()
+
+
+@pytest.fixture
+def gated_on_mturk(make_batch: MakeBatch, mturk: FakeMTurk, alice: Any) -> tuple[Batch, Any]:
+    """A batch requiring the project's two-clip qualification test, published on MTurk."""
+    batch = make_batch(clips=1)
+    clips = make_clips(2)
     make_subset(batch.project, clips)
-    ids = str(clips[0].pk)
     test = qualification_create(
-        project=batch.project, created_by=alice, name="Listening", clip_ids=ids
+        project=batch.project,
+        created_by=alice,
+        name="Listening",
+        clip_ids=" ".join(str(c.pk) for c in clips),
     )
     batch_requirements_set(
         batch=batch, by=alice, qualifications=[test], min_approval_percent=0, min_approved=0
     )
-    with pytest.raises(ValidationError, match="qualification tests taken here"):
-        batch_mturk_publish(batch=batch, by=alice)
-    assert not mturk.calls
+    batch_mturk_publish(batch=batch, by=alice)
+    batch.refresh_from_db()
+    test.refresh_from_db()
+    return batch, test
+
+
+def _answers(test: Any, text: str = CAPTION) -> dict[str, str]:
+    return {f"clip-{c}": text for c in test.items.values_list("clip_id", flat=True)}
+
+
+def test_a_required_qualification_test_becomes_an_mturk_qualification_type(
+    gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk
+) -> None:
+    _, test = gated_on_mturk
+    [created] = mturk.of("CreateQualificationType")
+    assert test.mturk_qualification_type_id in mturk.qualification_types
+    assert created["QualificationTypeStatus"] == "Active"
+    assert "AnswerKey" not in created  # free-text captions: a reviewer grades them here
+    for clip_id in test.items.values_list("clip_id", flat=True):
+        assert f"<QuestionIdentifier>clip-{clip_id}</QuestionIdentifier>" in created["Test"]
+        assert f"{SITE}/mturk/qualifications/{test.pk}/{clip_id}/audio?s=" in created["Test"]
+    [hit_type] = mturk.of("CreateHITType")
+    assert hit_type["QualificationRequirements"] == [
+        {
+            "QualificationTypeId": test.mturk_qualification_type_id,
+            "Comparator": "Exists",
+            "ActionsGuarded": "Accept",
+        }
+    ]
+
+
+def test_the_qualification_type_is_made_once(
+    gated_on_mturk: tuple[Batch, Any], make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
+) -> None:
+    _, test = gated_on_mturk
+    second = make_batch(clips=1)
+    batch_requirements_set(
+        batch=second, by=alice, qualifications=[test], min_approval_percent=0, min_approved=0
+    )
+    batch_mturk_publish(batch=second, by=alice)
+    assert len(mturk.of("CreateQualificationType")) == 1
+    requirements = mturk.of("CreateHITType")[1]["QualificationRequirements"]
+    assert requirements[0]["QualificationTypeId"] == test.mturk_qualification_type_id
+
+
+def test_a_test_taken_on_mturk_is_graded_here_and_granted_there(
+    gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk, rey: Any
+) -> None:
+    batch, test = gated_on_mturk
+    hit = _hit(batch)
+    with pytest.raises(NotQualified):  # no qualification yet
+        mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    mturk.take_test(test.mturk_qualification_type_id, "AWORKER1", _answers(test, "a cat meows"))
+
+    assert mturk_qualifications_sync()["imported"] == 1
+    attempt = QualificationAttempt.objects.get()
+    assert attempt.worker.mturk_worker.worker_id == "AWORKER1"
+    assert attempt.state == QualificationAttempt.State.SUBMITTED
+    assert set(attempt.answers.values_list("text", flat=True)) == {"a cat meows"}
+    assert mturk_qualifications_sync()["imported"] == 0  # brought once
+
+    qualification_grade(attempt=attempt, reviewer=rey, approve=True)
+    assert mturk_qualifications_sync()["sent"] == 1
+    assert mturk.granted == {(test.mturk_qualification_type_id, "AWORKER1"): 1}
+    _accept(mturk, hit)  # MTurk now lets the worker take the HIT
+    assert mturk_qualifications_sync()["sent"] == 0  # sent once
+
+
+def test_a_failed_test_is_refused_there_with_the_reviewers_feedback(
+    gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk, rey: Any
+) -> None:
+    _, test = gated_on_mturk
+    request_id = mturk.take_test(test.mturk_qualification_type_id, "AWORKER1", _answers(test))
+    mturk_qualifications_sync()
+    attempt = QualificationAttempt.objects.get()
+    qualification_grade(attempt=attempt, reviewer=rey, approve=False, feedback="Describe sounds.")
+    mturk_qualifications_sync()
+    assert mturk.of("RejectQualificationRequest") == [
+        {"QualificationRequestId": request_id, "Reason": "Describe sounds."}
+    ]
+    assert mturk.qualification_requests[request_id]["Status"] == "Rejected"
+    assert not mturk.granted
+
+
+def test_a_grade_mturk_refuses_is_sent_again(
+    gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk, rey: Any
+) -> None:
+    _, test = gated_on_mturk
+    mturk.take_test(test.mturk_qualification_type_id, "AWORKER1", _answers(test))
+    mturk_qualifications_sync()
+    qualification_grade(attempt=QualificationAttempt.objects.get(), reviewer=rey, approve=True)
+    mturk.fail_after["AcceptQualificationRequest"] = 0
+    with pytest.raises(CommandError, match="retried next run"):
+        call_command("mturk_sync_qualifications")
+    assert not mturk.granted
+    del mturk.fail_after["AcceptQualificationRequest"]
+    call_command("mturk_sync_qualifications")
+    assert mturk.granted
+
+
+def test_the_tests_audio_is_served_to_its_signed_link_only(
+    gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk, settings: Any, tmp_path: Path
+) -> None:
+    settings.MEDIA_ROOT = tmp_path
+    _, test = gated_on_mturk
+    item = test.items.select_related("clip").first()
+    item.clip.audio.save("test.wav", ContentFile(b"RIFF-test-wave"))
+    url = re.search(
+        rf"{SITE}(/mturk/qualifications/{test.pk}/{item.clip_id}/audio\?s=[^\"]+)\"",
+        mturk.of("CreateQualificationType")[0]["Test"],
+    )
+    assert url
+    response = Client().get(url.group(1))
+    assert response.status_code == 200
+    assert streamed(response) == b"RIFF-test-wave"
+    path = url.group(1).split("?")[0]
+    assert Client().get(path).status_code == 404
+    assert Client().get(path, {"s": "forged"}).status_code == 404
+    other = test.items.exclude(pk=item.pk).get().clip_id  # one clip's link opens no other
+    assert (
+        Client()
+        .get(path.replace(f"/{item.clip_id}/", f"/{other}/"), {"s": url.group(1).split("s=")[1]})
+        .status_code
+        == 404
+    )
+
+
+def test_qualifications_sync_every_five_minutes(settings: Any) -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["mturk-qualifications-sync"]
+    assert (entry["task"], entry["schedule"]) == (
+        "annotation.tasks.mturk_qualifications_sync",
+        300.0,
+    )
 
 
 def test_it_refuses_to_publish_without_a_public_https_address(
@@ -405,12 +613,12 @@ def test_the_page_plays_its_clips_to_the_token_holder_only(
     hit = _hit(on_mturk)
     hit_clip = hit.hit_clips.order_by("position").first()
     assert hit_clip is not None
-    hit_clip.clip.audio.save("clip.wav", ContentFile(b"RIFF-fake-wave"))
+    hit_clip.clip.audio.save("clip.wav", ContentFile(wav_bytes()))
     client, token = _accept(mturk, hit)
     url = f"/mturk/hits/{hit.pk}/{hit_clip.clip_id}/audio"
     response = client.get(url, {"t": token})
     assert response.status_code == 200
-    assert streamed(response) == b"RIFF-fake-wave"
+    assert streamed(response) == wav_bytes()
     assert client.get(url).status_code == 404
     assert client.get(url, {"t": token[:-2]}).status_code == 404
 

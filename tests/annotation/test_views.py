@@ -43,7 +43,7 @@ from tests.annotation.conftest import (
     make_clips,
     make_subset,
 )
-from tests.conftest import login, make_user, streamed
+from tests.conftest import login, make_user, streamed, wav_bytes
 
 
 @dataclass
@@ -225,10 +225,10 @@ def test_it_plays_the_hits_audio_to_its_worker(
 ) -> None:
     settings.MEDIA_ROOT = tmp_path
     clip = world.assignment.hit.hit_clips.get().clip
-    clip.audio.save("clip.wav", ContentFile(b"RIFF-fake-wave"))
+    clip.audio.save("clip.wav", ContentFile(wav_bytes()))
     response = login(ann).get(URLS["assignment_clip_audio"](world))
     assert response.status_code == 200
-    assert streamed(response) == b"RIFF-fake-wave"
+    assert streamed(response) == wav_bytes()
     assert response["Cache-Control"] == "private, max-age=3600"
 
 

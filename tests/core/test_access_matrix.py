@@ -288,6 +288,8 @@ PUBLIC: dict[str, str] = {
     "mturk_hit": "MTurk's ExternalQuestion page; MTurk vouches for the worker "
     "(tests/annotation/test_mturk.py)",
     "mturk_clip_audio": "the audio of that page, for the same worker",
+    "mturk_qualification_audio": "a qualification test's clip, for MTurk's copy of the test: "
+    "the link's signature is the credential (tests/annotation/test_mturk.py)",
     "openapi-json": "the API's schema: operations, no data",
     "openapi-view": "the API's documentation page",
     "api-root": "the API's root",

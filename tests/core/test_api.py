@@ -339,6 +339,47 @@ def test_it_needs_no_csrf_token_with_a_bearer_token(
     assert Job.objects.filter(retry_of=failed).exists()
 
 
+# Request size --------------------------------------------------------------------------
+
+
+def _oversized_recipe(size: int) -> str:
+    return json.dumps({"name": "Huge", "spec": {"segment_lists": ["balanced"]}, "pad": "x" * size})
+
+
+def test_it_answers_413_with_json_to_a_body_over_the_limit(
+    project: Project, alice: Any, settings: Any
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
+    response = Client().put(
+        "/api/projects/sounds/recipes/huge",
+        _oversized_recipe(10_000),
+        content_type="application/json",
+        **_bearer(_token(alice)),
+    )
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": "The request body is larger than 4,096 bytes (the server's UPLOAD_MAX_BYTES); "
+        "send less at a time."
+    }
+    assert not project.recipes.exists()
+
+
+def test_it_answers_413_to_a_session_too(project: Project, alice: Any, settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    client.get(reverse("home"))  # sets the csrftoken cookie
+    response = client.put(
+        "/api/projects/sounds/recipes/huge",
+        _oversized_recipe(10_000),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value,
+    )
+    assert response.status_code == 413
+    assert "larger than 4,096 bytes" in response.json()["detail"]
+    assert not project.recipes.exists()
+
+
 # /account/tokens/ ----------------------------------------------------------------------
 
 

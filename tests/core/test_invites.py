@@ -18,7 +18,7 @@ from core.models import Invite, Membership, Project, Role
 from core.services import invite_accept, invite_create, invite_revoke
 from tests.conftest import PASSWORD, login
 
-SIGNUP = {"username": "newt", "password1": PASSWORD, "password2": PASSWORD}
+SIGNUP = {"username": "newt", "password1": PASSWORD, "password2": PASSWORD, "country": "NZ"}
 
 
 @pytest.fixture
@@ -154,6 +154,27 @@ def test_it_logs_the_new_user_in(invite: Invite) -> None:
     response = client.get(invite.project.get_absolute_url())
     assert response.status_code == 200
     assert b'<span data-testid="username">newt</span>' in response.content
+
+
+def test_it_keeps_the_country_the_new_user_declares(invite: Invite) -> None:
+    _signup(invite)
+    profile = _newt().profile
+    assert profile.country == "NZ"
+    assert profile.country_declared_at is not None
+
+
+def test_it_asks_for_a_country_at_sign_up(invite: Invite) -> None:
+    _, response = _signup(invite, {**SIGNUP, "country": ""})
+    assert response.status_code == 200
+    assert b"This field is required" in response.content
+    assert _newt() is None
+
+
+def test_it_refuses_a_country_that_is_not_iso_3166(invite: Invite) -> None:
+    _, response = _signup(invite, {**SIGNUP, "country": "XX"})
+    assert response.status_code == 200
+    assert b"Select a valid choice" in response.content
+    assert _newt() is None
 
 
 @pytest.mark.parametrize("username", ["mturk-A1B2C3D4E5F6G7", "MTurk-A1B2C3D4E5F6G7"])

@@ -3,12 +3,16 @@ crowd captions made directly (the review workflow is tested in tests/annotation)
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import soundfile
+from django.core.files.base import ContentFile
 from django.utils import timezone
 
 from annotation.models import Assignment, Batch, Caption, Hit, HitClip
@@ -81,3 +85,42 @@ def crowd_caption(
         submitted_at=now if reviewed or state == Assignment.State.REJECTED else None,
     )
     return Caption.objects.create(assignment=assignment, clip=clip, text=text)
+
+
+SAMPLE_RATE = 32_000
+
+
+def wav_bytes(samples: np.ndarray) -> bytes:
+    """16-bit mono WAV at 32 kHz, as fetching stores clips."""
+    out = io.BytesIO()
+    soundfile.write(out, samples, SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    return out.getvalue()
+
+
+def clip_with_audio(
+    *,
+    seconds: float,
+    seed: int,
+    youtube_id: str = "",
+    start: float = 0,
+    name: str = "",
+    project: Project | None = None,
+) -> tuple[Clip, np.ndarray]:
+    """A ready clip whose stored audio is `seconds` of seeded noise (returned as int16): an
+    AudioSet segment, or with `name` a local file of `project`."""
+    samples = np.random.default_rng(seed).integers(-8000, 8000, round(seconds * SAMPLE_RATE))
+    samples = samples.astype(np.int16)
+    clip = Clip.objects.create(
+        source=Clip.Source.LOCAL if name else Clip.Source.YOUTUBE,
+        project=project if name else None,
+        youtube_id=youtube_id,
+        original_name=name,
+        start_seconds=Decimal(str(start)),
+        end_seconds=Decimal(str(start + 10)),
+        sample_rate=SAMPLE_RATE,
+        duration_seconds=seconds,
+    )
+    clip.audio.save(f"clip{clip.pk}.wav", ContentFile(wav_bytes(samples)), save=False)
+    clip.status = Clip.Status.READY
+    clip.save()
+    return clip, samples

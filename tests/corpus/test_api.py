@@ -161,3 +161,32 @@ def test_a_snapshots_statistics_are_readable(ready: Snapshot, alice: Any) -> Non
 
     assert body["snapshot"] == 1
     assert body["data"]["splits"]["train"]["tokens"] == 30
+
+
+def test_a_script_asks_for_the_audio_and_reads_what_was_left_out(
+    imported: CorpusImport, alice: Any
+) -> None:
+    client = api(alice)
+
+    response = create(client, format="clotho", splits=["train"], with_audio=True)
+
+    body = response.json()
+    assert (body["with_audio"], body["licence"]) == (True, "cc-by-4.0")
+    job_run(job_id=body["job"]["id"])
+    status = client.get(f"{BASE}/snapshots/1").json()
+    assert status["state"] == "ready"
+    assert status["missing_audio"] == 4  # the imported clips were never fetched
+    assert [f["path"] for f in status["extra_files"]] == [
+        "clotho_metadata_development.csv",
+        "missing_audio.csv",
+        "README.md",
+    ]
+    missing = client.get(f"{BASE}/snapshots/1/download", {"file": "missing_audio.csv"})
+    assert streamed(missing).decode().count("no audio stored (the clip is pending)") == 4
+
+
+def test_an_unknown_licence_is_400(imported: CorpusImport, alice: Any) -> None:
+    response = create(api(alice), format="jsonl", with_audio=True, licence="gpl-3.0")
+
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("Unknown licence 'gpl-3.0'; use one of cc-by-4.0")

@@ -283,4 +283,4 @@ def test_a_build_that_fails_while_storing_leaves_no_archive_behind(
     assert snapshot.state == Snapshot.State.FAILED
     assert snapshot.error == "database went away"
     assert (media / "snapshots").is_dir()  # the archive was stored, then removed
-    assert not list((media / "snapshots").glob("*.zip"))
+    assert not list((media / "snapshots").rglob("*.zip"))  # nor left under its temporary key

@@ -65,6 +65,23 @@ def test_it_refuses_bad_encoding_with_its_line() -> None:
     assert refused(data).startswith("x.csv, line 3: not UTF-8 (byte 0xe9")
 
 
+@pytest.mark.parametrize(
+    ("encoding", "described"),
+    [
+        ("utf-16-le", "UTF-16 (little-endian, no byte-order mark)"),
+        ("utf-16-be", "UTF-16 (big-endian, no byte-order mark)"),
+        ("utf-16", "UTF-16 (little-endian, with a byte-order mark)"),
+    ],
+)
+def test_it_says_a_utf16_file_is_utf16(encoding: str, described: str) -> None:
+    text = audiocaps(b"1,AAAAAAAAAAA,0,a dog barks").decode()
+
+    for reader in (read_audiocaps, read_clotho):
+        message = refused(text.encode(encoding), reader)
+
+        assert message.startswith(f"x.csv, line 1: the file is {described} text; save it as UTF-8")
+
+
 def test_it_refuses_a_row_with_missing_columns() -> None:
     assert "line 2: 3 columns, expected 4" in refused(audiocaps(b"1,AAAAAAAAAAA,0"))
 
@@ -78,6 +95,12 @@ def test_it_refuses_a_row_with_missing_columns() -> None:
         (b"1,AAAAAAAAAAA,0,  ", "caption is empty"),
         (b'1,AAAAAAAAAAA,0,"two\nlines"', "caption spans several lines"),
         (b"1,AAAAAAAAAAA,0," + b"a" * 501, "has 501 characters"),
+        (b"1,AAAAAAAAAAA,0,a dog\x00 barks", "caption contains a control character (U+0000)"),
+        (b"1,AAAAAAAAAAA,0,a dog\x1b barks", "caption contains a control character (U+001B)"),
+        (
+            "1,AAAAAAAAAAA,0,a dog\u2028barks".encode(),
+            "caption contains a line break; write the caption on one line",
+        ),
     ],
 )
 def test_it_refuses_bad_cells(row: bytes, reason: str) -> None:

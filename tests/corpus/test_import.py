@@ -143,7 +143,15 @@ def test_clotho_clips_belong_to_the_project_that_imported_them(
         b"audiocap_id,youtube_id,start_time,caption\r\n1,AAAAAAAAAAA,0,ok words\r\n2,B,0,x\r\n",
         b'audiocap_id,youtube_id,start_time,caption\r\n1,AAAAAAAAAAA,0,"bad "quote" here"\r\n',
         b"audiocap_id,youtube_id,start_time,caption\r\n1,AAAAAAAAAAA,0,caf\xe9\r\n",
+        # a NUL, which PostgreSQL refuses to store, and a line break, which would split the
+        # caption's row on export
+        b"audiocap_id,youtube_id,start_time,caption\r\n1,AAAAAAAAAAA,0,a dog\x00 barks\r\n",
+        b'audiocap_id,youtube_id,start_time,caption\r\n1,AAAAAAAAAAA,0,"a dog\r\nbarks"\r\n',
+        "audiocap_id,youtube_id,start_time,caption\r\n1,AAAAAAAAAAA,0,a dog\r\n".encode(
+            "utf-16-le"
+        ),
     ],
+    ids=["header", "youtube id", "quoting", "latin-1", "nul", "line break", "utf-16"],
 )
 def test_a_malformed_file_writes_nothing(project: Project, tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "bad.csv"

@@ -21,7 +21,7 @@ from corpus.models import CorpusImport, CorpusStatistics, Snapshot
 from corpus.services import captions_import, snapshot_build, snapshot_create, statistics_compute
 from corpus.services import statistics as statistics_services
 from tests.conftest import login, streamed
-from tests.corpus.conftest import AUDIOCAPS, CLOTHO
+from tests.corpus.conftest import AUDIOCAPS, CLOTHO, clip_with_audio, crowd_caption
 
 
 @dataclass
@@ -291,3 +291,36 @@ def test_the_project_page_links_snapshots_for_researchers_only(
     assert link in researcher
     assert link not in reviewer
     assert statistics in reviewer
+
+
+def test_a_researcher_asks_for_the_audio_and_a_licence(
+    project: Project, alice: Any, ann: Any
+) -> None:
+    clip, _ = clip_with_audio(seconds=0.1, seed=1, youtube_id="AAAAAAAAAAA", start=30)
+    crowd_caption(project, ann, "a dog barks twice", split="train", clip=clip)
+    crowd_caption(project, ann, "rain on a roof", split="train")  # a clip never fetched
+    client = login(alice)
+
+    client.post(
+        reverse("snapshot_new", args=["sounds"]),
+        {
+            "format": "jsonl",
+            "text": "raw",
+            "splits": ["train"],
+            "with_audio": "on",
+            "licence": "cc0-1.0",
+        },
+    )
+
+    snapshot = Snapshot.objects.get()
+    assert (snapshot.with_audio, snapshot.licence) == (True, "cc0-1.0")
+    assert snapshot.job is not None
+    job_run(job_id=snapshot.job.pk)
+    page = client.get(snapshot.get_absolute_url()).content.decode()
+    assert "1 WAV files, audiofolder layout" in page
+    assert 'data-testid="missing-audio">1 clip had no readable audio' in page
+    nested = client.get(reverse("snapshot_file", args=["sounds", 1, "train/metadata.jsonl"]))
+    assert nested["Content-Type"] == "application/json; charset=utf-8"
+    assert b'"file_name": "AAAAAAAAAAA_30.wav"' in streamed(nested)
+    card = client.get(reverse("snapshot_file", args=["sounds", 1, "README.md"]))
+    assert b'license: "cc0-1.0"' in streamed(card)

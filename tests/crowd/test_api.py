@@ -272,6 +272,7 @@ def test_it_reads_a_batchs_requirements_with_their_defaults(world: World, rey: A
         "min_approval_percent": 0,
         "min_approved": 0,
         "site_wide_record": False,
+        "locales": [],
     }
 
 
@@ -283,6 +284,7 @@ def test_it_sets_a_batchs_requirements_with_the_site_wide_record(
         "min_approval_percent": 95,
         "min_approved": 10,
         "site_wide_record": True,
+        "locales": ["AU", "GB"],
     }
     response = login(alice).put(_requirements_url(world), body, content_type=JSON)
     assert response.status_code == 200
@@ -290,9 +292,21 @@ def test_it_sets_a_batchs_requirements_with_the_site_wide_record(
     assert login(alice).get(_requirements_url(world)).json() == body
 
 
+def test_it_takes_locales_in_any_case_and_gives_them_back_as_codes(
+    world: World, alice: Any
+) -> None:
+    body = {"locales": ["nz", "ca", "NZ"]}
+    response = login(alice).put(_requirements_url(world), body, content_type=JSON)
+    assert response.json()["locales"] == ["CA", "NZ"]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
-    [({"qualifications": [999999]}, "qualifications"), ({"min_approval_percent": 101}, None)],
+    [
+        ({"qualifications": [999999]}, "qualifications"),
+        ({"min_approval_percent": 101}, None),
+        ({"locales": ["GB", "EN"]}, "locales"),
+    ],
 )
 def test_it_refuses_bad_requirements(
     world: World, alice: Any, body: dict[str, Any], field: str | None

@@ -1,5 +1,5 @@
 """What hit_claim offers: blocks and batch requirements (qualifications, approval rate,
-approved count) narrow the claim query itself."""
+approved count, locales) narrow the claim query itself, and the worker is told why."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from django.test.utils import CaptureQueriesContext
 from annotation.models import Assignment, Batch
 from annotation.services import assignment_review, assignment_submit, hit_claim
 from core.models import Project, Role
-from core.services import membership_add
-from crowd.models import Block, Qualification
-from crowd.queries import blocked_everywhere, requirements_unmet
+from core.services import membership_add, profile_country_set
+from crowd.models import Block, Qualification, RequiredLocale
+from crowd.queries import blocked_everywhere, requirements_refusals, requirements_unmet
 from crowd.services import (
     batch_requirements_set,
     qualification_create,
@@ -423,3 +423,85 @@ def test_a_batch_may_ask_for_the_site_wide_record(
 
     assert hit_claim(worker=ann, batch=gated) is None
     assert [r.batch for r in requirements_unmet(worker=ann)] == [gated]
+
+
+# Locales: the country a worker declared ---------------------------------------------------
+
+
+def _locales(batch: Batch, alice: Any, *codes: str, **record: int) -> None:
+    batch_requirements_set(
+        batch=batch,
+        by=alice,
+        qualifications=[],
+        min_approval_percent=record.get("percent", 0),
+        min_approved=record.get("approved", 0),
+        locales=codes,
+    )
+
+
+def test_it_offers_a_localed_batch_to_a_worker_who_declared_one_of_its_countries(
+    batch: Batch, ann: Any, alice: Any
+) -> None:
+    profile_country_set(user=ann, country="NZ")
+    _locales(batch, alice, "AU", "NZ")
+    assert hit_claim(worker=ann) is not None
+
+
+def test_it_refuses_a_worker_from_another_country(batch: Batch, ann: Any, alice: Any) -> None:
+    profile_country_set(user=ann, country="DE")
+    _locales(batch, alice, "AU", "NZ")
+    assert hit_claim(worker=ann) is None
+    assert requirements_refusals(worker=ann) == [
+        f"{batch.name} (Everyday sounds): it is open only to workers in Australia or "
+        "New Zealand, and your account says Germany."
+    ]
+
+
+def test_it_refuses_a_worker_who_declared_no_country(batch: Batch, ann: Any, alice: Any) -> None:
+    _locales(batch, alice, "US")
+    assert hit_claim(worker=ann) is None
+    [refusal] = requirements_refusals(worker=ann)
+    assert "your account names no country" in refusal
+
+
+def test_a_batch_without_locales_takes_any_country(batch: Batch, ann: Any, alice: Any) -> None:
+    profile_country_set(user=ann, country="DE")
+    _locales(batch, alice, percent=90)
+    assert hit_claim(worker=ann) is not None
+
+
+def test_it_reads_the_country_at_each_claim(batch: Batch, ann: Any, alice: Any) -> None:
+    """The claim query is compiled once per process with a stand-in for the worker: the
+    country must come from the worker's row, not from the first worker who claimed."""
+    profile_country_set(user=ann, country="DE")
+    _locales(batch, alice, "GB")
+    assert hit_claim(worker=ann) is None
+    profile_country_set(user=ann, country="GB")
+    assert hit_claim(worker=ann) is not None
+
+
+def test_it_says_which_approval_figure_a_worker_misses(
+    make_batch: MakeBatch, submit: Submit, ann: Any, alice: Any, rey: Any
+) -> None:
+    _record(ann, rey, make_batch, submit, approved=1, rejected=1)
+    profile_country_set(user=ann, country="GB")
+    gated = make_batch(name="Gated")
+    _locales(gated, alice, "GB", percent=95, approved=3)
+    assert hit_claim(worker=ann, batch=gated) is None
+    assert requirements_refusals(worker=ann, batch=gated) == [
+        "Gated (Everyday sounds): it needs at least 95 % of your reviewed HITs approved in "
+        "this project; yours: 50.0 %; it needs at least 3 approved HITs in this project; "
+        "you have 1."
+    ]
+
+
+def test_it_refuses_codes_outside_iso_3166(batch: Batch, alice: Any) -> None:
+    with pytest.raises(ValidationError, match="XX, ZZ: not ISO 3166 country codes"):
+        _locales(batch, alice, "GB", "zz", "XX")
+    assert not RequiredLocale.objects.exists()
+
+
+def test_it_replaces_the_locales(batch: Batch, alice: Any) -> None:
+    _locales(batch, alice, "GB", "us")
+    _locales(batch, alice, "US", "CA")
+    assert sorted(RequiredLocale.objects.values_list("country", flat=True)) == ["CA", "US"]

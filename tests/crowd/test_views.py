@@ -19,7 +19,7 @@ from django.urls import URLPattern, reverse
 from annotation.models import Assignment, Batch, Caption, Hit, VideoHintView
 from annotation.services import assignment_review, hit_claim
 from core.models import Project, Role
-from core.services import membership_add
+from core.services import membership_add, profile_country_set
 from crowd import urls as crowd_urls
 from crowd.models import (
     BatchRequirements,
@@ -640,6 +640,30 @@ def test_it_saves_the_site_wide_record_option_through_the_page(world: World, ali
     )
 
     assert BatchRequirements.objects.get(batch=world.batch).site_wide_record
+
+
+def test_it_saves_worker_countries_through_the_page(world: World, alice: Any) -> None:
+    data = {"min_approval_percent": "0", "min_approved": "0", "locales": "gb, us"}
+    login(alice).post(URLS["batch_requirements"](world), data)
+    requirements = BatchRequirements.objects.get(batch=world.batch)
+    assert sorted(requirements.locales.values_list("country", flat=True)) == ["GB", "US"]
+    page = login(alice).get(URLS["batch_requirements"](world)).content.decode()
+    assert 'value="GB US"' in page
+
+
+def test_the_page_names_a_bad_country_code(world: World, alice: Any) -> None:
+    data = {"min_approval_percent": "0", "min_approved": "0", "locales": "GB EN"}
+    response = login(alice).post(URLS["batch_requirements"](world), data)
+    assert "EN: not ISO 3166 country codes" in response.content.decode()
+    assert not BatchRequirements.objects.exists()
+
+
+def test_reviewers_see_the_country_a_worker_declared(world: World, rey: Any) -> None:
+    profile_country_set(user=world.worker, country="CA")
+    detail = login(rey).get(URLS["worker_detail"](world)).content.decode()
+    assert "Canada (CA), declared" in detail
+    listing = login(rey).get(URLS["worker_list"](world)).content.decode()
+    assert '<td data-testid="country">Canada</td>' in listing
 
 
 def test_a_reviewer_sees_only_this_projects_record_of_a_worker(

@@ -8,8 +8,6 @@ still runs in its own transaction, so what a test changes (flags, recipes) is ro
 
 from __future__ import annotations
 
-import io
-import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,23 +21,13 @@ from curation.models import Clip, Label, Recipe, Subset, SubsetClip
 from curation.recipes import RecipeSpec
 from curation.services import ontology_import, recipe_save, segments_import, subset_build
 from curation.services import subsets as subset_services
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, wav_bytes
 
 # A one-pixel PNG: these tests serve the chart, not judge it (test_recipes draws real ones).
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
 )
-
-
-def wav_bytes(seconds: float = 0.1, rate: int = 8000) -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(b"\x00\x01" * int(seconds * rate))
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +74,7 @@ def curation(
     clip = Clip.objects.get(
         pk=SubsetClip.objects.filter(subset=subset).order_by("clip_id")[0].clip_id
     )
-    clip.audio.save("clip.wav", ContentFile(wav_bytes()), save=False)
+    clip.audio.save("clip.wav", ContentFile(wav_bytes(seconds=10.0)), save=False)
     clip.video.save("clip.mp4", ContentFile(b"not really a video"), save=False)
     clip.status, clip.duration_seconds = Clip.Status.READY, 10.0
     clip.save()

@@ -36,7 +36,7 @@ from core.models import Job, Project, WorkerHeartbeat
 from core.services import job_enqueue, job_run_inline
 from curation import fetch
 from curation.models import Clip, Recipe, Split, Subset, SubsetClip
-from curation.services import clip_fetch, clips_fetch
+from curation.services import ClipMediaBroken, clip_audio_check, clip_fetch, clips_fetch
 from curation.tasks import fetch_clip
 from earmark.env import env_float
 from tests.conftest import login, worker_database_url
@@ -536,6 +536,25 @@ def test_it_never_fetches_a_ready_clip_twice(
     assert server.hits[TONE] == hits > 0
     assert result["already_ready"] == 1
     assert result["attempted"] == 0
+
+
+def test_it_fetches_again_a_clip_whose_stored_audio_broke(
+    server: MediaServer, media_root: Path, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.FETCH_MAX_ATTEMPTS = 1
+    clip = clip_fetch(clip_id=_clip(TONE).pk)
+    broken = Path(clip.audio.path)
+    broken.write_bytes(b"")
+    with pytest.raises(ClipMediaBroken):
+        clip_audio_check(clip=clip)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        again = clip_fetch(clip_id=clip.pk)  # its one attempt was a success: a new one
+
+    assert again.status == Clip.Status.READY, again.error
+    assert (again.error, again.media_broken_at) == ("", None)
+    assert sf.info(again.audio.path).duration == pytest.approx(END - START, abs=0.05)
+    assert not broken.exists()  # the emptied file went with the fetch's commit
 
 
 def test_it_resumes_a_clip_left_fetching_by_a_dead_run(

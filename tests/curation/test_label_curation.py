@@ -109,6 +109,21 @@ def test_it_rejects_a_bad_word_label_file_and_changes_nothing(
     assert not WordLabel.objects.exists()
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16"])
+def test_it_says_a_utf16_word_label_file_is_utf16(
+    ontology: None, tmp_path: Path, encoding: str
+) -> None:
+    path = tmp_path / "words.csv"
+    path.write_bytes(HEADER_AND_GOOD_ROW.encode(encoding))
+
+    with pytest.raises(ValidationError) as error:
+        word_labels_import(path=path)
+
+    assert error.value.messages[0].startswith("words.csv: the file is UTF-16 (little-endian, ")
+    assert "save it as UTF-8" in error.value.messages[0]
+    assert not WordLabel.objects.exists()
+
+
 def test_it_reports_a_bad_file_from_the_command(ontology: None, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="super_category 'pets'"):
         call_command(

@@ -16,7 +16,13 @@ from django.core.management import CommandError, call_command
 from core.models import Job, Project
 from curation import synth
 from curation.models import Clip
-from curation.services import clips_import_local, ontology_import
+from curation.services import (
+    ClipMediaBroken,
+    clip_audio_check,
+    clip_audio_problem,
+    clips_import_local,
+    ontology_import,
+)
 from tests.conftest import ONTOLOGY_EXCERPT
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +93,7 @@ def test_it_imports_good_files_as_ready_clips(
         "files": 2,
         "created": 2,
         "already_present": 0,
+        "restored": 0,
         "broken": [],
         "clip_ids": sorted(clip.pk for clip in clips),
     }
@@ -174,6 +181,33 @@ def test_it_skips_audio_the_project_already_has(
     assert (again["created"], again["already_present"]) == (0, 2)
     assert again["clip_ids"] == first["clip_ids"]
     assert set(Clip.objects.values_list("project", flat=True)) == {project.pk}
+
+
+def test_importing_the_same_file_again_restores_a_clip_whose_stored_audio_broke(
+    media_root: Path,
+    ontology: None,
+    sounds: dict[str, Path],
+    project: Project,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    first = _import(list(sounds.values()), project=project)
+    clip = Clip.objects.get(original_name="siren.wav")
+    broken = Path(clip.audio.path)
+    broken.write_bytes(b"")
+    with pytest.raises(ClipMediaBroken):
+        clip_audio_check(clip=clip)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        again = _import(list(sounds.values()), project=project)
+
+    assert (again["created"], again["already_present"], again["restored"]) == (0, 1, 1)
+    assert again["clip_ids"] == first["clip_ids"]
+    clip.refresh_from_db()
+    assert (clip.status, clip.error, clip.media_broken_at) == (Clip.Status.READY, "", None)
+    assert [lb.mid for lb in clip.labels.all()] == [SIREN]  # the same clip, labels kept
+    assert sf.info(clip.audio.path).duration == pytest.approx(1.5, abs=0.01)
+    assert not broken.exists()
+    assert clip_audio_problem(clip) is None
 
 
 def test_another_project_importing_the_same_audio_gets_a_clip_of_its_own(

@@ -186,6 +186,38 @@ def test_it_rejects_a_malformed_file_naming_file_and_entry(
     assert _snapshot() == before
 
 
+def _children(entries: list[dict[str, Any]], mid: str, children: list[str]) -> None:
+    next(entry for entry in entries if entry["id"] == mid)["child_ids"] = children
+
+
+def test_it_refuses_a_tree_with_a_cycle_naming_its_classes(
+    imported: dict[str, int], tmp_path: Path
+) -> None:
+    entries = _entries()
+    _children(entries, "/m/05tny_", ["/m/0jbk"])  # Bark becomes a parent of Animal
+    entries[0]["name"] = "Renamed, must not be stored"
+    before = _snapshot()
+
+    with pytest.raises(ValidationError) as raised:
+        ontology_import(path=_write(tmp_path / "looping.json", entries))
+
+    assert raised.value.messages == [
+        "looping.json: the parent/child links form a cycle: /m/0jbk (Animal) → /m/068hy "
+        "(Domestic animals, pets) → /m/0bt9lr (Dog) → /m/05tny_ (Bark) → /m/0jbk (Animal); "
+        "a class cannot be its own ancestor — nothing was imported."
+    ]
+    assert _snapshot() == before
+
+
+def test_it_refuses_a_class_that_is_its_own_child(tmp_path: Path) -> None:
+    entries = _entries()
+    _children(entries, "/m/09x0r", ["/m/05zppz", "/m/09x0r"])
+
+    with pytest.raises(ValidationError, match=r"cycle: /m/09x0r \(Speech\) → /m/09x0r \(Speech\);"):
+        ontology_import(path=_write(tmp_path / "ontology.json", entries))
+    assert not Label.objects.exists()
+
+
 def test_it_rejects_a_file_that_is_not_json(imported: dict[str, int], tmp_path: Path) -> None:
     path = tmp_path / "truncated.json"
     path.write_text(ONTOLOGY_EXCERPT.read_text(encoding="utf-8")[:500], encoding="utf-8")

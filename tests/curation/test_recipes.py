@@ -21,6 +21,7 @@ from curation.recipes import (
     spec_to_text,
 )
 from curation.services import (
+    label_curate,
     ontology_import,
     recipe_import,
     recipe_save,
@@ -110,6 +111,52 @@ def test_it_caps_clips_per_label() -> None:
     assert list(result.counts_before) == [10, 3]
 
 
+def test_a_soft_cap_lets_multi_label_clips_push_a_label_past_it() -> None:
+    # Labels 0 and 1 (2 clips each) fill first; every one of their clips also carries
+    # label 2, which ends up with 4 clips against a cap of 2.
+    data = candidates([[1, 2], [1, 2], [0, 2], [0, 2]], 3)
+
+    result = select_subset(spec(max_clips_per_label=2), data)
+
+    assert list(result.counts_after) == [2, 2, 4]
+
+
+def test_a_hard_cap_holds_on_multi_label_clips() -> None:
+    data = candidates([[1, 2], [1, 2], [0, 2], [0, 2]], 3)
+
+    result = select_subset(spec(max_clips_per_label=2, hard_cap=True), data)
+
+    # rare labels fill first (a tie in label order): label 0's clips fill label 2, so
+    # label 1's clips, which also carry label 2, stay out
+    assert list(result.counts_after) == [2, 0, 2]
+    assert sorted(result.clip_ids) == [102, 103]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_kept_label_ever_passes_a_hard_cap(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    weights = 1 / np.arange(1, 9)  # skewed, as AudioSet is
+    clip_labels = [
+        list(rng.choice(8, size=rng.integers(1, 5), replace=False, p=weights / weights.sum()))
+        for _ in range(400)
+    ]
+    data = candidates(clip_labels, 8, words=[1, 3])
+
+    hard = select_subset(spec(max_clips_per_label=15, hard_cap=True, seed=seed), data)
+    soft = select_subset(spec(max_clips_per_label=15, seed=seed), data)
+
+    assert hard.counts_after.max() <= 15 < soft.counts_after.max()
+    assert hard.counts_after.min() > 0
+
+
+def test_a_hard_cap_still_fills_labels_whose_clips_are_free() -> None:
+    data = candidates([[0]] * 5 + [[1]] * 5 + [[0, 1]] * 2, 2)
+
+    result = select_subset(spec(max_clips_per_label=3, hard_cap=True), data)
+
+    assert list(result.counts_after) == [3, 3]
+
+
 def test_it_prefers_clips_with_more_word_labels_when_capping() -> None:
     # Label 0 (5 clips) is filled first; 101 and 103 also carry label 1, which has a word
     # label, so they win over 100, 102 and 104 whatever the seed.
@@ -189,6 +236,12 @@ def test_it_measures_skew_as_top_three_minus_bottom_three() -> None:
         ({"max_clips_per_label": 10**30}, "max_clips_per_label: a whole number from 1 to"),
         ({"val_size": 10**30}, "val_size: a count from 0 to 1,000,000,000"),
         ({"seed": 10**4299}, "seed: a whole number from 0 to"),
+        ({"hard_cap": "yes"}, "hard_cap: true or false"),
+        ({"only_word_labels": 1}, "only_word_labels: true or false"),
+        ({"word_label_set": "coco"}, "word_label_set: one of site, audiocaps"),
+        ({"captions_per_val_clip": 0}, "captions_per_val_clip: a whole number from 1 to 20"),
+        ({"captions_per_train_clip": 21}, "captions_per_train_clip: a whole number from 1"),
+        ({"captions_per_test_clip": 2.5}, "captions_per_test_clip"),
     ],
 )
 def test_it_names_the_field_of_an_invalid_recipe(data: dict[str, object], message: str) -> None:
@@ -280,7 +333,9 @@ def test_it_builds_a_subset_with_report_and_chart(imported: None, project: Proje
     assert report["splits"]["val"] == 2
     assert report["splits"]["test"] == 2
     assert report["super_categories"]["human"] > 0
-    assert all(row["before"] >= row["after"] or row["after"] > 0 for row in report["labels"])
+    # no cap: every candidate clip of a kept label is selected
+    assert report["labels"]
+    assert all(row["after"] == row["before"] > 0 for row in report["labels"])
     assert subset.chart.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
@@ -334,6 +389,39 @@ def test_it_names_the_file_and_field_of_a_bad_recipe_file(project: Project, tmp_
         recipe_import(project=project, path=path)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("bad.toml", "seed = [", r"^bad\.toml: not valid TOML"),
+        ("neg.toml", "val_size = -3\n", r"^neg\.toml: val_size: a count from 0"),
+        ("absent.json", None, r"absent\.json: cannot read \(No such file or directory\)$"),
+    ],
+)
+def test_the_command_refuses_a_bad_recipe_file_with_a_message_not_a_traceback(
+    project: Project, tmp_path: Path, name: str, content: str | None, message: str
+) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+
+    with pytest.raises(CommandError, match=message):
+        call_command("build_subset", str(path), "--project", project.slug, stdout=io.StringIO())
+    assert not project.recipes.exists()
+    assert not Job.objects.exists()
+
+
+def test_the_command_logs_a_refused_build_without_a_traceback(
+    project: Project, caplog: pytest.LogCaptureFixture
+) -> None:
+    small_recipe(project)  # no ontology loaded: the build refuses to start
+
+    with pytest.raises(CommandError, match="No ontology loaded; run import_ontology first"):
+        call_command("build_subset", "small", "--project", project.slug, stdout=io.StringIO())
+    assert Job.objects.get(kind="subset_build").state == Job.State.FAILED
+    assert "No ontology loaded" in caplog.text
+    assert "Traceback" not in caplog.text
+
+
 def test_it_lists_known_recipes_for_an_unknown_slug(imported: None, project: Project) -> None:
     small_recipe(project)
 
@@ -382,3 +470,145 @@ def test_a_subset_whose_clips_carry_no_word_label_reports_zero_per_super_categor
     subset = subset_from_clips(project=project, name="No words", clip_ids=picked)
 
     assert subset.report["super_categories"] == {"human": 0}
+
+
+# The AudioCaps recipe ---------------------------------------------------------------------
+
+
+def test_the_audiocaps_preset_is_the_papers_recipe() -> None:
+    preset = PRESETS["audiocaps"]
+
+    assert (preset.segment_lists, preset.min_clips_per_label) == (["unbalanced"], 1000)
+    assert preset.excluded_subtrees == ["Music"]
+    assert preset.keep_labels_also_outside_excluded_subtrees
+    assert set(preset.excluded_flags) == {"excluded", "needs_visuals", "needs_expertise"}
+    assert (preset.word_label_set, preset.only_word_labels) == ("audiocaps", True)
+    assert (preset.max_clips_per_label, preset.hard_cap) == (2000, True)
+    assert [preset.captions_per_clip(s) for s in ("train", "val", "test")] == [1, 5, 5]
+
+
+@pytest.fixture
+def ontology(db: None) -> None:
+    ontology_import(path=FIXTURES / "audioset_ontology.json")
+
+
+def clips_carrying(*label_names: list[str]) -> None:
+    """One AudioSet clip of the balanced list per list of label names."""
+    labels = {label.name: label for label in Label.objects.all()}
+    for i, names in enumerate(label_names):
+        clip = Clip.objects.create(
+            source=Clip.Source.YOUTUBE, youtube_id=f"clip{i:07d}", segment_list="balanced"
+        )
+        clip.labels.set([labels[name] for name in names])
+
+
+def audiocaps_recipe(project: Project, **overrides: object) -> Recipe:
+    """The bundled preset on the balanced list, small enough for a few clips."""
+    fields = {
+        **PRESETS["audiocaps"].to_dict(),
+        "segment_lists": ["balanced"],
+        "min_clips_per_label": 1,
+        "val_size": 0,
+        "test_size": 0,
+        **overrides,
+    }
+    return recipe_save(project=project, name="AudioCaps", spec=fields)
+
+
+def kept_names(subset: Subset) -> set[str]:
+    return {row["name"] for row in subset.report["labels"]}
+
+
+@pytest.mark.parametrize("spare", [True, False])
+def test_it_keeps_bell_though_it_also_sits_under_music_only_when_asked(
+    ontology: None, project: Project, spare: bool
+) -> None:
+    clips_carrying(["Bell"], ["Bell"], ["Guitar"], ["Siren"])
+    recipe = audiocaps_recipe(
+        project, only_word_labels=False, keep_labels_also_outside_excluded_subtrees=spare
+    )
+
+    subset = subset_build(recipe=recipe)
+
+    assert kept_names(subset) == ({"Bell", "Siren"} if spare else {"Siren"})
+
+
+def test_it_keeps_only_labels_of_the_chosen_word_label_set(
+    ontology: None, project: Project
+) -> None:
+    clips_carrying(["Siren"], ["Speech"], ["Speech", "Male speech, man speaking"])
+
+    subset = subset_build(recipe=audiocaps_recipe(project))
+
+    assert kept_names(subset) == {"Siren", "Male speech, man speaking"}
+    assert subset.subsetclip_set.count() == 2
+
+
+def test_it_needs_word_labels_on_the_site_to_keep_only_word_labels(
+    ontology: None, project: Project
+) -> None:
+    clips_carrying(["Siren"])
+
+    with pytest.raises(ValidationError, match="this site has no word labels imported"):
+        subset_build(recipe=audiocaps_recipe(project, word_label_set="site"))
+
+
+def test_the_report_counts_the_labels_each_rule_drops(ontology: None, project: Project) -> None:
+    label_curate(
+        project=project,
+        label=Label.objects.get(name="Inside, small room"),
+        needs_visuals=True,
+        needs_expertise=False,
+        excluded=False,
+    )
+    clips_carrying(["Music", "Guitar"], ["Inside, small room"], ["Speech"], ["Speech"], ["Siren"])
+
+    subset = subset_build(
+        recipe=audiocaps_recipe(project, only_word_labels=False, min_clips_per_label=2)
+    )
+
+    report = subset.report
+    assert report["labels_considered"] == 5
+    assert [(row["rule"], row["dropped"]) for row in report["label_rules"]] == [
+        ("in an excluded subtree (Music)", 2),
+        ("abstract in the ontology", 0),
+        ("blacklisted in the ontology", 0),
+        ("flagged excluded in this project", 0),
+        ("flagged needs visuals in this project", 1),
+        ("flagged needs expertise in this project", 0),
+        ("fewer than 2 candidate clips", 1),
+    ]
+    assert report["labels_kept"] == 1
+
+
+def test_the_report_shows_figure_8s_skew_over_the_word_labels(
+    ontology: None, project: Project
+) -> None:
+    per_word = {"Siren": 10, "Truck": 9, "Door": 8, "Wind": 3, "Rain": 2, "Laughter": 1}
+    clips_carrying(*[[name] for name, n in per_word.items() for _ in range(n)], *[["Speech"]] * 40)
+
+    subset = subset_build(
+        recipe=audiocaps_recipe(project, only_word_labels=False, max_clips_per_label=2)
+    )
+
+    report = subset.report
+    assert report["word_skew_before"] == pytest.approx((10 + 9 + 8) / 3 - (3 + 2 + 1) / 3)
+    assert report["word_skew_after"] == pytest.approx(2 - (2 + 2 + 1) / 3)
+    assert report["skew_before"] == pytest.approx((40 + 10 + 9) / 3 - 2)  # Speech counts here
+
+
+def test_a_label_under_several_groups_counts_for_each_of_them(
+    ontology: None, project: Project
+) -> None:
+    clips_carrying(["Hiss"], ["Siren"])
+
+    report = subset_build(recipe=audiocaps_recipe(project)).report
+
+    counts = report["super_categories"]
+    assert [counts[c] for c in ("other_things", "source_ambiguous", "animal", "alarm")] == [
+        1,
+        1,
+        1,
+        1,
+    ]
+    assert counts["human"] == 0

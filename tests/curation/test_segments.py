@@ -234,6 +234,54 @@ def test_it_refuses_a_file_that_is_not_text(ontology: None, tmp_path: Path) -> N
     assert Clip.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "content", ["", HEADER, "\n\n  \n"], ids=["empty", "comments only", "blank lines"]
+)
+def test_it_refuses_a_file_without_segments(ontology: None, tmp_path: Path, content: str) -> None:
+    path = tmp_path / "segments.csv"
+    path.write_text(content)
+
+    with pytest.raises(ValidationError) as error:
+        segments_import(path=path, segment_list="eval")
+
+    assert error.value.messages == [
+        "segments.csv: no segments (the file is empty or holds only comment lines); expected "
+        "rows of YTID, start_seconds, end_seconds, labels — nothing from this file was imported."
+    ]
+    assert Clip.objects.count() == 0
+
+
+def test_the_command_fails_on_a_file_without_segments(ontology: None, tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    path.write_text("")
+
+    with pytest.raises(CommandError, match=r"empty\.csv: no segments"):
+        call_command("import_segments", str(path), "--source", "eval", stdout=io.StringIO())
+    assert Job.objects.get(kind="segments_import").state == Job.State.FAILED
+
+
+@pytest.mark.parametrize(
+    ("encoding", "described"),
+    [
+        ("utf-16-le", "UTF-16 (little-endian, no byte-order mark)"),
+        ("utf-16-be", "UTF-16 (big-endian, no byte-order mark)"),
+        ("utf-16", "UTF-16 (little-endian, with a byte-order mark)"),
+    ],
+)
+def test_it_says_a_utf16_file_is_utf16(
+    ontology: None, tmp_path: Path, encoding: str, described: str
+) -> None:
+    path = tmp_path / "segments.csv"
+    path.write_bytes((HEADER + 'abcdefghijk, 0, 10, "/m/09x0r"\n').encode(encoding))
+
+    with pytest.raises(ValidationError) as error:
+        segments_import(path=path, segment_list="eval")
+
+    assert error.value.messages[0].startswith(f"segments.csv: the file is {described} text;")
+    assert "save it as UTF-8" in error.value.messages[0]
+    assert Clip.objects.count() == 0
+
+
 def test_it_runs_as_a_command_recorded_as_a_job(ontology: None) -> None:
     call_command("import_segments", str(BALANCED), "--source", "balanced", stdout=io.StringIO())
 

@@ -17,11 +17,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLPattern, reverse
 
-from core.models import Job
+from core.models import Job, Role
+from core.services import membership_add
 from curation import urls as curation_urls
 from curation import views
-from curation.models import Clip, Label, LabelCuration, Recipe, Subset, SubsetClip
-from curation.recipes import PRESETS, RecipeSpec, spec_from_text, spec_to_text
+from curation.audiocaps import FLAG_SET, read_flags
+from curation.models import Clip, Label, LabelCuration, Recipe, Subset, SubsetClip, WordLabel
+from curation.recipes import FLAGS, PRESETS, RecipeSpec, spec_from_text, spec_to_text
 from curation.services import RECIPE_FILE_MAX_BYTES
 from tests.conftest import login, streamed
 from tests.curation.conftest import Curation
@@ -44,10 +46,14 @@ def _recipe_form(c: Curation, **changes: Any) -> dict[str, Any]:
         "excluded_flags": ["excluded"],
         "exclude_abstract": "on",
         "exclude_blacklisted": "on",
+        "word_label_set": "site",
         "max_clips_per_label": "",
         "max_label_share": "",
         "val_size": "2",
         "test_size": "2",
+        "captions_per_train_clip": "1",
+        "captions_per_val_clip": "5",
+        "captions_per_test_clip": "5",
         "seed": "0",
     }
     data.update(changes)
@@ -74,6 +80,10 @@ ACTIONS: dict[str, tuple[URL, Callable[[Curation], dict[str, Any]]]] = {
     "label_curate": (
         lambda c: reverse("label_curate", args=[c.project.slug, c.label.pk]),
         lambda c: {"excluded": "on", "note": "too broad"},
+    ),
+    "label_flags_apply": (
+        lambda c: reverse("label_flags_apply", args=[c.project.slug]),
+        lambda c: {},
     ),
     "recipe_new": (
         lambda c: reverse("recipe_new", args=[c.project.slug]),
@@ -104,6 +114,10 @@ ACTIONS: dict[str, tuple[URL, Callable[[Curation], dict[str, Any]]]] = {
         lambda c: {"archive": _zip_of_one_wav()},
     ),
 }
+# Site-wide changes, for staff only (the word labels are the shared ontology's)
+STAFF_ACTIONS: dict[str, URL] = {
+    "word_labels_import_audiocaps": lambda c: reverse("word_labels_import_audiocaps"),
+}
 # researchers-only pages that show their form on GET
 RESEARCHER_FORMS = {"clip_import"}
 POST_ONLY = [name for name in ACTIONS if name not in PAGES and name not in RESEARCHER_FORMS]
@@ -119,8 +133,9 @@ def _zip_of_one_wav() -> SimpleUploadedFile:
 def _state(c: Curation) -> tuple[Any, ...]:
     """Everything the actions could change."""
     recipes = sorted(Recipe.objects.values_list("slug", "name", "spec"), key=str)
-    flags = sorted(LabelCuration.objects.values_list("project", "label", "excluded", "note"))
-    return (flags, recipes, Subset.objects.count(), Job.objects.count())
+    flags = sorted(LabelCuration.objects.values_list("project", "label", *FLAGS, "note"))
+    words = sorted(Label.objects.values_list("pk", "word_label"), key=str)
+    return (flags, words, recipes, Subset.objects.count(), Job.objects.count())
 
 
 def _post(client: Client, name: str, c: Curation) -> Any:
@@ -133,7 +148,7 @@ def _post(client: Client, name: str, c: Curation) -> Any:
 
 def test_it_covers_every_url_in_curation_urls() -> None:
     names = {p.name for p in curation_urls.urlpatterns if isinstance(p, URLPattern)}
-    assert names == set(PAGES) | set(ACTIONS)
+    assert names == set(PAGES) | set(ACTIONS) | set(STAFF_ACTIONS)
 
 
 # Anonymous -----------------------------------------------------------------------------
@@ -260,6 +275,11 @@ def test_it_refuses_get_on_post_only_urls(curation: Curation, alice: Any, name: 
     assert response.status_code == 405
 
 
+def test_it_refuses_get_on_the_staff_actions(curation: Curation, staff: Any) -> None:
+    for url in STAFF_ACTIONS.values():
+        assert login(staff).get(url(curation)).status_code == 405
+
+
 def test_it_links_the_curation_pages_from_the_project(curation: Curation, alice: Any) -> None:
     response = login(alice).get(curation.project.get_absolute_url())
     assert response.status_code == 200
@@ -335,6 +355,75 @@ def test_the_ontology_page_shows_only_this_projects_flags(
     assert not LabelCuration.objects.filter(project=curation.project).exists()
 
 
+def test_it_applies_the_audiocaps_flags_from_the_ontology_page(
+    curation: Curation, alice: Any
+) -> None:
+    url, body = ACTIONS["label_flags_apply"]
+
+    response = login(alice).post(url(curation), body(curation), follow=True)
+
+    assert response.redirect_chain == [(PAGES["ontology"](curation), 302)]
+    room = LabelCuration.objects.get(project=curation.project, label__mid="/t/dd00125")
+    assert room.needs_visuals
+    total = len(read_flags(FLAG_SET, known=FLAGS))
+    assert f"{total} of the {total} AudioCaps flags are set" in response.content.decode()
+
+
+@pytest.mark.parametrize("who", ["alice", "rey", "ann", "olive"])
+def test_it_refuses_the_shared_word_labels_to_everyone_but_staff(
+    curation: Curation, request: pytest.FixtureRequest, who: str
+) -> None:
+    before = _state(curation)
+
+    response = login(request.getfixturevalue(who)).post(
+        STAFF_ACTIONS["word_labels_import_audiocaps"](curation)
+    )
+
+    assert response.status_code == 403
+    assert _state(curation) == before
+
+
+def test_staff_import_the_audiocaps_word_labels_from_a_projects_ontology_page(
+    curation: Curation, staff: Any
+) -> None:
+    membership_add(project=curation.project, user=staff, role=Role.RESEARCHER)
+    page = PAGES["ontology"](curation)
+
+    response = login(staff).post(
+        STAFF_ACTIONS["word_labels_import_audiocaps"](curation), {"next": page}, follow=True
+    )
+
+    assert response.redirect_chain == [(page, 302)]
+    assert WordLabel.objects.get(name="hiss").super_categories == [
+        "other_things",
+        "source_ambiguous",
+        "animal",
+    ]
+    assert "69 of the 69 AudioSet labels" in response.content.decode()
+
+
+def test_the_word_label_import_goes_back_to_this_site_only(curation: Curation, staff: Any) -> None:
+    response = login(staff).post(
+        STAFF_ACTIONS["word_labels_import_audiocaps"](curation), {"next": "https://evil.test/"}
+    )
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("home")
+
+
+@pytest.mark.parametrize(("user", "offered"), [("alice", False), ("staff", True)])
+def test_it_offers_the_word_label_import_to_staff_only(
+    curation: Curation, request: pytest.FixtureRequest, user: str, offered: bool
+) -> None:
+    person = request.getfixturevalue(user)
+    membership_add(project=curation.project, user=person, role=Role.RESEARCHER)
+
+    html = login(person).get(PAGES["ontology"](curation)).content.decode()
+
+    assert ('data-testid="import-audiocaps-words"' in html) is offered
+    assert 'data-testid="apply-audiocaps-flags"' in html
+
+
 def test_it_404s_curating_an_unknown_label(curation: Curation, alice: Any) -> None:
     response = login(alice).post(reverse("label_curate", args=[curation.project.slug, 999999]))
     assert response.status_code == 404
@@ -379,6 +468,45 @@ def test_it_saves_an_edited_recipe(curation: Curation, alice: Any) -> None:
     assert curation.recipe.slug == "balanced"  # the address stays
     assert curation.recipe.spec["seed"] == 7
     assert curation.recipe.created_by == alice
+
+
+def test_it_saves_the_audiocaps_recipes_switches_from_the_editor(
+    curation: Curation, alice: Any
+) -> None:
+    form = _recipe_form(
+        curation,
+        word_label_set="audiocaps",
+        only_word_labels="on",
+        hard_cap="on",
+        captions_per_val_clip="3",
+    )
+
+    response = login(alice).post(PAGES["recipe_detail"](curation), form)
+
+    assert response.status_code == 302
+    curation.recipe.refresh_from_db()
+    spec = curation.recipe.spec
+    assert (spec["word_label_set"], spec["only_word_labels"], spec["hard_cap"]) == (
+        "audiocaps",
+        True,
+        True,
+    )
+    assert spec["captions_per_val_clip"] == 3
+
+
+def test_it_opens_a_recipe_saved_before_the_new_fields_with_their_defaults(
+    curation: Curation, alice: Any
+) -> None:
+    old = {k: v for k, v in curation.recipe.spec.items() if not k.startswith("captions_per")}
+    Recipe.objects.filter(pk=curation.recipe.pk).update(spec=old)
+
+    html = login(alice).get(PAGES["recipe_detail"](curation)).content.decode()
+
+    assert re.search(r'name="captions_per_val_clip" value="5"', html)
+    select = re.search(r'<select name="word_label_set"[^>]*>(.*?)</select>', html, re.S)
+    assert select is not None
+    assert 'data-spec="text"' in select.group(0)
+    assert re.findall(r'<option value="(\w+)"', select.group(1)) == ["site", "audiocaps"]
 
 
 def test_it_offers_the_video_features_heights_on_the_editor(curation: Curation, alice: Any) -> None:
@@ -721,6 +849,27 @@ def test_it_404s_audio_a_clip_does_not_have(curation: Curation, alice: Any) -> N
     assert login(alice).get(url).status_code == 404
 
 
-def test_it_404s_audio_whose_file_is_gone(curation: Curation, alice: Any) -> None:
-    curation.clip.audio.storage.delete(curation.clip.audio.name)
-    assert login(alice).get(PAGES["clip_audio"](curation)).status_code == 404
+def test_it_404s_audio_whose_file_is_gone_saying_so_and_fails_the_clip(
+    curation: Curation, alice: Any
+) -> None:
+    name = curation.clip.audio.name
+    curation.clip.audio.storage.delete(name)
+
+    response = login(alice).get(PAGES["clip_audio"](curation))
+
+    assert response.status_code == 404
+    assert f"its audio file {name} is missing from storage" in response.content.decode()
+    html = login(alice).get(PAGES["clip_list"](curation), {"status": "failed"}).content.decode()
+    assert f"Broken after it was stored: its audio file {name} is missing from storage" in html
+
+
+def test_it_serves_no_noise_as_audio(curation: Curation, alice: Any) -> None:
+    with curation.clip.audio.storage.open(curation.clip.audio.name, "wb") as handle:
+        handle.write(bytes(range(256)) * 16)
+
+    response = login(alice).get(PAGES["clip_audio"](curation))
+
+    assert response.status_code == 404
+    assert "is not readable audio" in response.content.decode()
+    curation.clip.refresh_from_db()
+    assert curation.clip.status == Clip.Status.FAILED

@@ -50,6 +50,31 @@ def test_a_researcher_starts_a_run_by_snapshot_version(
     assert Job.objects.get(pk=body["job_id"]).queue == "gpu"
 
 
+def test_a_run_started_through_the_api_records_its_recipe(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    response = _post(
+        _client(alice),
+        "/api/projects/sounds/runs",
+        {"model": "bilstm", "snapshot": 1, "preset": "paper", "epochs": 6},
+    )
+
+    assert response.status_code == 201, response.content
+    recipe = response.json()["recipe"]
+    assert recipe["paper"].startswith("Bhosale et al.")
+    assert recipe["changes"] == [
+        {
+            "setting": "train.epochs",
+            "recipe": 30,
+            "run": 6,
+            "why": "scaled",
+            "reason": "the recipe scaled to 6 caption epochs",
+        }
+    ]
+    assert TrainingRun.objects.get().recipe == recipe
+    assert response.json()["config"]["run"]["vocab"]["min_count"] == 10
+
+
 def test_a_run_switches_on_spec_augment_through_the_api(
     project: Project, snapshot: Snapshot, alice: Any
 ) -> None:
@@ -166,6 +191,20 @@ def test_suggest_queues_a_gpu_job_for_a_subset(
     job = Job.objects.get(pk=response.json()["id"])
     assert job.params["subset_id"] == subset.pk
     assert job.queue == "gpu"
+
+
+def test_suggest_without_a_beam_leaves_it_to_the_runs_recipe(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    run = _run(project, snapshot)
+    Subset.objects.create(project=project, name="Birds", slug="birds")
+
+    response = _post(
+        _client(alice), f"/api/projects/sounds/runs/{run.pk}/suggest", {"subset": "birds"}
+    )
+
+    assert response.status_code == 201
+    assert Job.objects.get(pk=response.json()["id"]).params["beam_size"] is None
 
 
 def test_suggestions_are_listed_per_clip(project: Project, snapshot: Snapshot, rey: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -228,29 +230,55 @@ def test_beam_search_decodes_through_the_shared_module():
 # MBP -----------------------------------------------------------------------------------
 
 
-def test_without_mbp_the_training_loss_is_the_caption_loss():
+def test_without_mbp_the_pretraining_loss_is_the_caption_loss():
     vocab = vocabulary()
     model = _model(vocab=vocab, dropout=0.0)
     data = av_batch(vocab)
-    loss, logs = model.training_loss(data)
+    loss, logs = model.pretrain_loss(data)
     torch.testing.assert_close(loss, _loss(model, data))
     assert set(logs) == {"loss"}
 
 
-def test_mbp_loss_is_eq_4_and_logs_the_weights():
+def _caption_loss_with(model, data, *, zeroed: str) -> float:
+    """The caption loss through model(batch) with one modality's unimodal embeddings
+    replaced by zeros by a hook on the module that makes them (not through pretrain_loss)."""
+    if zeroed == "video":
+        hook = model.video_project.register_forward_hook(lambda _m, _a, out: torch.zeros_like(out))
+    else:
+        hook = model.audio_encoder.register_forward_hook(
+            lambda _m, _a, out: (torch.zeros_like(out[0]), out[1])
+        )
+    try:
+        with torch.no_grad():
+            return float(_loss(model, data))
+    finally:
+        hook.remove()
+
+
+def test_mbp_loss_is_eq_4_of_the_three_losses_computed_apart():
     vocab = vocabulary()
-    model = _model(vocab=vocab, dropout=0.0, mbp=True, mbp_beta=0.5)
-    loss, logs = model.training_loss(av_batch(vocab))
-    expected = (
-        logs["loss_joint"]
-        + logs["weight_audio"] * logs["loss_audio"]
-        + logs["weight_video"] * logs["loss_video"]
-    )
+    alpha, beta = 10.0, 0.5
+    model = _model(vocab=vocab, dropout=0.0, mbp=True, mbp_alpha=alpha, mbp_beta=beta)
+    data = av_batch(vocab)
+    with torch.no_grad():
+        joint = float(_loss(model, data))  # L, both modalities
+    audio_only = _caption_loss_with(model, data, zeroed="video")  # L_a (eq. 2)
+    video_only = _caption_loss_with(model, data, zeroed="audio")  # L_v
+    gaps = [(audio_only - joint) ** 2, (video_only - joint) ** 2]  # eq. 3
+    exps = [math.exp(alpha * g - max(alpha * x for x in gaps)) for g in gaps]
+    target = [e / sum(exps) for e in exps]  # eq. 6
+    weights = [beta * 0.5 + (1 - beta) * t for t in target]  # eq. 5, from (1/2, 1/2)
+    expected = joint + weights[0] * audio_only + weights[1] * video_only  # eq. 4
+
+    loss, logs = model.pretrain_loss(data)
+
     assert loss.item() == pytest.approx(expected, rel=1e-5)
-    assert logs["weight_audio"] != 0.5
-    assert torch.equal(
-        model.balancer.weights, torch.tensor([logs["weight_audio"], logs["weight_video"]])
+    assert [logs["weight_audio"], logs["weight_video"]] == pytest.approx(weights, rel=1e-5)
+    assert (logs["loss_audio"], logs["loss_video"]) == pytest.approx(
+        (audio_only, video_only), rel=1e-5
     )
+    assert audio_only != pytest.approx(joint)
+    assert video_only != pytest.approx(joint)
 
 
 def test_mbp_solo_losses_zero_the_other_modality():
@@ -258,9 +286,9 @@ def test_mbp_solo_losses_zero_the_other_modality():
     model = _model(vocab=vocab, mbp=True).eval()
     data = av_batch(vocab)
     with torch.no_grad():
-        _, base = model.training_loss(data)
-        _, video_changed = model.training_loss(dict(data, video=torch.randn_like(data["video"])))
-        _, audio_changed = model.training_loss(
+        _, base = model.pretrain_loss(data)
+        _, video_changed = model.pretrain_loss(dict(data, video=torch.randn_like(data["video"])))
+        _, audio_changed = model.pretrain_loss(
             dict(data, features=torch.randn_like(data["features"]))
         )
     assert video_changed["loss_audio"] == pytest.approx(base["loss_audio"], abs=1e-6)
@@ -275,7 +303,7 @@ def test_mbp_weights_move_every_training_step_and_are_checkpointed():
     data = av_batch(vocab)
     seen = []
     for _ in range(3):
-        model.training_loss(data)
+        model.pretrain_loss(data)
         seen.append(model.balancer.weights.tolist())
     assert seen[0] != seen[1] != seen[2]
     assert "balancer.weights" in model.state_dict()
@@ -284,7 +312,7 @@ def test_mbp_weights_move_every_training_step_and_are_checkpointed():
 def test_loss_falls_when_overfitting_with_mbp():
     vocab = vocabulary()
     model = _model(vocab=vocab, dropout=0.0, mbp=True)
-    losses = overfit(model, av_batch(vocab), lambda m, b: m.training_loss(b)[0])
+    losses = overfit(model, av_batch(vocab), lambda m, b: m.pretrain_loss(b)[0])
     assert losses[-1] < 0.2 * losses[0]
 
 
@@ -299,7 +327,7 @@ def test_batch_without_video_is_refused_with_a_clear_message():
 def test_checkpoint_keeps_the_fusion_and_the_mbp_weights(tmp_path):
     vocab = vocabulary()
     model = _model("global_cross", vocab, mbp=True, mbp_beta=0.5)
-    model.training_loss(av_batch(vocab))
+    model.pretrain_loss(av_batch(vocab))
     loaded = assert_checkpoint_round_trip("crossmodal", model, vocab, tmp_path / "model.pt")
     assert isinstance(loaded, AVCaptioner)
     assert loaded.balancer is not None

@@ -82,13 +82,43 @@ def test_vggish_gives_mid_and_high_level_features() -> None:
     assert conv4_lengths.tolist() == [12]
 
 
-def test_resnet38_exposes_the_blocks_maac_pools() -> None:
-    encoder = tiny("resnet38")
+def _hooked_outputs(modules: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
+    """Records each named module's output on every forward call (the last one kept)."""
+    seen: dict[str, torch.Tensor] = {}
+    for key, module in modules.items():
+        module.register_forward_hook(
+            lambda _m, _args, out, key=key: seen.__setitem__(key, out.detach().clone())
+        )
+    return seen
+
+
+def test_resnet38_pools_the_3rd_4th_and_last_of_its_six_blocks() -> None:
+    # distinct widths, so every level's channel count names the block it came from:
+    # conv_block1 4, layer1 4, layer2 6, layer3 10, layer4 12, (unused 14), conv_block_after1 18
+    encoder = tiny("resnet38", widths=[4, 6, 10, 12, 14, 18], resnet_layers=[1, 1, 1, 1])
     assert isinstance(encoder, E.ResNet38)
+    seen = _hooked_outputs(
+        {
+            "layer2": encoder.resnet.get_submodule("layer2"),
+            "layer3": encoder.resnet.get_submodule("layer3"),
+            "last": encoder.conv_block_after1,
+        }
+    )
+
     blocks = encoder.forward_blocks(torch.randn(2, 96, 64), torch.tensor([96, 64]))
-    assert [x.shape[2] for x, _ in blocks] == [8, 8, 16]
-    assert [x.shape[1] for x, _ in blocks] == [12, 6, 3]
-    assert blocks[0][1].tolist() == [12, 8]
+
+    assert [x.shape[2] for x, _ in blocks] == [6, 10, 18] == list(encoder.level_dims)
+    for (x, _), key in zip(blocks, ("layer2", "layer3", "last"), strict=True):
+        # the level is that block's output averaged over frequency, frames first
+        torch.testing.assert_close(x, seen[key].mean(dim=3).transpose(1, 2))
+    assert [x.shape[1] for x, _ in blocks] == [24, 12, 3]  # time / 4, / 8, / 32
+    assert blocks[0][1].tolist() == [24, 16]
+
+
+def test_resnet38_levels_have_the_papers_channels_at_full_size() -> None:
+    with torch.device("meta"):
+        encoder = E.ResNet38()
+    assert encoder.level_dims == (128, 256, 2048)
 
 
 def test_ast_cls_output_gives_one_vector_per_overlapping_window() -> None:

@@ -11,7 +11,7 @@ from modeling.ml.encoders import PannsConfig, ResNet38
 from modeling.ml.keywords import top_keywords
 from modeling.ml.models.base import caption_loss, masked_mean
 from modeling.ml.models.maac import GLUAttention, MAACCaptioner
-from modeling.ml.presets import model_preset, train_preset
+from modeling.ml.presets import model_preset
 from modeling.ml.registry import build_model
 from tests.modeling.captioning import one_torch_thread, vocabulary  # noqa: F401 (autouse)
 from tests.modeling.captioning_av import (
@@ -266,12 +266,39 @@ def test_resnet38_backbone_loads_panns_weights_from_a_file(tmp_path):
     assert model.keyword_logits(batch).shape == (2, N_KEYWORDS)
 
 
+def test_the_resnet38_keyword_encoder_pools_layer2_layer3_and_the_last_block():
+    config = model_preset("maac", "tiny")
+    assert isinstance(config, MAACConfig)
+    config.backbone, config.feature_dim = "resnet38", 64
+    # distinct widths: layer2 6, layer3 10, layer4 12, conv_block_after1 18 channels
+    config.panns_widths, config.panns_layers = (4, 6, 10, 12, 14, 18), (1, 1, 1, 1)
+    model = build_model("maac", config, vocab_size=len(vocabulary())).eval()
+    assert isinstance(model, MAACCaptioner)
+    encoder = model.keyword_encoder
+    backbone = encoder.backbone
+    assert isinstance(backbone, ResNet38)
+    assert [level.in_features for level in encoder.levels] == [6, 10, 18]
+    outputs: dict[str, torch.Tensor] = {}
+    level_inputs: list[torch.Tensor] = []
+    blocks: list[tuple[str, torch.nn.Module]] = [
+        ("layer2", backbone.resnet.get_submodule("layer2")),
+        ("layer3", backbone.resnet.get_submodule("layer3")),
+        ("last", backbone.conv_block_after1),
+    ]
+    for key, module in blocks:
+        module.register_forward_hook(lambda _m, _a, out, key=key: outputs.__setitem__(key, out))
+    for level in encoder.levels:
+        level.register_forward_pre_hook(lambda _m, args: level_inputs.append(args[0]))
+
+    lengths = torch.tensor([64, 64])
+    with torch.no_grad():
+        model.keyword_logits({"features": torch.randn(2, 64, 64), "feature_lengths": lengths})
+
+    for pooled, key in zip(level_inputs, ("layer2", "layer3", "last"), strict=True):
+        frames = outputs[key].mean(dim=3).transpose(1, 2)  # the block averaged over frequency
+        torch.testing.assert_close(pooled, frames.mean(dim=1))  # GAP over its (full) frames
+
+
 def test_checkpoint_rebuilds_the_model(tmp_path):
     vocab = vocabulary()
     assert_checkpoint_round_trip("maac", _model(vocab), vocab, tmp_path / "model.pt")
-
-
-def test_training_presets_follow_the_paper():
-    ce, rl = train_preset("maac"), train_preset("maac_scst")
-    assert (ce.lr, ce.epochs, ce.batch_size, ce.lr_decay_per_epoch) == (3e-4, 30, 32, 0.98)
-    assert (rl.lr, rl.lr_decay_per_epoch) == (5e-5, 0.98)

@@ -17,7 +17,15 @@ from modeling.ml.config import (
     config_from_dict,
 )
 from modeling.ml.config_av import CaptionLengthConfig, VideoCaptionerConfig
-from modeling.ml.presets import MODEL_PRESETS, model_preset, train_preset
+from modeling.ml.presets import (
+    MODEL_PRESETS,
+    RECIPES,
+    TRAIN_PRESETS,
+    default_recipe,
+    model_preset,
+    scaled_epochs,
+    train_preset,
+)
 from modeling.ml.registry import MODELS, run_config, run_config_from_dict
 
 
@@ -123,8 +131,9 @@ def test_presets_need_no_other_import_first():
     # a fresh interpreter: the registry once added the audio-visual presets when imported
     code = (
         "import sys\n"
-        "from modeling.ml.presets import model_preset, train_preset\n"
+        "from modeling.ml.presets import default_recipe, model_preset, train_preset\n"
         "model_preset('maac'), model_preset('vact', 'tiny'), train_preset('maac')\n"
+        "default_recipe('crossmodal').train_config()\n"
         "assert 'modeling.ml.registry' not in sys.modules\n"
     )
     root = Path(__file__).resolve().parents[2]
@@ -142,11 +151,40 @@ def test_unknown_training_preset_lists_the_known_ones():
         train_preset("fast")
 
 
-def test_act_training_preset_follows_the_paper():
-    config = train_preset("act")
-    assert (config.lr, config.epochs, config.warmup_epochs, config.batch_size) == (
-        1e-4,
-        15,
-        5.0,
-        32,
+def test_every_model_has_a_recipe_whose_presets_exist():
+    assert set(RECIPES) == set(MODELS)
+    assert all(recipe.train in TRAIN_PRESETS for recipe in RECIPES.values())
+
+
+def test_recipes_are_fresh_copies():
+    recipe = default_recipe("crossmodal")
+    recipe.model["mbp"] = False
+    recipe.vocab.min_count = 99
+    fresh = default_recipe("crossmodal")
+    assert fresh.model == {"mbp": True}
+    assert fresh.vocab.min_count == 1
+
+
+def test_an_unknown_model_has_no_recipe():
+    with pytest.raises(ConfigError, match="no recipe for model 'huge'"):
+        default_recipe("huge")
+
+
+def test_scaling_a_recipe_scales_every_stage_and_the_warm_up():
+    maac = scaled_epochs(train_preset("maac"), 3)  # 80 + 25 / 30 / 55 epochs -> 3 captions
+    assert (maac.pretrain_frozen_epochs, maac.pretrain_epochs, maac.epochs, maac.scst_epochs) == (
+        8,
+        2,
+        3,
+        6,
     )
+    act = scaled_epochs(train_preset("act"), 3)  # 5 warm-up epochs of 15
+    assert (act.epochs, act.warmup_epochs) == (3, 1.0)
+    tiny = scaled_epochs(train_preset("maac"), 1)  # a stage the recipe has keeps an epoch
+    assert (tiny.pretrain_epochs, tiny.scst_epochs) == (1, 2)
+    assert scaled_epochs(train_preset("act"), 1).pretrain_epochs == 0  # and none gets one
+
+
+def test_scaling_to_no_epochs_is_refused():
+    with pytest.raises(ConfigError, match="epochs: must be at least 1"):
+        scaled_epochs(train_preset("act"), 0)

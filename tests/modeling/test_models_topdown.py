@@ -151,3 +151,25 @@ def test_two_feature_levels_use_mid_features():
     del data["mid_features"]
     with pytest.raises(ValueError, match="mid_features"):
         model(data)
+
+
+def test_the_mid_level_has_its_own_frame_rate():
+    # VGGish behind TopDown: one fc2 vector per patch, six conv4 steps per patch
+    vocab = vocabulary()
+    model = tiny_model("topdown", vocab, mid_feature_dim=5).eval()
+    data = collate(items(vocab)[:2])
+    data["features"] = torch.randn(2, 3, data["features"].size(2))
+    data["feature_lengths"] = torch.tensor([3, 2])
+    data["mid_features"] = torch.randn(2, 18, 5)
+    data["mid_feature_lengths"] = torch.tensor([18, 12])
+    with torch.no_grad():
+        memory = model.encode(data)
+        logits = model(data)
+        padded = dict(data, mid_features=data["mid_features"].clone())
+        padded["mid_features"][1, 12:] = 1e3  # beyond the second clip's mid level
+        padded["features"] = data["features"].clone()
+        padded["features"][1, 2:] = 1e3  # beyond its high level
+        again = model(padded)
+    assert memory["mask"].tolist() == [[True] * 18, [True] * 12 + [False] * 6]
+    assert memory["keys"].shape[1] == 18
+    torch.testing.assert_close(again, logits)

@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from modeling.ml.checkpoint import load_checkpoint
-from modeling.ml.config import ConfigError, RunConfig, apply_overrides, check_train_config
+from modeling.ml.config import (
+    ConfigError,
+    RunConfig,
+    TopDownConfig,
+    apply_overrides,
+    check_train_config,
+)
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.encoders import FrozenEncoder, pretrained_architecture
 from modeling.ml.models.encoded import EncodedCaptioner
@@ -265,3 +271,76 @@ def test_retrieval_cannot_take_an_encoder() -> None:
     run = _run("nn", "model.encoder=vggish", "model.encoder_weights=x.pt")
     with pytest.raises(ConfigError, match="model 'nn' cannot use a pretrained encoder"):
         build_model("nn", run.model, vocab_size=len(vocabulary()))
+
+
+# TopDown's two levels ----------------------------------------------------------------------
+
+
+def test_topdown_behind_vggish_reads_fc2_as_its_high_and_conv4_as_its_mid_level(
+    tmp_path: Path,
+) -> None:
+    weights = _weights(tmp_path)
+    run = _run(
+        "topdown",
+        "model.aligned_attention=false",
+        "model.encoder=vggish",
+        f"model.encoder_weights={weights}",
+        f"model.encoder_options={json.dumps(VGGISH)}",
+        f"model.feature_dim={MELS}",
+    )
+    model = build_model("topdown", run.model, vocab_size=len(vocabulary()))
+    assert isinstance(model, EncodedCaptioner)
+    model.load_encoder_weights()
+    model.eval()
+    # fc2 is VGGish's hidden width (16), conv4 its last channel count (8)
+    inner = model.captioner.config
+    assert isinstance(inner, TopDownConfig)
+    assert (inner.feature_dim, inner.mid_feature_dim) == (16, 8)
+    seen: list[dict[str, torch.Tensor]] = []
+    model.captioner.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
+    batch = collate(_mel_items())
+    with torch.no_grad():
+        model(batch)
+    fc2, conv4 = (
+        pretrained_architecture("vggish", MELS, {**VGGISH, "output": output})
+        for output in ("fc2", "conv4")
+    )
+    loaded = torch.load(weights, weights_only=True)
+    fc2.load_state_dict(loaded)
+    conv4.load_state_dict(loaded)
+    with torch.no_grad():
+        high, high_lengths = fc2.eval()(batch["features"], batch["feature_lengths"])
+        mid, mid_lengths = conv4.eval()(batch["features"], batch["feature_lengths"])
+    torch.testing.assert_close(seen[0]["features"], high)
+    torch.testing.assert_close(seen[0]["mid_features"], mid)
+    assert torch.equal(seen[0]["feature_lengths"], high_lengths)
+    assert torch.equal(seen[0]["mid_feature_lengths"], mid_lengths)
+    assert (high.shape[2], mid.shape[2]) == (16, 8)
+
+
+def test_topdown_behind_vggish_trains_and_rebuilds_from_its_checkpoint(tmp_path: Path) -> None:
+    weights = _weights(tmp_path)
+    run = _run(
+        "topdown",
+        "model.encoder=vggish",
+        f"model.encoder_weights={weights}",
+        f"model.encoder_options={json.dumps(VGGISH)}",
+        f"model.feature_dim={MELS}",
+        epochs=1,
+    )
+    vocab = vocabulary()
+    examples = [
+        dataclasses.replace(item, attributes=[5, 6]) for item in _mel_items()
+    ]  # attribute words for the aligned attention
+    result = train(run=run, vocab=vocab, train_items=examples, out_dir=tmp_path / "run")
+    model = load_checkpoint(result.last_checkpoint).model
+    assert isinstance(model, EncodedCaptioner)
+    assert model.two_levels
+
+
+def test_a_model_reading_one_level_gets_the_encoders_own_output(tmp_path: Path) -> None:
+    run = _encoder_run(_weights(tmp_path))  # TempAtt reads one level
+    model = build_model("tempatt", run.model, vocab_size=len(vocabulary()))
+    assert isinstance(model, EncodedCaptioner)
+    assert not model.two_levels
+    assert model.captioner.config.feature_dim == 8  # VGGish's embedding

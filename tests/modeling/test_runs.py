@@ -21,10 +21,11 @@ from curation.models import Clip, Subset
 from curation.services import ontology_import
 from modeling import datasets, scoring, services
 from modeling.ml.checkpoint import load_checkpoint
+from modeling.ml.data import CaptionItem, collate
 from modeling.ml.vocab import tokenize
 from modeling.models import Suggestion, TrainingRun
 from modeling.services_synth import synthscenes_make
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, login
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
@@ -103,6 +104,25 @@ def test_a_run_trains_on_its_snapshot_and_keeps_curve_metrics_and_checkpoint(
     assert checkpoint.feature_config["n_mels"] == 16
     a_training_caption = datasets.snapshot_splits(snapshot)["train"].clips[0].texts[0]
     assert set(tokenize(a_training_caption)) <= set(checkpoint.vocab.words)
+
+
+def test_a_run_scores_and_suggests_with_its_recipes_beam(
+    project: Project, snapshot: Snapshot, scenes: Subset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    beams: list[int] = []
+    scored = services.score_split
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        beams.append(kwargs.get("beam_size", 1))
+        return scored(*args, **kwargs)
+
+    monkeypatch.setattr(services, "score_split", recording)
+    run = _train(project, snapshot, overrides=[*TINY, "decoding.beam_size=2"])
+
+    assert run.state == TrainingRun.State.SUCCEEDED, run.error
+    assert beams == [1, 1, 2, 2]  # greedy validations per epoch, then val and test
+    assert services.clips_caption(run=run, subset=scenes)["beam_size"] == 2
+    assert set(Suggestion.objects.values_list("beam_size", flat=True)) == {2}
 
 
 def test_the_model_reads_the_features_it_is_given(project: Project, snapshot: Snapshot) -> None:
@@ -211,6 +231,26 @@ def test_a_failing_run_keeps_the_reason(project: Project, snapshot: Snapshot) ->
     assert "CUDA is not available" in run.error
 
 
+def _teacher_forced(run: TrainingRun, clip: Clip, text: str) -> tuple[float, float]:
+    """(sum of the log-probabilities of `text`'s words and of the <eos> that ended it, mean
+    entropy of the predictive distributions they were chosen from) under the run's model,
+    teacher-forced. A caption of the vocabulary's longest length was cut there: no <eos>."""
+    checkpoint = load_checkpoint(run.checkpoint.path)
+    model, vocab = checkpoint.model.eval(), checkpoint.vocab
+    _, feature_config = datasets.run_configs(run)
+    with datasets.local_file(clip.audio.name) as path:
+        features = datasets.feature_cache(feature_config).get_or_compute(path, clip.content_sha256)
+    tokens = vocab.encode(text)  # <bos> words <eos>
+    emitted = len(tokens) - 1 if len(tokens) - 2 < vocab.max_length else len(tokens) - 2
+    with torch.no_grad():
+        logits = model(collate([CaptionItem(features=features, tokens=tokens)]))[0]
+    # position i predicts token i + 1; a later input never changes an earlier position
+    steps = torch.log_softmax(logits.float(), dim=-1)[:emitted]
+    chosen = steps.gather(1, torch.tensor(tokens[1 : emitted + 1])[:, None])
+    entropies = -(steps.exp() * steps).sum(dim=-1)
+    return float(chosen.sum()), float(entropies.mean())
+
+
 def test_a_finished_run_suggests_captions_with_scores(
     project: Project, snapshot: Snapshot, scenes: Subset
 ) -> None:
@@ -219,13 +259,16 @@ def test_a_finished_run_suggests_captions_with_scores(
     result = services.clips_caption(run=run, subset=scenes, beam_size=3)
 
     assert result["suggestions"] == scenes.clips.count() == 12
-    for suggestion in Suggestion.objects.filter(run=run):
+    for suggestion in Suggestion.objects.filter(run=run).select_related("clip"):
         assert suggestion.text
-        assert suggestion.log_prob <= 0
-        assert suggestion.mean_entropy >= 0
         assert 1 <= len(suggestion.hypotheses) <= 3
         scores = [h["score"] for h in suggestion.hypotheses]
         assert scores == sorted(scores, reverse=True)
+        # the caption's log-probability and mean entropy, recomputed teacher-forced
+        log_prob, entropy = _teacher_forced(run, suggestion.clip, suggestion.text)
+        assert suggestion.log_prob == pytest.approx(log_prob, abs=1e-4)
+        assert suggestion.mean_entropy == pytest.approx(entropy, abs=1e-4)
+        assert entropy > 0
     services.clips_caption(run=run, subset=scenes, beam_size=1)  # again: replaced, not added
     assert Suggestion.objects.filter(run=run).count() == 12
     assert set(Suggestion.objects.values_list("beam_size", flat=True)) == {1}
@@ -252,6 +295,47 @@ def test_a_run_execute_reports_what_its_data_left_out(project: Project, snapshot
     assert outcome.run.state == TrainingRun.State.SUCCEEDED
     assert sum(outcome.dropped_clips.values()) == 1
     assert outcome.video_counts == {}
+
+
+def test_a_run_trains_without_clips_whose_audio_broke_and_says_so(
+    project: Project, snapshot: Snapshot
+) -> None:
+    run = _start(project, snapshot, "lstm")
+    train = datasets.snapshot_splits(snapshot)["train"].clips
+    emptied, noisy = (Clip.objects.get(pk=c.clip_id) for c in train[:2])
+    Path(emptied.audio.path).write_bytes(b"")
+    Path(noisy.audio.path).write_bytes(bytes(range(256)) * 64)
+
+    outcome = services.run_execute(run=run)
+
+    assert outcome.run.state == TrainingRun.State.SUCCEEDED, outcome.run.error
+    expected = [
+        f"Clip {emptied.pk} (train) left out: its audio file {emptied.audio.name} is empty "
+        "(0 bytes).",
+        f"Clip {noisy.pk} (train) left out: its audio file {noisy.audio.name} is not readable "
+        "audio (Format not recognised.).",
+    ]
+    assert outcome.warnings == expected
+    run.refresh_from_db()
+    assert run.warnings == expected
+    for clip in (emptied, noisy):  # out of the claim pool too
+        clip.refresh_from_db()
+        assert clip.status == Clip.Status.FAILED
+        assert clip.media_broken_at is not None
+
+
+def test_the_run_page_shows_the_runs_warnings(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    run = _start(project, snapshot, "lstm")
+    TrainingRun.objects.filter(pk=run.pk).update(
+        warnings=["Clip 7 (train) left out: its audio file clips/audio/x.wav is empty (0 bytes)."]
+    )
+
+    page = login(alice).get(run.get_absolute_url()).content.decode()
+
+    assert "Trained without 1 clip:" in page
+    assert "Clip 7 (train) left out: its audio file clips/audio/x.wav is empty (0 bytes)." in page
 
 
 def test_promoting_a_run_demotes_the_previous_one(project: Project, snapshot: Snapshot) -> None:
@@ -282,6 +366,20 @@ def test_the_train_command_runs_and_reports(project: Project, snapshot: Snapshot
     run = TrainingRun.objects.get()
     assert run.state == TrainingRun.State.SUCCEEDED
     assert run.overrides == TINY
+
+
+def test_the_train_commands_help_lists_every_models_recipe() -> None:
+    from modeling.management.commands.train import Command
+
+    text = Command().create_parser("manage.py", "train").format_help()
+
+    assert "--epochs N" in text
+    for line in (
+        "act: Liu et al., Interspeech 2023 (ACT). captions 15 epochs at 1e-4 (5 warm-up).",
+        "maac: Ye et al., DCASE 2021 (MAAC). pre-training 80 epochs at 1e-3 with the backbone",
+        "crossmodal: Shen et al., CVPR 2023 (audio-visual captioner, MBP). pre-training 20",
+    ):
+        assert line in text
 
 
 def test_the_train_command_names_an_unknown_snapshot(db: None) -> None:

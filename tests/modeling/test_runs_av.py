@@ -16,6 +16,8 @@ from corpus.services import snapshot_build, snapshot_create
 from curation.models import Clip, Subset
 from curation.services import ontology_import
 from modeling import services
+from modeling.datasets import snapshot_splits
+from modeling.ml import scst
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.config_av import MAACConfig, VACTConfig
 from modeling.models import Suggestion, TrainingRun
@@ -98,18 +100,29 @@ def test_a_vact_run_trains_on_audio_and_the_clips_videos(
     assert checkpoint.model.config.feature_dim == 8
 
 
-def test_an_av_captioner_run_trains_with_mbp_and_logs_the_weights(
+def test_an_av_captioner_run_pretrains_with_mbp_then_fine_tunes_without_it(
     project: Project, snapshot: Snapshot
 ) -> None:
+    # the recipe's MBP pre-training (model.mbp) and fine-tuning, one epoch each
     run = services.run_execute(
-        run=_start(project, snapshot, "crossmodal", [*TINY, "model.mbp=true"])
+        run=_start(project, snapshot, "crossmodal", [*TINY, "train.pretrain_epochs=1"])
     ).run
 
     _assert_finished_with_metrics(run)
+    assert run.config["run"]["model"]["mbp"] is True
     steps = [row for row in run.learning_curve if "loss" in row]
-    assert steps
-    assert all(row["weight_audio"] + row["weight_video"] == pytest.approx(1.0) for row in steps)
-    assert steps[-1]["weight_audio"] != 0.5
+    pretraining = [row for row in steps if row.get("stage") == "pretrain"]
+    fine_tuning = [row for row in steps if "stage" not in row]  # the caption stage
+    assert pretraining
+    assert fine_tuning
+    assert all(
+        row["weight_audio"] + row["weight_video"] == pytest.approx(1.0) for row in pretraining
+    )
+    assert pretraining[-1]["weight_audio"] != 0.5
+    assert not any("weight_audio" in row for row in fine_tuning)
+    # fine-tuning at the recipe's 1e-5 (after its warm-up, decaying), pre-training above it
+    assert max(row["lr"] for row in fine_tuning) == pytest.approx(1e-5)
+    assert max(row["lr"] for row in pretraining) == pytest.approx(1e-4)
 
 
 def test_clips_without_video_train_on_their_audio(project: Project, snapshot: Snapshot) -> None:
@@ -164,8 +177,25 @@ def test_a_vact_run_suggests_captions_reading_the_video(
 
 
 def test_a_maac_run_pretrains_keywords_then_fine_tunes_on_cider(
-    project: Project, snapshot: Snapshot
+    project: Project, snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # every reward the SCST stage is given, by call: (clip ids, rewards), baseline first
+    given: list[tuple[list[str], list[float]]] = []
+    references: list[dict[str, list[str]]] = []
+    real_reward = scst.cider_reward
+
+    def recording_reward(refs, vocab):
+        references.append(dict(refs))
+        reward = real_reward(refs, vocab)
+
+        def recorded(captions, clip_ids):
+            out = reward(captions, clip_ids)
+            given.append((list(clip_ids), list(out)))
+            return out
+
+        return recorded
+
+    monkeypatch.setattr(scst, "cider_reward", recording_reward)
     overrides = [
         "train.pretrain_epochs=2",
         "train.epochs=1",
@@ -179,19 +209,27 @@ def test_a_maac_run_pretrains_keywords_then_fine_tunes_on_cider(
 
     _assert_finished_with_metrics(run)
     assert [row["stage"] for row in run.history] == ["pretrain", "pretrain", "caption", "scst"]
-    scst = [row for row in run.learning_curve if row.get("stage") == "scst"]
-    assert scst
-    assert all(row["reward"] >= 0.0 for row in scst)
+    # the reward is CIDEr-D against each clip's captions in the snapshot's train split
+    train_clips = {
+        str(clip.clip_id): sorted(clip.texts) for clip in snapshot_splits(snapshot)["train"].clips
+    }
+    assert len(train_clips) == 8
+    assert {k: sorted(v) for k, v in references[0].items()} == train_clips
+    # the curve logs, step by step, the mean reward of the samples and of the greedy baseline
+    scst_rows = [row for row in run.learning_curve if row.get("stage") == "scst"]
+    assert len(scst_rows) == len(given) // 2 == 2  # 8 training clips, 4 per batch
+    for row, (baseline, samples) in zip(
+        scst_rows, zip(given[::2], given[1::2], strict=True), strict=False
+    ):
+        assert baseline[0] == samples[0]
+        assert set(baseline[0]) <= set(train_clips)
+        assert row["baseline_reward"] == pytest.approx(sum(baseline[1]) / len(baseline[1]))
+        assert row["reward"] == pytest.approx(sum(samples[1]) / len(samples[1]))
+        assert row["lr"] == pytest.approx(5e-5)  # the recipe's SCST rate
     checkpoint = load_checkpoint(run.checkpoint.path)
     assert isinstance(checkpoint.model.config, MAACConfig)
     # the keyword vocabulary of the corpus (fewer words than the preset's 12 would be cut)
     assert 1 <= checkpoint.model.config.num_keywords <= 12
-
-
-def test_maac_runs_default_to_the_three_stages(project: Project, snapshot: Snapshot) -> None:
-    run = _start(project, snapshot, "maac", [])
-    train = run.config["run"]["train"]
-    assert (train["pretrain_epochs"], train["scst_epochs"], train["lr"]) == (10, 10, 3e-4)
 
 
 def test_video_settings_for_an_audio_only_model_are_refused(

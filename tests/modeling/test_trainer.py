@@ -51,7 +51,8 @@ def test_train_returns_history_and_a_loadable_best_checkpoint(tmp_path):
 
 
 def test_the_last_checkpoint_keeps_the_loop_state_under_its_old_keys(tmp_path):
-    # checkpoints written before the state became a dataclass must still resume
+    # checkpoints written before the state became a dataclass must still resume (new keys
+    # go last; a checkpoint without them restores their defaults)
     result = _train(tmp_path, _run(epochs=1))
     saved = read_checkpoint(result.last_checkpoint)["trainer_state"]
     assert list(saved) == [
@@ -66,6 +67,7 @@ def test_the_last_checkpoint_keeps_the_loop_state_under_its_old_keys(tmp_path):
         "plateau_scale",
         "stage_step",
         "history",
+        "plateau_best",
         "rng",
         "python_rng",
         *(["cuda_rng"] if torch.cuda.is_available() else []),
@@ -125,6 +127,80 @@ def test_warm_up_then_per_epoch_decay():
     assert trainer.learning_rate(0, 0) == pytest.approx(0.5)
     assert trainer.learning_rate(1, 0) == pytest.approx(1.0)
     assert trainer.learning_rate(2, 1) == pytest.approx(0.5)
+
+
+def _trainer(name: str = "lstm", **train_changes: Any) -> Trainer:
+    vocab = vocabulary()
+    config = dataclasses.replace(train_preset("tiny"), **train_changes)
+    return Trainer(
+        tiny_model(name, vocab),
+        model_name=name,
+        config=config,
+        vocab=vocab,
+        train_items=items(vocab),
+        out_dir="unused",
+    )
+
+
+def test_linear_decay_after_a_warm_up_share_of_the_stage():
+    # 6 captions one per batch, 2 epochs: 12 steps; warm-up over a quarter of them (3)
+    trainer = _trainer(
+        lr=1.0, epochs=2, batch_size=1, warmup_fraction=0.25, lr_schedule="linear_decay"
+    )
+    stage = trainer.stage_of(0)
+    rates = [trainer.stage_learning_rate(stage, step // 6, step) for step in range(12)]
+    expected = [1 / 3, 2 / 3, 1.0] + [(12 - s) / 9 for s in range(3, 12)]
+    assert rates == pytest.approx(expected)
+
+
+def test_every_stage_warms_up_and_decays_on_its_own_steps():
+    # pre-training on captions (the AV captioner): 2 epochs of 2 steps, then 1 caption epoch
+    trainer = _trainer(
+        "crossmodal",
+        lr=1e-2,
+        pretrain_epochs=2,
+        pretrain_lr=1.0,
+        epochs=1,
+        warmup_fraction=0.5,
+        lr_schedule="linear_decay",
+    )
+    pretrain, caption = trainer.stages
+    assert [trainer.stage_learning_rate(pretrain, s // 2, s) for s in range(4)] == pytest.approx(
+        [0.5, 1.0, 1.0, 0.5]
+    )
+    assert [trainer.stage_learning_rate(caption, 2, s) for s in range(2)] == pytest.approx(
+        [1e-2, 1e-2]
+    )
+
+
+def test_warm_up_is_given_in_epochs_or_as_a_share_not_both():
+    with pytest.raises(ValueError, match=r"'train\.warmup_epochs' and 'train\.warmup_fraction'"):
+        _trainer(warmup_epochs=1.0, warmup_fraction=0.1)
+
+
+def test_plateaus_can_follow_another_validation_figure(tmp_path):
+    # the score rises every epoch while BLEU-4 falls: halving follows BLEU-4 (the BiLSTM
+    # paper), the best checkpoint still follows the score
+    figures = iter(
+        [{"score": s, "BLEU-4": b} for s, b in [(1.0, 0.5), (2.0, 0.4), (3.0, 0.3), (4.0, 0.6)]]
+    )
+    result = _train(
+        tmp_path,
+        _run(epochs=4, lr=1e-2, plateau_patience=2, plateau_metric="BLEU-4"),
+        score_fn=lambda model: next(figures),
+    )
+    assert [row["lr"] for row in result.history] == pytest.approx([1e-2, 1e-2, 5e-3, 5e-3])
+    assert [row["score"] for row in result.history] == [1.0, 2.0, 3.0, 4.0]
+    assert load_checkpoint(result.best_checkpoint).epoch == 4
+
+
+def test_a_plateau_figure_the_validation_lacks_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r"plateau_metric='BLEU-4'.*gives only the score"):
+        _train(
+            tmp_path,
+            _run(epochs=1, plateau_patience=2, plateau_metric="BLEU-4"),
+            score_fn=lambda model: 1.0,
+        )
 
 
 def test_callbacks_see_every_event(tmp_path):

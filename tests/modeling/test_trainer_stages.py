@@ -1,5 +1,6 @@
-"""The trainer's optional stages and hooks: a model's own training loss and figures (MBP),
-pre-training (MAAC's keyword encoder), and self-critical fine-tuning as a second stage."""
+"""The trainer's optional stages and hooks: a model's own pre-training (MAAC's keyword
+encoder, its backbone frozen first, with mixup and SpecAugment++; the AV captioner's MBP), and
+self-critical fine-tuning after caption training (from its best or its last weights)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.config import RunConfig
 from modeling.ml.config_av import AVConfig
 from modeling.ml.data import CaptionItem
+from modeling.ml.models.maac import MAACCaptioner
 from modeling.ml.presets import model_preset, train_preset
 from modeling.ml.registry import build_model
-from modeling.ml.trainer import train
+from modeling.ml.runtime import seed_everything
+from modeling.ml.trainer import Trainer, train
 from tests.modeling.captioning import (  # one_torch_thread is an autouse fixture
     items,
     one_torch_thread,  # noqa: F401
@@ -70,23 +73,42 @@ def _word_overlap(vocab):
     return reward
 
 
-def test_a_models_training_loss_is_used_and_its_mbp_weights_are_logged(tmp_path):
-    run = _run("crossmodal", epochs=2)
+def test_the_av_captioner_pretrains_with_mbp_then_fine_tunes_without_it(tmp_path):
+    run = _run("crossmodal", pretrain_epochs=2, pretrain_lr=1e-3, epochs=1, lr=1e-5)
     assert isinstance(run.model, AVConfig)
     run.model.mbp = True
     seen: dict[str, list] = {}
-    _train(tmp_path, run, callbacks=_recorder(seen))
-    figures = [info["figures"] for info in seen["step"]]
+    result = _train(tmp_path, run, callbacks=_recorder(seen))
+
+    assert [row["stage"] for row in result.history] == ["pretrain", "pretrain", "caption"]
+    pretraining = [info for info in seen["step"] if info["stage"] == "pretrain"]
+    fine_tuning = [info for info in seen["step"] if info["stage"] == "caption"]
+    # pre-training reads every caption (6 in batches of 4), as fine-tuning does
+    assert len(pretraining) == 2 * 2
+    assert len(fine_tuning) == 2
+    figures = [info["figures"] for info in pretraining]
     assert all(
         {"weight_audio", "weight_video", "loss_audio", "loss_video"} <= set(f) for f in figures
     )
     assert all(f["weight_audio"] + f["weight_video"] == pytest.approx(1.0) for f in figures)
     assert figures[-1]["weight_audio"] != figures[0]["weight_audio"]  # eq. 5 moved them
     # the logged loss is L + w_a L_a + w_v L_v, above the joint loss alone
-    assert all(info["loss"] > info["figures"]["loss_joint"] for info in seen["step"])
+    assert all(info["loss"] > info["figures"]["loss_joint"] for info in pretraining)
+    # fine-tuning: the plain caption loss, at its own rate
+    assert all(info["figures"] == {} for info in fine_tuning)
+    assert {info["lr"] for info in pretraining} == {1e-3}
+    assert {info["lr"] for info in fine_tuning} == {1e-5}
 
 
-def test_without_a_training_loss_the_step_has_no_figures(tmp_path):
+def test_mbp_without_a_pretraining_stage_is_refused(tmp_path):
+    run = _run("crossmodal", epochs=1)
+    assert isinstance(run.model, AVConfig)
+    run.model.mbp = True
+    with pytest.raises(ValueError, match=r"'model\.mbp': MBP is a pre-training loss"):
+        _train(tmp_path, run)
+
+
+def test_without_a_pretraining_stage_the_step_has_no_figures(tmp_path):
     seen: dict[str, list] = {}
     _train(tmp_path, _run("lstm", epochs=1), callbacks=_recorder(seen))
     assert all(info["figures"] == {} and info["stage"] == "caption" for info in seen["step"])
@@ -136,6 +158,158 @@ def test_pretraining_changes_only_the_keyword_encoder(tmp_path):
     assert all(k.startswith("keyword_encoder.") for k in changed)
 
 
+def _maac_weights(result) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(backbone, heads) of the keyword encoder in a run's last checkpoint."""
+    state = load_checkpoint(result.last_checkpoint).model.state_dict()
+    backbone = {k: v for k, v in state.items() if k.startswith("keyword_encoder.backbone.")}
+    heads = {
+        k: v
+        for k, v in state.items()
+        if k.startswith("keyword_encoder.") and k not in backbone and "running" not in k
+    }
+    return backbone, heads
+
+
+def test_frozen_backbone_pretraining_trains_only_the_keyword_heads_then_everything(tmp_path):
+    run = _run(
+        "maac",
+        pretrain_frozen_epochs=1,
+        pretrain_frozen_lr=1e-2,
+        pretrain_epochs=1,
+        pretrain_lr=1e-3,
+        epochs=1,
+    )
+    seen: dict[str, list] = {}
+    # the first run stops after its frozen epoch (2 steps, then the epoch-end poll)
+    stops = iter(range(100))
+    frozen = _train(tmp_path / "frozen", run, cancel=lambda: next(stops) >= 3)
+    whole = _train(tmp_path / "whole", run, callbacks=_recorder(seen))
+    torch.manual_seed(run.train.seed)
+    fresh = build_model("maac", run.model, vocab_size=len(vocabulary())).state_dict()
+
+    backbone, heads = _maac_weights(frozen)
+    convolutions = [k for k in backbone if k.endswith(".weight")]
+    assert convolutions
+    assert all(torch.equal(backbone[k], fresh[k]) for k in convolutions)  # kept fixed
+    assert any(not torch.equal(heads[k], fresh[k]) for k in heads)  # the heads learned
+    backbone, _ = _maac_weights(whole)
+    assert any(not torch.equal(backbone[k], fresh[k]) for k in convolutions)  # then it trains
+    assert [row["stage"] for row in whole.history] == ["pretrain_frozen", "pretrain", "caption"]
+    rates = {info["stage"]: info["lr"] for info in seen["step"]}
+    assert rates == {"pretrain_frozen": 1e-2, "pretrain": 1e-3, "caption": run.train.lr}
+
+
+def test_a_frozen_backbone_stage_needs_a_model_with_a_backbone(tmp_path):
+    with pytest.raises(ValueError, match="'lstm' has no backbone to keep frozen"):
+        _train(tmp_path, _run("lstm", pretrain_frozen_epochs=1))
+
+
+def _pretraining_inputs(tmp_path, **train_changes) -> tuple[list, list]:
+    """(batches the keyword loss saw in pre-training, the clips' own features and targets)."""
+    run = _run("maac", pretrain_epochs=1, epochs=1, batch_size=6, **train_changes)
+    vocab = vocabulary()
+    examples = _av_items(vocab)
+    seen: list = []
+    seed_everything(run.train.seed)
+    model = build_model("maac", run.model, vocab_size=len(vocab))
+    assert isinstance(model, MAACCaptioner)
+    keyword_loss = model.keyword_loss
+
+    def recording(batch):
+        seen.append({k: v.clone() for k, v in batch.items()})
+        return keyword_loss(batch)
+
+    model.keyword_loss = recording  # type: ignore[method-assign]
+    Trainer(
+        model,
+        model_name="maac",
+        config=run.train,
+        vocab=vocab,
+        train_items=examples,
+        out_dir=tmp_path,
+        run_config=run,
+    ).fit()
+    return seen, examples
+
+
+def test_mixup_mixes_pretraining_features_and_keyword_targets_alike(tmp_path):
+    seen, examples = _pretraining_inputs(tmp_path, pretrain_mixup_alpha=1.0)
+    assert len(seen) == 1  # pre-training only; caption training never calls the keyword loss
+    batch = seen[0]
+    clips = {int(item.clip_id.removeprefix("clip")): item for item in examples}
+    own_targets = torch.stack([clips[i].keyword_targets for i in range(6)])
+    mixed_rows = 0
+    for row in range(6):
+        # some pair of clips and one lambda give both the features and the targets
+        fits = []
+        for i in range(6):
+            for j in range(6):
+                fi, fj = clips[i].features, clips[j].features
+                frames = max(fi.size(0), fj.size(0))
+                pi = torch.nn.functional.pad(fi, (0, 0, 0, frames - fi.size(0)))
+                pj = torch.nn.functional.pad(fj, (0, 0, 0, frames - fj.size(0)))
+                got = batch["features"][row, :frames]
+                diff = (pi - pj).flatten()
+                if i == j or not diff.any():
+                    continue
+                lam = float(((got - pj).flatten() @ diff) / (diff @ diff))
+                if torch.allclose(got, lam * pi + (1 - lam) * pj, atol=1e-5) and torch.allclose(
+                    batch["keyword_targets"][row],
+                    lam * own_targets[i] + (1 - lam) * own_targets[j],
+                    atol=1e-5,
+                ):
+                    fits.append((i, j, lam))
+        assert fits or any(torch.equal(batch["keyword_targets"][row], t) for t in own_targets), (
+            f"row {row} is neither a clip nor a mixture of two"
+        )
+        assert all(-1e-6 <= lam <= 1 + 1e-6 for _, _, lam in fits), fits
+        mixed_rows += any(1e-3 < lam < 1 - 1e-3 for _, _, lam in fits)
+    assert mixed_rows >= 3
+
+
+def test_spec_augment_pp_mixes_stripes_of_another_clip_in_pretraining(tmp_path):
+    seen, examples = _pretraining_inputs(
+        tmp_path,
+        pretrain_spec_augment_pp="mixture",
+        spec_pp_time_mask=4,
+        spec_pp_time_masks=1,
+        spec_pp_freq_mask=2,
+        spec_pp_freq_masks=1,
+    )
+    batch = seen[0]
+    # the clips' lengths differ, so a row's length names its clip
+    originals = {item.features.size(0): item.features for item in examples}
+    assert len(originals) == 6
+    changed_rows = 0
+    for row in range(6):
+        length = int(batch["feature_lengths"][row])
+        got = batch["features"][row, :length]
+        own = originals[length]
+        changed = got != own
+        if not changed.any():
+            continue
+        changed_rows += 1
+        # changed cells are whole time stripes or whole frequency stripes of the clip ...
+        times, bins = changed.all(dim=1), changed.all(dim=0)
+        assert torch.equal(changed, times[:, None] | bins[None, :])
+        assert int(times.sum()) <= 4
+        assert int(bins.sum()) <= 2
+        # ... each the mean of the clip and one other clip there
+        partners = [
+            f
+            for f in originals.values()
+            if torch.allclose(got[changed], 0.5 * (own + _padded(f, length))[changed], atol=1e-6)
+        ]
+        assert partners
+    assert changed_rows >= 3
+
+
+def _padded(features: torch.Tensor, frames: int) -> torch.Tensor:
+    out = torch.zeros(frames, features.size(1))
+    out[: min(frames, features.size(0))] = features[:frames]
+    return out
+
+
 def test_scst_starts_from_the_best_caption_weights(tmp_path):
     vocab = vocabulary()
     # lr 0 in SCST: the run ends with exactly the weights the stage started from
@@ -149,6 +323,31 @@ def test_scst_starts_from_the_best_caption_weights(tmp_path):
     assert best.epoch == 1
     last = load_checkpoint(result.last_checkpoint).model.state_dict()
     for key, value in best.model.state_dict().items():
+        torch.testing.assert_close(last[key], value, msg=key)
+
+
+def test_scst_can_start_from_the_last_caption_epoch(tmp_path):
+    vocab = vocabulary()
+    run = _run("tempatt", epochs=2, scst_epochs=1, scst_lr=0.0, scst_from="last")
+    scores = iter([5.0, 1.0, 0.5])
+    after_captions: dict[str, torch.Tensor] = {}
+
+    def keep(trainer, info):
+        if info["stage"] == "caption" and info["epoch"] == 2:
+            after_captions.update({k: v.clone() for k, v in trainer.model.state_dict().items()})
+
+    result = _train(
+        tmp_path,
+        run,
+        score_fn=lambda model: next(scores),
+        reward_fn=_word_overlap(vocab),
+        callbacks={"epoch_end": [keep]},
+    )
+    assert load_checkpoint(result.best_checkpoint).epoch == 1  # not where SCST started
+    last = load_checkpoint(result.last_checkpoint).model.state_dict()
+    best = load_checkpoint(result.best_checkpoint).model.state_dict()
+    assert any(not torch.equal(last[k], best[k]) for k in best)
+    for key, value in after_captions.items():
         torch.testing.assert_close(last[key], value, msg=key)
 
 

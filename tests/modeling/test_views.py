@@ -16,6 +16,7 @@ from django.utils import timezone
 from core.models import Job, Project
 from corpus.models import Snapshot
 from curation.models import Subset
+from modeling import services
 from modeling.models import TrainingRun
 from tests.conftest import login
 from tests.modeling.factories import make_run, ready_snapshot
@@ -148,6 +149,34 @@ def test_a_researcher_queues_a_run_from_the_form(
     assert run.job.queue == "gpu"
 
 
+def test_the_form_shows_each_models_recipe(project: Project, alice: Any) -> None:
+    html = login(alice).get(reverse("run_list", args=[project.slug])).content.decode()
+
+    table = html[html.index('data-testid="recipes"') :]
+    assert "Liu et al., Interspeech 2023 (ACT)" in table
+    assert "captions 15 epochs at 1e-4 (5 warm-up)" in table
+    assert "Ye et al., DCASE 2021 (MAAC)" in table
+    assert 'name="epochs"' in html
+
+
+def test_a_run_from_the_form_follows_its_recipe_scaled_to_the_epochs_given(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    login(alice).post(
+        reverse("run_list", args=[project.slug]),
+        {"model_name": "act", "preset": "paper", "snapshot": snapshot.pk, "epochs": "3"},
+    )
+
+    run = TrainingRun.objects.get()
+    train = run.config["run"]["train"]
+    assert (train["epochs"], train["warmup_epochs"], train["lr"]) == (3, 1.0, 1e-4)
+    assert run.recipe["paper"] == "Liu et al., Interspeech 2023 (ACT)"
+    assert {c["setting"]: c["why"] for c in run.recipe["changes"]} == {
+        "train.epochs": "scaled",
+        "train.warmup_epochs": "scaled",
+    }
+
+
 def test_a_bad_setting_in_the_form_is_shown_and_nothing_queued(
     project: Project, snapshot: Snapshot, alice: Any
 ) -> None:
@@ -168,6 +197,37 @@ def test_the_detail_page_shows_scores_and_the_curve(run: TrainingRun, alice: Any
     assert "0.310" in html  # test CIDEr-D
     assert 'data-testid="curve"' in html
     assert "Use it to suggest captions" in html
+
+
+def test_the_detail_page_shows_the_recipe_and_how_the_run_differs(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    plan = services.run_plan(model_name="maac", preset="small", overrides=["train.lr=1e-3"])
+    run = _run(project, snapshot, model_name="maac", config=plan.config, recipe=plan.recipe)
+
+    html = login(alice).get(PAGES["run_detail"](run)).content.decode()
+
+    section = html[html.index('data-testid="recipe"') :]
+    assert "Ye et al., DCASE 2021 (MAAC)" in section
+    changes = section[section.index('data-testid="recipe-changes"') :]
+    assert "model size" in changes
+    assert "scaled" in changes
+    assert "train.lr" in changes
+    assert "0.0003" in changes
+    assert "0.001" in changes
+    assert "train.pretrain_frozen_epochs" in changes
+    assert "adapted" in changes
+    assert "no pretrained weights" in changes
+    assert "BOS2" not in section
+    assert "ResNet38" in section
+    suggest = html[html.index('data-testid="suggest"') :]
+    beam = suggest[suggest.index('name="beam_size"') - 60 : suggest.index('name="beam_size"') + 60]
+    assert 'value="4"' in beam  # suggestions default to the recipe's beam
+
+
+def test_a_run_recorded_before_recipes_shows_no_recipe(run: TrainingRun, alice: Any) -> None:
+    html = login(alice).get(PAGES["run_detail"](run)).content.decode()
+    assert 'data-testid="recipe"' not in html
 
 
 def test_the_curve_is_a_png(run: TrainingRun, alice: Any) -> None:

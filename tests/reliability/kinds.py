@@ -8,6 +8,7 @@ messages) and `tests.reliability.launch` in the worker and command processes the
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from django.db import connection, connections
@@ -23,6 +24,8 @@ KINDS = {
     "rel_sleep_once": ("sleep", False),
     # terminates its own database connection, then fails on it or returns
     "rel_break_db": ("break_db", False),
+    # builds a snapshot and stops between writing its archive and committing it
+    "rel_snapshot_stall": ("snapshot_stall_before_commit", False),
 }
 
 
@@ -65,6 +68,22 @@ def break_db(*, job: Job, progress: Progress, then: str) -> dict[str, Any]:
         Job.objects.filter(pk=job.pk).count()
         raise AssertionError("the query on a terminated connection should have failed")
     return {"then": then}
+
+
+def snapshot_stall_before_commit(
+    *, job: Job, progress: Progress, snapshot_id: int, marker: str
+) -> dict[str, Any]:
+    """snapshot_build_job, except that once the archive is written (under its temporary
+    key) it touches `marker` and waits instead of committing: the moment a test kills it."""
+    from corpus.services import snapshots
+
+    def stall(*args: Any, **kwargs: Any) -> None:
+        Path(marker).touch()
+        while True:
+            time.sleep(1)
+
+    snapshots._snapshot_commit = stall  # type: ignore[assignment]  # this process only
+    return snapshots.snapshot_build_job(job=job, progress=progress, snapshot_id=snapshot_id)
 
 
 def specs(queue: str) -> dict[str, JobKind]:

@@ -19,7 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--split", required=True, choices=Split.values)
         parser.add_argument("--name", default="", help="default: '<subset> <split>'")
         parser.add_argument(
-            "--captions", type=int, default=None, help="per clip; default 1 train, 5 val/test"
+            "--captions",
+            type=int,
+            default=None,
+            help="per clip; default: the subset's recipe (AudioCaps: 1 train, 5 val/test)",
         )
         parser.add_argument("--clips-per-hit", type=int, default=5)
         parser.add_argument("--reward-cents", type=int, default=20, help="per HIT")

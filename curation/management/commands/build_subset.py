@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
 
 from core.management.base import JobCommand
@@ -30,7 +31,10 @@ class Command(JobCommand):
         path = Path(recipe)
         found: Recipe | None
         if path.suffix.lower() in (".toml", ".json"):
-            found = recipe_import(project=target, path=path)
+            try:
+                found = recipe_import(project=target, path=path)
+            except ValidationError as exc:
+                raise CommandError("; ".join(exc.messages)) from None
         else:
             found = Recipe.objects.filter(project=target, slug=recipe).first()
             if found is None:

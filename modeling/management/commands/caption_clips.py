@@ -19,7 +19,12 @@ class Command(JobCommand):
         parser.add_argument("--run", required=True, type=int, metavar="ID")
         parser.add_argument("--clips", nargs="+", type=int, default=None, metavar="ID")
         parser.add_argument("--subset", metavar="SLUG", help="a subset of the run's project")
-        parser.add_argument("--beam-size", type=int, default=3)
+        parser.add_argument(
+            "--beam-size",
+            type=int,
+            default=None,
+            help="beam width (1: greedy); default: the run's recipe's (decoding.beam_size)",
+        )
 
     def handle(
         self,
@@ -27,7 +32,7 @@ class Command(JobCommand):
         run: int,
         clips: list[int] | None,
         subset: str | None,
-        beam_size: int,
+        beam_size: int | None,
         **options: Any,
     ) -> None:
         found = TrainingRun.objects.select_related("project").filter(pk=run).first()

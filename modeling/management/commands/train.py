@@ -1,14 +1,35 @@
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser, DjangoHelpFormatter
 
 from core.management.base import JobCommand
 from corpus.models import Snapshot
 from modeling import services
+from modeling.forms import recipe_rows
 from modeling.ml.registry import MODELS
+
+
+class _HelpWithRecipes(DjangoHelpFormatter):
+    """Django's help layout, with the recipes' epilog kept as written (one per model)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line for line in text.splitlines())
+
+
+def recipes_epilog() -> str:
+    lines = textwrap.wrap(
+        "Each model trains with its paper's recipe unless --epochs, --preset or --set change "
+        "it (the run records every change):",
+        width=100,
+    )
+    for row in recipe_rows():
+        text = f"{row['model']}: {row['paper']}. {row['summary']}"
+        lines += textwrap.wrap(text, width=100, initial_indent="  ", subsequent_indent="    ")
+    return "\n".join(lines)
 
 
 class Command(JobCommand):
@@ -17,11 +38,32 @@ class Command(JobCommand):
         "The run appears in the app like one started from its page."
     )
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        kwargs.setdefault("epilog", recipes_epilog())
+        kwargs.setdefault("formatter_class", _HelpWithRecipes)
+        return super().create_parser(prog_name, subcommand, **kwargs)
+
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--model", required=True, choices=sorted(MODELS))
+        parser.add_argument(
+            "--model",
+            required=True,
+            choices=sorted(MODELS),
+            help="the captioner; it trains with its paper's recipe (listed below)",
+        )
         parser.add_argument("--snapshot", required=True, type=int, metavar="ID")
         parser.add_argument(
-            "--preset", default="small", help="model size preset: paper, small or tiny"
+            "--preset",
+            default="small",
+            help="model size preset: paper, small (the default: CPU-sized, recorded as scaled "
+            "down) or tiny",
+        )
+        parser.add_argument(
+            "--epochs",
+            type=int,
+            default=None,
+            metavar="N",
+            help="scale the recipe to N caption epochs (its other stages and warm-up in "
+            "proportion); default: the recipe's",
         )
         parser.add_argument(
             "--set",
@@ -38,6 +80,7 @@ class Command(JobCommand):
         model: str,
         snapshot: int,
         preset: str,
+        epochs: int | None,
         overrides: list[str],
         **options: Any,
     ) -> None:
@@ -52,6 +95,7 @@ class Command(JobCommand):
                 created_by=None,
                 preset=preset,
                 overrides=overrides,
+                epochs=epochs,
                 enqueue=False,
             )
         except ValidationError as exc:

@@ -32,8 +32,10 @@ from modeling.ml.encoders.yamnet import YAMNET_LAYERS, YAMNet, YAMNetConfig
 
 __all__ = [
     "AST",
+    "DEFAULT_OPTIONS",
     "ENCODERS",
     "PRETRAINED",
+    "TWO_LEVELS",
     "YAMNET_LAYERS",
     "ASTConfig",
     "Cnn14",
@@ -52,6 +54,7 @@ __all__ = [
     "encoder_output_dim",
     "load_weights",
     "pretrained_architecture",
+    "pretrained_level_dims",
     "pretrained_output_dim",
     "read_state_dict",
 ]
@@ -147,6 +150,12 @@ class FrozenEncoder(nn.Module):
         with torch.no_grad():
             return self.encoder(features, lengths)
 
+    def forward_levels(self, features: Tensor, lengths: Tensor) -> Any:
+        """The wrapped encoder's `forward_levels` (see TWO_LEVELS), without gradients."""
+        encoder: Any = self.encoder  # an ENCODERS architecture listed in TWO_LEVELS
+        with torch.no_grad():
+            return encoder.forward_levels(features, lengths)
+
 
 def read_state_dict(path: Path | str) -> dict[str, Tensor]:
     """A state_dict from a file: a bare state_dict, or one under "model"/"state_dict"
@@ -228,6 +237,31 @@ PRETRAINED: dict[str, tuple[str, str]] = {
     "ast": ("ast", "ast"),
     "yamnet": ("yamnet", "yamnet"),
 }
+
+
+# Encoder options a run gets unless its model.encoder_options set them; run setup writes them
+# into the run config, so a checkpoint names them and a changed default never alters it.
+DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
+    # the BiLSTM paper reads AST's [CLS] output (one vector per window, 50 % overlap)
+    "ast": {"output": "cls"},
+}
+
+# Encoders whose `forward_levels` gives a high and a mid level from one pass (what TopDown's
+# multi-scale encoder reads), and those levels' sizes: VGGish's fc2 and conv4.
+TWO_LEVELS: dict[str, Callable[[Any], tuple[int, int]]] = {
+    "vggish": lambda c: (c.hidden, c.channels[-1]),
+}
+
+
+def pretrained_level_dims(
+    name: str, n_mels: int, options: dict[str, Any]
+) -> tuple[int, int] | None:
+    """(high, mid) sizes of the two levels the run-config encoder `name` provides; None when
+    it provides one level only."""
+    registered, _ = PRETRAINED[name]
+    if registered not in TWO_LEVELS:
+        return None
+    return TWO_LEVELS[registered](_arch_config(registered, options, n_mels))
 
 
 def pretrained_architecture(name: str, n_mels: int, options: dict[str, Any]) -> nn.Module:

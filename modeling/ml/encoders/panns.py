@@ -147,8 +147,11 @@ class _ResNet(nn.Module):
 
 class ResNet38(_PannsBase):
     """PANNs ResNet38: a conv block, a 3-4-6-3 ResNet, a 2048-wide conv block (73.7 M
-    parameters at full size). `forward_blocks` gives the frame-level outputs after the 3rd,
-    4th and last blocks, which MAAC's keyword encoder pools and concatenates."""
+    parameters at full size). Counted as MAAC counts them, its six blocks are
+    ``conv_block1``, ``resnet.layer1`` .. ``resnet.layer4`` and ``conv_block_after1``;
+    `forward_blocks` gives the frame-level outputs after the 3rd, 4th and last of them
+    (layer2, layer3 and conv_block_after1: 128, 256 and 2048 channels at full size), which
+    MAAC's keyword encoder pools and concatenates."""
 
     def __init__(self, config: PannsConfig | None = None) -> None:
         super().__init__()
@@ -174,12 +177,19 @@ class ResNet38(_PannsBase):
         out = self._head(x)
         return out, self._lengths(lengths, out.shape[1])
 
+    @property
+    def level_dims(self) -> tuple[int, int, int]:
+        """Channels of the three `forward_blocks` levels: layer2, layer3, the last block."""
+        widths = self.config.widths
+        return widths[1], widths[2], widths[-1]
+
     def forward_blocks(self, features: Tensor, lengths: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """[(B, T_k, C_k), lengths_k] after ResNet stage 3, stage 4 and the last conv block,
-        each averaged over frequency."""
+        """[(B, T_k, C_k), lengths_k] after the 3rd, 4th and last of the six blocks
+        (``resnet.layer2``, ``resnet.layer3``, ``conv_block_after1``), each averaged over
+        frequency."""
         stages, last = self._trunk(features, lengths)
         out = []
-        for x in (stages[2], stages[3], last):
+        for x in (stages[1], stages[2], last):
             reduction = features.shape[1] // x.shape[2]
             steps = x.mean(dim=3).transpose(1, 2)
             out.append((steps, (lengths // reduction).clamp(min=1, max=steps.shape[1])))

@@ -60,19 +60,38 @@ class VGGish(nn.Module):
     def output_dim(self) -> int:
         return vggish_output_dim(self.config)
 
-    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    def _conv(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, int]:
+        """-> conv4 maps (B*N, C, T/16, F/16) of the N patches per clip, patch counts (B,), N."""
         cfg = self.config
         check_input(features, lengths, cfg.n_mels, "VGGish")
-        batch = features.shape[0]
         patches, counts, n = windows(features, lengths, cfg.patch_frames, cfg.patch_frames)
-        x = self.features(patches[:, None])  # (B*N, C, T/16, F/16)
-        if cfg.output == "conv4":
-            steps = x.shape[2]
-            x = x.mean(dim=3).transpose(1, 2).reshape(batch, n * steps, -1)
-            return x, counts * steps
+        return self.features(patches[:, None]), counts, n
+
+    @staticmethod
+    def _conv4_steps(x: Tensor, counts: Tensor, batch: int, n: int) -> tuple[Tensor, Tensor]:
+        steps = x.shape[2]
+        return x.mean(dim=3).transpose(1, 2).reshape(batch, n * steps, -1), counts * steps
+
+    def _dense(self, x: Tensor, layers: int | None, batch: int, n: int) -> Tensor:
         x = x.permute(0, 2, 3, 1).flatten(1)  # TF's NHWC flatten order, as torchvggish
-        x = self.embeddings[:4](x) if cfg.output == "fc2" else self.embeddings(x)
-        return x.reshape(batch, n, -1), counts
+        x = self.embeddings[:layers](x) if layers is not None else self.embeddings(x)
+        return x.reshape(batch, n, -1)
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        x, counts, n = self._conv(features, lengths)
+        batch = features.shape[0]
+        if self.config.output == "conv4":
+            return self._conv4_steps(x, counts, batch, n)
+        return self._dense(x, 4 if self.config.output == "fc2" else None, batch, n), counts
+
+    def forward_levels(
+        self, features: Tensor, lengths: Tensor
+    ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+        """AudioCaps' two levels from one pass, whatever ``output`` says: the high level fc2
+        ((B, N, hidden), lengths) and the mid level conv4 ((B, 6N, C), lengths)."""
+        x, counts, n = self._conv(features, lengths)
+        batch = features.shape[0]
+        return (self._dense(x, 4, batch, n), counts), self._conv4_steps(x, counts, batch, n)
 
 
 def vggish_output_dim(config: VGGishConfig) -> int:

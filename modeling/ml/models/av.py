@@ -8,8 +8,10 @@
 - Cross-modal encoder: position and token-type embeddings, then ``fusion_layers`` layers of
   one of four fusions (eq. 9-12, see ``FusionLayer``).
 - Decoder: Transformer decoder with a causal mask over the fused tokens of both modalities.
-- MBP (eq. 2-6): ``training_loss`` adds ``w_a L_a + w_v L_v``, the losses with the video
-  (resp. audio) embeddings zeroed, weighted by ``modeling.ml.mbp.ModalityBalancer``.
+- MBP (eq. 2-6), in pre-training only: ``pretrain_loss`` (the trainer's pre-training stage,
+  over the captions) adds ``w_a L_a + w_v L_v``, the losses with the video (resp. audio)
+  embeddings zeroed, weighted by ``modeling.ml.mbp.ModalityBalancer``; fine-tuning (caption
+  training) is the plain caption loss.
 
 Not reproduced: the paper's second pre-training task (predicting the *next* caption after a
 BOS2 token) needs consecutive captions of one video, which an audio-captioning corpus does
@@ -256,6 +258,8 @@ class AVCaptioner(Captioner):
 
     config: AVConfig
     uses_video: ClassVar[bool] = True
+    # pre-training (MBP) learns captions, as fine-tuning does: every caption, not one per clip
+    pretrain_per_caption: ClassVar[bool] = True
 
     def __init__(self, config: AVConfig) -> None:
         super().__init__()
@@ -388,10 +392,10 @@ class AVCaptioner(Captioner):
 
     # -------------------------------------------------------------- MBP
 
-    def training_loss(
+    def pretrain_loss(
         self, batch: Batch, *, label_smoothing: float = 0.0
     ) -> tuple[Tensor, dict[str, float]]:
-        """The loss to optimise and figures to log for this step.
+        """The pre-training stage's loss and the figures to log for this step.
 
         Without MBP: the caption cross-entropy. With MBP (eq. 2-6): ``L + w_a L_a + w_v L_v``,
         L_a with the video embeddings zeroed and L_v with the audio embeddings zeroed (the

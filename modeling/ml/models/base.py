@@ -12,7 +12,9 @@ A batch is a dict (see ``modeling.ml.data.collate``):
     "tokens"            (B, L) long, "<bos> w1 .. wn <eos> <pad>..."
     "attributes"        (B, N) long attribute word ids, N = 0 when no clip has any (TopDown)
     "attribute_lengths" (B,) long, may be 0
-    "mid_features"      (B, T, F_mid) float (optional, TopDown with two feature levels)
+    "mid_features"      (B, T_mid, F_mid) float (optional, TopDown with two feature levels)
+    "mid_feature_lengths" (B,) long (optional; the mid level's own frame counts, else
+                        "feature_lengths")
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from modeling.ml.vocab import PAD_ID
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from modeling.ml.config import CaptionerConfig
+    from modeling.ml.vocab import Vocabulary
 
 Batch = dict[str, Tensor]
 # What encode() returns and step() reads: batch-first tensors, so that beam search can repeat
@@ -81,6 +85,11 @@ class Captioner(nn.Module):
     @property
     def trainable(self) -> bool:
         return any(p.requires_grad for p in self.parameters())
+
+    def load_word_vectors(self, path: str | Path, vocab: Vocabulary) -> int:
+        """Starts the word embeddings from a word-vector file (``config.word_vectors_file()``);
+        returns how many vocabulary words it had. Only models with such a setting do."""
+        raise ValueError(f"{type(self).__name__} takes no word vectors")
 
 
 def caption_loss(logits: Tensor, tokens: Tensor, *, label_smoothing: float = 0.0) -> Tensor:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from modeling.ml.models.base import Batch, Captioner, Memory, State, masked_softmax
-from modeling.ml.vocab import PAD_ID
+from modeling.ml.vocab import PAD_ID, Vocabulary
+from modeling.ml.word_vectors import load_word_vectors
 
 
 class PackedBiLSTM(nn.Module):
@@ -134,6 +137,11 @@ class RecurrentCaptioner(Captioner):
     """
 
     decoder: LSTMDecoder
+
+    def load_word_vectors(self, path: str | Path, vocab: Vocabulary) -> int:
+        """The decoder's word embeddings (TopDown's attribute words share them) start from
+        the file's vectors (``modeling.ml.word_vectors``)."""
+        return load_word_vectors(self.decoder.embedding, vocab, path)
 
     def forward(self, batch: Batch) -> Tensor:
         memory = self.encode(batch)

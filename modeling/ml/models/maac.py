@@ -21,6 +21,8 @@ before the classifier. Self-critical fine-tuning is ``modeling.ml.scst``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -117,8 +119,7 @@ class KeywordEncoder(nn.Module):
             self.backbone = ResNet38(panns)
             if config.backbone_weights:
                 load_weights(self.backbone, config.backbone_weights, name="resnet38")
-            layers = len(panns.resnet_layers)
-            level_dims = (panns.widths[2], panns.widths[layers - 1], panns.widths[-1])
+            level_dims = self.backbone.level_dims
         else:
             raise ValueError(f"unknown keyword-encoder backbone {config.backbone!r}")
         self.levels = nn.ModuleList(nn.Linear(dim, config.level_dim) for dim in level_dims)
@@ -203,9 +204,16 @@ class MAACCaptioner(Captioner):
             )
         return F.binary_cross_entropy_with_logits(self.keyword_logits(batch), targets)
 
-    def pretrain_loss(self, batch: Batch) -> Tensor:
-        """The trainer's pre-training stage (``train.pretrain_epochs``): ``keyword_loss``."""
+    def pretrain_loss(self, batch: Batch, *, label_smoothing: float = 0.0) -> Tensor:
+        """The trainer's pre-training stages (``train.pretrain_frozen_epochs``,
+        ``train.pretrain_epochs``): ``keyword_loss``. ``label_smoothing`` is for captions;
+        the keyword targets are taken as they are (mixup softens them)."""
         return self.keyword_loss(batch)
+
+    def pretrain_frozen_parameters(self) -> Iterator[nn.Parameter]:
+        """The keyword encoder's backbone, fixed while pre-training starts on the heads
+        (MAAC keeps its pretrained ResNet38 frozen for 80 epochs)."""
+        return self.keyword_encoder.backbone.parameters()
 
     def _keyword_encoder_outputs(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
         features, lengths = batch["features"], batch["feature_lengths"]

@@ -12,6 +12,12 @@ attention, a_m = tanh(W_dec [c_m ; h^dec_m]), s_m = softmax(W_o a_m) (eq. 10-13)
 
 With ``aligned_attention=False`` (plain TopDown) the decoder attends over h^a2 directly.
 
+Two feature levels: batch["features"] is the high level f_t and batch["mid_features"] the mid
+level c_t, each with its own frame rate (batch["mid_feature_lengths"]; the high level's lengths
+when absent): h_ctxt is one vector per clip, added at every mid-level step. A pretrained VGGish
+in front (``model.encoder=vggish``) provides the paper's two, fc2 and conv4
+(``EncodedCaptioner``).
+
 One feature level only (``mid_feature_dim == 0``): the paper's mid level is VGGish conv4 and its
 high level fc2, i.e. fully connected layers on top of conv4. When the features have one level
 (log-mels, or a single embedding per frame), the input frames play c_t and a learned 2-layer MLP
@@ -121,7 +127,7 @@ class TopDownCaptioner(RecurrentCaptioner):
 
     def encode(self, batch: Batch) -> Memory:
         """-> {"h", "c": (B, 1, H), "keys": h^flow (B, T, 8E) or h^a2 (B, T, 2E), "mask" (B, T)}."""
-        lengths = batch["feature_lengths"]
+        lengths = mid_lengths = batch["feature_lengths"]
         features = self.dropout(batch["features"])
         if self.high_mlp is not None:
             mid, high = features, self.high_mlp(features)
@@ -131,10 +137,11 @@ class TopDownCaptioner(RecurrentCaptioner):
                     "this TopDown config expects batch['mid_features'] (mid_feature_dim > 0)"
                 )
             mid, high = self.dropout(batch["mid_features"]), features
+            mid_lengths = batch.get("mid_feature_lengths", lengths)
         _, summary = self.high_encoder(high, lengths)
         h_ctxt = self.context(summary)
-        h_a2, _ = self.mid_encoder(mid + h_ctxt.unsqueeze(1), lengths)
-        audio_mask = lengths_to_mask(lengths, h_a2.size(1))
+        h_a2, _ = self.mid_encoder(mid + h_ctxt.unsqueeze(1), mid_lengths)
+        audio_mask = lengths_to_mask(mid_lengths, h_a2.size(1))
         memory = initial_state(h_ctxt, self.to_h, self.to_c)
         memory["mask"] = audio_mask
         if not self.config.aligned_attention:
