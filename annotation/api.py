@@ -692,7 +692,9 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
 def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> Any:
     """Submits one caption per clip, checked by the HIT page's rules (the same messages);
     nothing is stored when any caption is refused. 409 when the assignment is no longer
-    open (already submitted, or its time ran out: it then goes back to the pool).
+    open (already submitted, or its time ran out: it then goes back to the pool). Sending
+    the same captions again after they were stored (a retry whose first answer was lost)
+    answers 200 with the assignment as stored, storing nothing twice.
     Then claim the next HIT: a "submit and next" loop is these two calls."""
     # The service re-reads the assignment under its lock and refuses another worker's:
     # reading it here first as well would cost a query on every submit.

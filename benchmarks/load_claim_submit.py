@@ -40,27 +40,31 @@ import json
 import os
 import platform
 import random
-import secrets
 import shutil
 import signal
-import statistics
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTIONS = (
-    "a dog barks while cars pass by in the distance",
-    "a man speaks softly as birds chirp nearby",
-    "water trickles steadily and a door creaks open",
-    "an engine idles loudly then revs up twice",
-    "rain falls on a roof while thunder rumbles far away",
+from _deployment import (
+    CAPTIONS,
+    VIOLATIONS,
+    children,
+    cpu_model,
+    django_migrate,
+    drop_database,
+    integrity_checks,
+    parse_sets,
+    percentile,
+    postgres_version,
+    recreate_database,
+    seed,
+    server_environment,
+    start_gunicorn,
 )
 
 
@@ -81,154 +85,6 @@ class Level:
     load_after: float = 0.0
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 10) - 1]
-
-
-# Setup ------------------------------------------------------------------------------------
-
-
-def _recreate_database(server: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def _drop_database(server: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _django(env: dict[str, str]) -> None:
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-
-
-LOAD_AUDIO = "clips/audio/load.wav"
-
-
-def _load_wav() -> bytes:
-    """10 ms of silence as a WAV: the server checks a clip's audio reads before serving it."""
-    import io
-    import wave
-
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(8000)
-        out.writeframes(bytes(160))
-    return buffer.getvalue()
-
-
-def _seed(*, clips: int, workers: int, captions_per_clip: int) -> tuple[int, list[str]]:
-    """One published batch over `clips` fetched clips; returns its id and one API token
-    per worker."""
-    from datetime import timedelta
-    from decimal import Decimal
-
-    from django.contrib.auth import get_user_model
-    from django.core.files.base import ContentFile
-    from django.core.files.storage import default_storage
-    from django.db import connection
-
-    from annotation.services import batch_publish
-    from core.models import Role
-    from core.services import api_token_create, membership_add, project_create
-    from curation.models import Clip, Split, Subset, SubsetClip
-
-    default_storage.save(LOAD_AUDIO, ContentFile(_load_wav()))
-    users = get_user_model().objects
-    boss = users.create_user("researcher")
-    project = project_create(name="Load test", slug="load", created_by=boss)
-    rows = Clip.objects.bulk_create(
-        (
-            Clip(
-                source=Clip.Source.YOUTUBE,
-                youtube_id=f"ld{i:09d}",
-                start_seconds=Decimal(0),
-                end_seconds=Decimal(10),
-                # clips that play through at once: a worker's submit right after fetching
-                # the audio passes the server's "heard to the end" check, no waiting
-                duration_seconds=0.001,
-                status=Clip.Status.READY,
-                audio=LOAD_AUDIO,
-            )
-            for i in range(clips)
-        ),
-        batch_size=5000,
-    )
-    subset = Subset.objects.create(project=project, name="Load", slug="load")
-    SubsetClip.objects.bulk_create(
-        (SubsetClip(subset=subset, clip=c, split=Split.VAL) for c in rows), batch_size=5000
-    )
-    batch = batch_publish(
-        subset=subset,
-        split=Split.VAL,
-        name="Load",
-        captions_per_clip=captions_per_clip,
-        clips_per_hit=1,
-        reward_cents=5,
-        time_allotted=timedelta(hours=1),
-        lifetime=timedelta(days=7),
-        created_by=boss,
-    )
-    tokens = []
-    people = users.bulk_create(users.model(username=f"w{i:04d}") for i in range(workers))
-    for person in people:
-        membership_add(project=project, user=person, role=Role.ANNOTATOR)
-        tokens.append(api_token_create(user=person, name="load")[1])
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
-    return batch.pk, tokens
-
-
-def _start_gunicorn(args: argparse.Namespace, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    command = [
-        str(Path(sys.executable).parent / "gunicorn"),
-        "earmark.wsgi:application",
-        "--bind",
-        f"127.0.0.1:{args.port}",
-        "--workers",
-        str(args.gunicorn_workers),
-        "--worker-class",
-        args.worker_class,
-        "--threads",
-        str(args.threads),
-        "--backlog",
-        "2048",
-        "--log-level",
-        "warning",
-    ]
-    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"gunicorn exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{args.port}/api/openapi.json") as r:
-                if r.status == 200:
-                    return server
-        except OSError:
-            pass
-        time.sleep(0.3)
-    server.terminate()
-    raise SystemExit("gunicorn did not answer within 60 s")
-
-
 # CPU accounting ---------------------------------------------------------------------------
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -241,13 +97,6 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def _children(pid: int) -> list[int]:
-    pids: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        pids += [int(p) for p in (task / "children").read_text().split()]
-    return pids
-
-
 def _tree_cpu(parent: int) -> float:
     """User + system CPU seconds so far of `parent`, of its live children, and of the
     children it has already reaped (cutime, cstime): a child that exits between two readings
@@ -257,7 +106,7 @@ def _tree_cpu(parent: int) -> float:
     if own is None:
         return 0.0
     ticks = sum(int(own[i]) for i in (11, 12, 13, 14))  # utime, stime, cutime, cstime
-    for child in _children(parent):
+    for child in children(parent):
         fields = _stat(child)
         if fields is not None:
             ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))
@@ -385,59 +234,6 @@ async def _run_level(
     return level
 
 
-# Checks -----------------------------------------------------------------------------------
-
-
-def _checks(batch_id: int, captions_per_clip: int) -> dict[str, int]:
-    from django.db import connection
-
-    queries = {
-        # a worker holding, having done or having been rejected on a clip twice
-        "worker twice on a clip": """
-            SELECT count(*) FROM (
-                SELECT a.worker_id, hc.clip_id FROM annotation_assignment a
-                JOIN annotation_hitclip hc ON hc.hit_id = a.hit_id
-                JOIN annotation_hit h ON h.id = a.hit_id
-                WHERE h.batch_id = %(batch)s
-                  AND a.state IN ('accepted', 'submitted', 'approved', 'rejected')
-                GROUP BY 1, 2 HAVING count(*) > 1) d""",
-        "caption of a worker on a clip twice": """
-            SELECT count(*) FROM (
-                SELECT a.worker_id, c.clip_id FROM annotation_caption c
-                JOIN annotation_assignment a ON a.id = c.assignment_id
-                GROUP BY 1, 2 HAVING count(*) > 1) d""",
-        "HITs over-filled": """
-            SELECT count(*) FROM (
-                SELECT h.id FROM annotation_hit h
-                JOIN annotation_assignment a ON a.hit_id = h.id
-                WHERE h.batch_id = %(batch)s
-                  AND a.state IN ('accepted', 'submitted', 'approved')
-                GROUP BY h.id, h.max_assignments HAVING count(*) > h.max_assignments) d""",
-        "clips with too many captions": """
-            SELECT count(*) FROM (
-                SELECT c.clip_id FROM annotation_caption c
-                GROUP BY 1 HAVING count(*) > %(per_clip)s) d""",
-        "HITs whose taken disagrees": """
-            SELECT count(*) FROM annotation_hit h
-            LEFT JOIN (
-                SELECT hit_id, count(*) AS n FROM annotation_assignment
-                WHERE state IN ('accepted', 'submitted', 'approved') GROUP BY hit_id
-            ) a ON a.hit_id = h.id
-            WHERE h.batch_id = %(batch)s AND h.taken <> coalesce(a.n, 0)""",
-        "assignments left accepted": """
-            SELECT count(*) FROM annotation_assignment WHERE state = 'accepted'""",
-        "submitted assignments": """
-            SELECT count(*) FROM annotation_assignment WHERE state = 'submitted'""",
-        "captions": "SELECT count(*) FROM annotation_caption",
-    }
-    out = {}
-    with connection.cursor() as cursor:
-        for name, sql in queries.items():
-            cursor.execute(sql, {"batch": batch_id, "per_clip": captions_per_clip})
-            out[name] = cursor.fetchone()[0]
-    return out
-
-
 # Report -----------------------------------------------------------------------------------
 
 
@@ -448,9 +244,9 @@ def _row(level: Level) -> str:
         f"{level.workers}",
         f"{level.loops}",
         f"{rate:.1f}",
-        *(f"{_percentile(level.loop_ms, q):.0f}" for q in (50, 95, 99)),
-        *(f"{_percentile(level.claim_ms, q):.0f}" for q in (50, 95)),
-        *(f"{_percentile(level.submit_ms, q):.0f}" for q in (50, 95)),
+        *(f"{percentile(level.loop_ms, q):.0f}" for q in (50, 95, 99)),
+        *(f"{percentile(level.claim_ms, q):.0f}" for q in (50, 95)),
+        *(f"{percentile(level.submit_ms, q):.0f}" for q in (50, 95)),
         f"{errors}"
         + (f" ({', '.join(f'{k}: {n}' for k, n in level.errors.items())})" if errors else ""),
         f"{level.no_work}",
@@ -461,13 +257,6 @@ def _row(level: Level) -> str:
         f"{level.load_before:.1f} → {level.load_after:.1f}",
     ]
     return "| " + " | ".join(cells) + " |"
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 HEADER = (
@@ -512,33 +301,20 @@ def main() -> None:
     levels = [int(n) for n in args.levels.split(",")]
 
     var = tempfile.mkdtemp(prefix="earmark-load-")
-    env = {
-        "DATABASE_URL": f"{args.server}/{args.database}",
-        "EARMARK_VAR_DIR": var,
-        "SECRET_KEY": secrets.token_urlsafe(40),
-        "DEBUG": "0",
-        "HTTPS": "0",  # gunicorn on plain HTTP, no TLS proxy in front
-        "LOG_LEVEL": "WARNING",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DJANGO_SETTINGS_MODULE": "earmark.settings",
-        # the filesystem broker by default: no Celery worker runs; jobs queued by a submit
-        # (active learning's caption checks) are only written
-        "CELERY_BROKER_URL": args.broker,
-        # the server's cost is measured, not its per-worker rate limits (a simulated worker
-        # with no think time claims far faster than API_RATE_WORK allows a person)
-        "API_RATE_PER_USER": "1000000/s",
-        "API_RATE_WORK": "1000000/s",
-    }
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--set {item!r}: give NAME=VALUE")
-        env[name] = value
+    try:
+        extra = parse_sets(args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
+    # the filesystem broker by default: no Celery worker runs; jobs queued by a submit
+    # (active learning's caption checks) are only written
+    env = server_environment(
+        database_url=f"{args.server}/{args.database}", var=var, broker=args.broker, extra=extra
+    )
     started = time.perf_counter()
-    _recreate_database(args.server, args.database)
-    _django(env)
+    recreate_database(args.server, args.database)
+    django_migrate(env)
     migrated = time.perf_counter()
-    batch_id, tokens = _seed(
+    batch_id, tokens = seed(
         clips=args.clips, workers=max(levels), captions_per_clip=args.captions_per_clip
     )
     seeded = time.perf_counter()
@@ -549,12 +325,16 @@ def main() -> None:
     )
     from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        pg_version = cursor.fetchone()[0]
+    pg_version = postgres_version()
     connection.close()
 
-    server = _start_gunicorn(args, env)
+    server = start_gunicorn(
+        port=args.port,
+        workers=args.gunicorn_workers,
+        env=env,
+        worker_class=args.worker_class,
+        threads=args.threads,
+    )
     meter = Meter(server, env["DATABASE_URL"])
     base_url = f"http://127.0.0.1:{args.port}"
     results: list[Level] = []
@@ -575,15 +355,15 @@ def main() -> None:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
 
-    checks = _checks(batch_id, args.captions_per_clip)
+    checks = integrity_checks(batch_id, args.captions_per_clip)
     connection.close()
     if not args.keep_database:
-        _drop_database(args.server, args.database)
+        drop_database(args.server, args.database)
     shutil.rmtree(var, ignore_errors=True)  # the broker's files of the jobs submits queued
 
     print()
     print(
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_model()}), "
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({cpu_model()}), "
         f"Python {platform.python_version()}, PostgreSQL {pg_version}; gunicorn "
         f"{args.gunicorn_workers} {args.worker_class} workers (threads {args.threads}); "
         f"{args.clips:,} clips, {args.captions_per_clip} captions each, 1 clip per HIT; "
@@ -601,7 +381,7 @@ def main() -> None:
     for name, value in checks.items():
         print(f"- {name}: {value:,}")
     counted = warm_loops + sum(level.loops for level in results)
-    bad = sum(checks[k] for k in list(checks)[:5]) + checks["assignments left accepted"]
+    bad = sum(checks[k] for k in VIOLATIONS) + checks["assignments left accepted"]
     print(f"- loops the clients saw succeed (warm-up included): {counted:,}")
     if counted != checks["submitted assignments"]:
         print("  (differs from the submitted assignments: a submit answered with an error)")

@@ -43,6 +43,7 @@ from core.models import (
     Profile,
     Project,
     Role,
+    WorkerHeartbeat,
     hash_token,
 )
 
@@ -603,17 +604,29 @@ def job_dispatch(*, job: Job) -> bool:
 
 def jobs_redispatch(*, now: datetime | None = None, limit: int = 500) -> int:
     """Sends again queued jobs whose message never reached the broker (it was down when
-    they were stored) once they are JOB_REDISPATCH_SECONDS old, and those sent but still
-    queued after JOB_REDISPATCH_LOST_SECONDS (a broker restarted without its data). A
-    duplicate message runs nothing: job_run takes only queued jobs. Returns how many went."""
+    they were stored) once they are JOB_REDISPATCH_SECONDS old; those sent that long ago
+    to a queue an idle worker serves (a worker killed holding the message); and those
+    sent but still queued after JOB_REDISPATCH_LOST_SECONDS (a broker restarted without
+    its data). A duplicate message runs nothing: job_run takes only queued jobs. Returns
+    how many went."""
     now = now or timezone.now()
-    never_sent = Q(
-        dispatched_at__isnull=True,
-        created_at__lt=now - timedelta(seconds=settings.JOB_REDISPATCH_SECONDS),
-    )
+    recently = now - timedelta(seconds=settings.JOB_REDISPATCH_SECONDS)
+    never_sent = Q(dispatched_at__isnull=True, created_at__lt=recently)
+    # A message a worker took and died holding (kill -9, a lost machine) goes back to its
+    # queue only after the broker's visibility timeout (Redis: an hour). A live worker that
+    # runs nothing would have taken a job waiting in a queue it serves, so such a job's
+    # message is gone.
+    busy = Job.objects.filter(state=Job.State.RUNNING).values_list("worker", flat=True)
+    idle_queues = {
+        queue
+        for worker in WorkerHeartbeat.alive(now).exclude(hostname__in=busy)
+        for queue in worker.queues.split(",")
+        if queue
+    }
+    taken_and_lost = Q(queue__in=idle_queues, dispatched_at__lt=recently)
     looks_lost = Q(dispatched_at__lt=now - timedelta(seconds=settings.JOB_REDISPATCH_LOST_SECONDS))
     stuck = (
-        Job.objects.filter(never_sent | looks_lost, state=Job.State.QUEUED)
+        Job.objects.filter(never_sent | taken_and_lost | looks_lost, state=Job.State.QUEUED)
         .exclude(celery_task_id="")  # job_create's jobs run inline, never through a queue
         .order_by("created_at")[:limit]
     )

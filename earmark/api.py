@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import Error
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError
@@ -19,6 +20,7 @@ from active.api import router as active_router
 from annotation.api import router as annotation_router
 from core import api as core_api
 from core import services, throttling
+from core.middleware import DATABASE_UNAVAILABLE
 from corpus.api import router as corpus_router
 from corpus.evaluation_api import router as evaluation_router
 from crowd.api import router as crowd_router
@@ -84,6 +86,15 @@ def request_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpRespons
         status=413,
     )
 
+
+def _database_unavailable(request: HttpRequest, exc: Error | type[Error]) -> HttpResponse:
+    # Ninja answers any exception with a traceback under DEBUG; these go on to the site's
+    # middleware (core.middleware), which answers 503 with Retry-After either way.
+    raise exc
+
+
+for _error in DATABASE_UNAVAILABLE:
+    api.add_exception_handler(_error, _database_unavailable)
 
 api.add_router("/projects", core_api.projects)
 api.add_router("/jobs", core_api.jobs)

@@ -121,8 +121,13 @@ def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
     return "HTTP_" + header.upper().replace("-", "_"), value
 
 
-def env_database(name: str, default: str) -> dict[str, Any]:
-    """One entry of Django's DATABASES; its values are of mixed types (str, int, dict)."""
+def env_database(name: str, default: str, *, health_checks: bool = True) -> dict[str, Any]:
+    """One entry of Django's DATABASES; its values are of mixed types (str, int, dict).
+
+    Connections are kept for 60 s between requests; with `health_checks` each request
+    checks its kept connection once before the first query and opens a new one when the
+    old one died (a database restart, a terminated backend, a proxy's idle timeout),
+    instead of failing that request on it."""
     raw = os.environ.get(name) or default
     scheme = urlsplit(raw).scheme
     if scheme not in {"sqlite", "postgres", "postgresql", "pgsql"}:
@@ -130,7 +135,9 @@ def env_database(name: str, default: str) -> dict[str, Any]:
             f"{name}={raw!r}: unsupported scheme {scheme!r}; use postgres://… or sqlite:///…"
         )
     try:
-        config: dict[str, Any] = dict(dj_database_url.parse(raw, conn_max_age=60))
+        config: dict[str, Any] = dict(
+            dj_database_url.parse(raw, conn_max_age=60, conn_health_checks=health_checks)
+        )
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a database URL: {exc}") from None
     if scheme != "sqlite" and not config.get("NAME"):

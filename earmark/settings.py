@@ -82,6 +82,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # a view that loses the database answers 503 with Retry-After, not 500
+    "core.middleware.DatabaseUnavailableMiddleware",
     # last, as django-axes asks: it turns a locked-out login into its lockout response
     "axes.middleware.AxesMiddleware",
 ]
@@ -106,7 +108,16 @@ TEMPLATES = [
 ]
 
 # Database ----------------------------------------------------------------------------
-DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'earmark.sqlite3'}")}
+# A kept connection is checked before a request's first query and replaced when it died
+# (CONN_HEALTH_CHECKS): without it a database restart or a dropped connection failed the
+# next request of every web process.
+DATABASES = {
+    "default": env_database(
+        "DATABASE_URL",
+        f"sqlite:///{VAR_DIR / 'earmark.sqlite3'}",
+        health_checks=env_bool("DATABASE_HEALTH_CHECKS", default=True),
+    )
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     DATABASES["default"]["CONN_MAX_AGE"] = 0

@@ -256,6 +256,11 @@ def assignment_submit(
     the MTurk page record it as they serve the audio), the time ran out, or the worker was
     blocked from the project since taking the HIT; in those last two cases the assignment
     is expired or returned and its slot released.
+
+    Idempotent: the same captions sent again once stored (the answer to the first submit
+    was lost to a dropped connection, a killed web process, a browser's resend) return
+    the assignment as stored, writing nothing; other captions are refused, as any submit
+    of an assignment no longer open.
     """
     now = now or timezone.now()
     late = False
@@ -263,6 +268,8 @@ def assignment_submit(
     with transaction.atomic():
         # the worker's own assignment, locked; someone else's is refused before any write
         assignment = _locked_own(assignment, worker)
+        if assignment.state != Assignment.State.ACCEPTED and _repeats_stored(assignment, captions):
+            return assignment
         if assignment.state == Assignment.State.ACCEPTED and assignment.is_late(now):
             slot_release(assignment, Assignment.State.EXPIRED, now)
             late = True
@@ -327,6 +334,14 @@ def _locked_own(assignment: Assignment, worker: User) -> Assignment:
         )
     )
     return locked
+
+
+def _repeats_stored(assignment: Assignment, captions: dict[int, str]) -> bool:
+    """Whether `captions` are, trimmed as a submit stores them, exactly the assignment's
+    stored captions: one per clip, the same texts."""
+    stored = dict(Caption.objects.filter(assignment=assignment).values_list("clip_id", "text"))
+    given = {int(clip_id): rules.trim(text or "") for clip_id, text in captions.items()}
+    return bool(stored) and stored == given
 
 
 def _checked_captions(

@@ -589,12 +589,28 @@ def test_it_names_a_caption_key_that_is_not_a_clip_id(world: World, ann: Any) ->
     assert "captions" in json.dumps(response.json()["detail"])
 
 
-def test_a_second_submit_is_409(world: World, ann: Any) -> None:
+def test_a_retried_submit_answers_as_the_first_and_stores_nothing_twice(
+    world: World, ann: Any
+) -> None:
+    client = login(ann)
+    first = _work(client, "submit", world)
+    # the first answer was lost (a dropped connection, a killed web worker): the script
+    # sends the same captions again
+    again = _work(client, "submit", world)
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    assert list(world.assignment.captions.values_list("text", flat=True)) == [CAPTION]
+
+
+def test_a_second_submit_with_other_captions_is_409(world: World, ann: Any) -> None:
     client = login(ann)
     _work(client, "submit", world)
-    response = _work(client, "submit", world)
+    url = f"/api/work/assignments/{world.assignment.pk}/submit"
+    other = {"captions": captions_for(world.assignment, "a cat meows at the door")}
+    response = _post(client, url, other)
     assert response.status_code == 409
     assert response.json() == {"detail": "This assignment is already submitted."}
+    assert list(world.assignment.captions.values_list("text", flat=True)) == [CAPTION]
 
 
 def test_a_late_submit_is_409_and_frees_the_slot(world: World, ann: Any) -> None:

@@ -25,6 +25,7 @@ from annotation.services import (
     batch_move,
     hit_claim,
 )
+from annotation.signals import assignment_submitted
 from core.models import Project, Role
 from core.services import membership_add
 from curation.models import Clip, Split
@@ -458,6 +459,30 @@ def test_it_refuses_submitting_twice(batch: Batch, ann: Any) -> None:
     with pytest.raises(ValidationError, match="already submitted"):
         _submit(assignment, "another dog barks at the door")
     assert Caption.objects.count() == 1
+
+
+def test_a_repeated_submit_returns_the_stored_assignment_and_writes_nothing(
+    batch: Batch, ann: Any
+) -> None:
+    first = _submit(_claim(ann))
+    heard: list[int] = []
+
+    def record(*, assignment: Assignment, **kwargs: Any) -> None:
+        heard.append(assignment.pk)
+
+    assignment_submitted.connect(record)
+    try:
+        # the same captions as a browser resends them: the submit trims them again
+        again = _submit(first, f"  {CAPTION} ")
+    finally:
+        assignment_submitted.disconnect(record)
+    assert (again.pk, again.state, again.submitted_at) == (
+        first.pk,
+        Assignment.State.SUBMITTED,
+        first.submitted_at,
+    )
+    assert list(Caption.objects.values_list("text", flat=True)) == [CAPTION]
+    assert heard == []  # nothing told the other apps about a second submit
 
 
 def test_it_refuses_a_late_submission_and_expires_the_assignment(batch: Batch, ann: Any) -> None:

@@ -529,6 +529,23 @@ def test_a_worker_submits_and_the_browser_posts_back_to_mturk(
     assert list(assignment.captions.values_list("text", flat=True)) == [CAPTION, CAPTION]
 
 
+def test_a_resent_submit_posts_back_to_mturk_again_and_stores_nothing_twice(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    first = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    # the frame sends the form again (its first answer was lost): same token, same captions
+    again = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    assert first.status_code == again.status_code == 200, again.content
+    html = again.content.decode()
+    assert f'action="{SANDBOX}/mturk/externalSubmit"' in html
+    assert 'name="assignmentId" value="ASSIGN0001"' in html
+    assignment = Assignment.objects.get(mturk_assignment_id="ASSIGN0001")
+    assert assignment.state == Assignment.State.SUBMITTED
+    assert list(assignment.captions.values_list("text", flat=True)) == [CAPTION, CAPTION]
+
+
 def test_a_caption_breaking_the_rules_is_shown_its_message(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:

@@ -284,6 +284,22 @@ def test_it_moves_on_to_the_next_hit_after_submitting(world: World, ann: Any) ->
     assert list(Caption.objects.values_list("text", flat=True)) == [CAPTION]
 
 
+def test_a_resent_submit_moves_on_as_the_first_and_stores_nothing_twice(
+    world: World, ann: Any
+) -> None:
+    listened(world.assignment)
+    client = login(ann)
+    first = client.post(URLS["assignment_submit"](world), _post_data(world))
+    # the browser sends the form again (its first answer was lost): same captions
+    again = client.post(URLS["assignment_submit"](world), _post_data(world), follow=True)
+    following = Assignment.objects.get(worker=ann, state=Assignment.State.ACCEPTED)
+    assert first["Location"] == following.get_absolute_url()
+    assert again.redirect_chain == [(following.get_absolute_url(), 302)]
+    assert again.status_code == 200
+    assert "Submitted. Thank you!" in again.content.decode()
+    assert list(Caption.objects.values_list("text", flat=True)) == [CAPTION]
+
+
 def test_it_refuses_the_submit_of_a_worker_blocked_since_claiming(
     world: World, ann: Any, rey: Any
 ) -> None:

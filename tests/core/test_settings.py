@@ -35,6 +35,7 @@ MALFORMED: list[tuple[str, str, Callable[[], Any]]] = [
     ("WORKER_HEARTBEAT_SECONDS", "0", lambda: env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)),
     ("DATABASE_URL", "mysql://x/y", lambda: env_database("DATABASE_URL", SQLITE_DEFAULT)),
     ("DATABASE_URL", "postgres://host", lambda: env_database("DATABASE_URL", SQLITE_DEFAULT)),
+    ("DATABASE_HEALTH_CHECKS", "maybe", lambda: env_bool("DATABASE_HEALTH_CHECKS")),
     ("CELERY_BROKER_URL", "kafka://x", lambda: env_broker("CELERY_BROKER_URL", "filesystem://")),
     ("API_RATE_WORK", "60 per minute", lambda: env_rate("API_RATE_WORK", "60/min")),
     ("API_RATE_WORK", "0/min", lambda: env_rate("API_RATE_WORK", "60/min")),
@@ -139,6 +140,14 @@ def test_it_parses_a_postgres_url(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config["ENGINE"] == "django.db.backends.postgresql"
     assert (config["NAME"], config["USER"], config["PASSWORD"]) == ("earmark", "earmark", "s3cret")
     assert (config["HOST"], config["PORT"]) == ("db.internal", 6543)
+
+
+def test_it_checks_kept_connections_before_reusing_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgres://earmark@db.internal:5432/earmark")
+    config = env_database("DATABASE_URL", SQLITE_DEFAULT)
+    assert (config["CONN_MAX_AGE"], config["CONN_HEALTH_CHECKS"]) == (60, True)
+    unchecked = env_database("DATABASE_URL", SQLITE_DEFAULT, health_checks=False)
+    assert unchecked["CONN_HEALTH_CHECKS"] is False
 
 
 def test_it_accepts_a_redis_broker(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,12 +1,13 @@
 """Failure 5: the broker is down (its port closed) when a request stores data and queues a
 job. The request still succeeds, the job waits `queued` without a message, and the
 re-dispatch sweep sends it once the broker is back (a transactional outbox: the job row is
-the outbox, `dispatched_at` its sent mark)."""
+the outbox, `dispatched_at` its sent mark). The same sweep sends again the message of a
+job a killed worker held."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Caption
-from core.models import Job
+from core.models import Job, WorkerHeartbeat
 from core.services import job_enqueue, jobs_redispatch
 from core.tasks import run_job
 from earmark.celery import app as celery_app
@@ -106,6 +107,66 @@ def test_the_redispatch_sweep_sends_again_a_message_a_broker_restart_lost(
 
     assert jobs_redispatch(now=lost) == 1
     assert sent == [(job.pk,)]
+
+
+# A worker killed holding a job's message (found by benchmarks/chaos.py): Redis gives the
+# message back only after its visibility timeout, an hour, so the job waited `queued`.
+
+
+def _worker_alive(hostname: str, queues: str, *, at: datetime) -> None:
+    WorkerHeartbeat.objects.create(hostname=hostname, queues=queues, pid=4242, last_seen=at)
+
+
+def _sent_job(broker_back: Callable[[], list[tuple[Any, ...]]]) -> tuple[Job, list[Any]]:
+    sent = broker_back()
+    job = job_enqueue(kind="rel_sleep_once", params={"seconds": 0})  # committed and sent
+    sent.clear()
+    return job, sent
+
+
+def test_the_redispatch_sweep_sends_again_a_message_a_killed_worker_held(
+    broker_back: Callable[[], list[tuple[Any, ...]]], settings: Any
+) -> None:
+    job, sent = _sent_job(broker_back)
+    later = timezone.now() + timedelta(seconds=settings.JOB_REDISPATCH_SECONDS + 1)
+    # a live worker serving the job's queue runs nothing, yet never took the job
+    _worker_alive("cpu@box", "default,text", at=later)
+
+    assert jobs_redispatch(now=later - timedelta(seconds=2)) == 0  # too young
+    assert jobs_redispatch(now=later) == 1
+    assert sent == [(job.pk,)]
+
+
+def test_a_job_waiting_behind_a_busy_worker_is_not_sent_again(
+    broker_back: Callable[[], list[tuple[Any, ...]]], settings: Any
+) -> None:
+    _, sent = _sent_job(broker_back)
+    later = timezone.now() + timedelta(seconds=settings.JOB_REDISPATCH_SECONDS + 1)
+    _worker_alive("cpu@box", "default,text", at=later)
+    Job.objects.create(
+        kind="rel_sleep_once",
+        label="a long one",
+        queue="default",
+        state=Job.State.RUNNING,
+        worker="cpu@box",
+        execution="e1",
+        lease_expires_at=later + timedelta(minutes=1),
+    )
+
+    assert jobs_redispatch(now=later) == 0  # its message may well wait in the queue
+    assert sent == []
+
+
+def test_a_job_no_live_worker_serves_is_not_sent_again(
+    broker_back: Callable[[], list[tuple[Any, ...]]], settings: Any
+) -> None:
+    _, sent = _sent_job(broker_back)
+    later = timezone.now() + timedelta(seconds=settings.JOB_REDISPATCH_SECONDS + 1)
+    _worker_alive("gpu0@box", "gpu", at=later)  # idle, on another queue
+    _worker_alive("cpu@box", "default,text", at=later - timedelta(hours=1))  # long dead
+
+    assert jobs_redispatch(now=later) == 0  # its message waits in the queue for a worker
+    assert sent == []
 
 
 @pytest.mark.usefixtures("broker_down")
