@@ -184,6 +184,7 @@ def test_it_signs_up_a_visitor_through_an_invite_link_as_annotator(
     visit.get_by_label(re.compile(r"^Password confirmation:?$")).fill(
         "a-long-unusual-passphrase-42"
     )
+    visit.get_by_label("Country you live in").select_option("NZ")
     visit.get_by_role("button", name="Create account and join").click()
 
     expect(visit).to_have_url(f"{site}{project.get_absolute_url()}")
@@ -193,3 +194,4 @@ def test_it_signs_up_a_visitor_through_an_invite_link_as_annotator(
     membership = Membership.objects.get(project=project, user__username="newbie")
     assert membership.role == Role.ANNOTATOR
     assert membership.invite is not None
+    assert membership.user.profile.country == "NZ"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -17,7 +19,17 @@ def _with_other_apps_at_their_latest(
     return [*others, node]
 
 
+@pytest.fixture
+def back_to_the_latest_schema() -> Iterator[None]:
+    """Later tests share this database: they need every migration applied again, the ones
+    after AFTER included."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("back_to_the_latest_schema")
 def test_it_copies_todays_global_flags_to_every_existing_project() -> None:
     executor = MigrationExecutor(connection)
     before = _with_other_apps_at_their_latest(executor, BEFORE)
