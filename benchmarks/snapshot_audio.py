@@ -26,43 +26,15 @@ import platform
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("DEBUG", "0")  # DEBUG would log every query
 os.environ.setdefault("SECRET_KEY", "benchmark-only-secret-key-benchmark-only-secret-key")
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
+from _measure import measured
+
 RATE = 32_000
-
-
-def rss() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * PAGE
-
-
-def measured(step: Callable[[], Any]) -> tuple[Any, float, float, float]:
-    """(result, wall seconds, this process's CPU seconds, largest RSS growth in MB)."""
-    base = rss()
-    peak = [base]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], rss())
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    start, cpu = time.perf_counter(), time.process_time()
-    result = step()
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    done.set()
-    sampler.join()
-    return result, elapsed, cpu, (max(peak[0], rss()) - base) / 2**20
 
 
 def timed_sync() -> float:
