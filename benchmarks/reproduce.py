@@ -73,8 +73,9 @@ class Row:
     model: str
     recipe: str
     epochs: str  # stages run, e.g. "2+5+3"
+    steps: int  # optimisation steps, every stage
     best_epoch: int | None
-    caption_epochs: int
+    validated_epochs: int  # caption and self-critical epochs (pre-training is not validated)
     scores: dict[str, float]
     train_clips_per_s: float | None
     beam: int
@@ -250,8 +251,9 @@ def train_and_score(
                       metrics=["bleu", "meteor", "rouge", "cider"]).scores  # fmt: skip
     caption_rows = [r for r in result.history if r["stage"] == CAPTION]
     train_seconds = sum(r["seconds"] for r in caption_rows) - validation_seconds
-    scored = [r for r in caption_rows if r["score"] is not None]
-    best_row = max(scored, key=lambda r: r["score"]) if scored else None
+    # the checkpoint scored on test: the first best validation, caption or self-critical
+    validated = [r for r in result.history if r["score"] is not None]
+    best_row = max(validated, key=lambda r: r["score"]) if validated else None
     stages: dict[str, int] = {}
     for r in result.history:
         stages[r["stage"]] = stages.get(r["stage"], 0) + 1
@@ -259,8 +261,9 @@ def train_and_score(
         model=name,
         recipe=recipe,
         epochs="+".join(str(n) for n in stages.values()) or "0",
-        best_epoch=None if best_row is None else best_row["epoch"] - caption_rows[0]["epoch"] + 1,
-        caption_epochs=len(caption_rows),
+        best_epoch=None if best_row is None else validated.index(best_row) + 1,
+        validated_epochs=len(validated),
+        steps=result.steps,
         scores={k: float(scores.get(k) or 0.0) for k in METRICS},
         train_clips_per_s=len(items["train"]) * len(caption_rows) / train_seconds
         if caption_rows and train_seconds > 0
@@ -280,14 +283,14 @@ def _figure(value: float | None, digits: int = 0) -> str:
 def table(rows: Sequence[Row], device: torch.device) -> str:
     memory = "GPU peak MB" if device.type == "cuda" else "peak RSS MB"
     lines = [
-        f"| model | recipe | epochs | best val epoch | {' | '.join(METRICS)} | train clips/s "
-        f"| beam | beam clips/s | {memory} | GPU util % |",
-        "|---|---|---|---|" + "---|" * len(METRICS) + "---|---|---|---|---|",
+        f"| model | recipe | epochs | steps | best val epoch | {' | '.join(METRICS)} "
+        f"| train clips/s | beam | beam clips/s | {memory} | GPU util % |",
+        "|---|---|---|---|---|" + "---|" * len(METRICS) + "---|---|---|---|---|",
     ]
     for r in rows:
-        best = "-" if r.best_epoch is None else f"{r.best_epoch} of {r.caption_epochs}"
+        best = "-" if r.best_epoch is None else f"{r.best_epoch} of {r.validated_epochs}"
         lines.append(
-            f"| {r.model} | {r.recipe} | {r.epochs} | {best} | "
+            f"| {r.model} | {r.recipe} | {r.epochs} | {r.steps} | {best} | "
             + " | ".join(f"{r.scores[m]:.3f}" for m in METRICS)
             + f" | {_figure(r.train_clips_per_s)} | {r.beam} | {r.beam_clips_per_s:.0f} "
             f"| {r.peak_memory_mb:.0f} | {_figure(r.gpu_utilisation)} |"
@@ -297,10 +300,16 @@ def table(rows: Sequence[Row], device: torch.device) -> str:
 
 def _why_behind(row: Row) -> str:
     """What the run itself says about a model that ranks below where its paper puts it."""
-    if row.best_epoch is not None and row.best_epoch == row.caption_epochs:
-        return f"{row.model} was still improving at its last epoch ({row.caption_epochs})"
+    if row.best_epoch is not None and row.best_epoch == row.validated_epochs:
+        return (
+            f"{row.model} was still improving at its last epoch ({row.validated_epochs}, "
+            f"{row.steps} steps)"
+        )
     if row.best_epoch is not None:
-        return f"{row.model} peaked at epoch {row.best_epoch} of {row.caption_epochs}"
+        return (
+            f"{row.model} peaked at epoch {row.best_epoch} of {row.validated_epochs} "
+            f"({row.steps} steps)"
+        )
     return f"{row.model} was not validated"
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from benchmarks import reproduce
 
 COLUMNS = (
-    "model", "recipe", "epochs", "best val epoch", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D",
-    "train clips/s", "beam", "beam clips/s", "peak RSS MB", "GPU util %",
+    "model", "recipe", "epochs", "steps", "best val epoch", "BLEU-4", "METEOR", "ROUGE-L",
+    "CIDEr-D", "train clips/s", "beam", "beam clips/s", "peak RSS MB", "GPU util %",
 )  # fmt: skip
 
 
@@ -48,7 +48,8 @@ def test_it_trains_two_models_and_appends_their_table(tmp_path: Path) -> None:
 
 def _row(model: str, cider: float, best: int, epochs: int) -> reproduce.Row:
     return reproduce.Row(
-        model=model, recipe="", epochs=str(epochs), best_epoch=best, caption_epochs=epochs,
+        model=model, recipe="", epochs=str(epochs), steps=10 * epochs, best_epoch=best,
+        validated_epochs=epochs,
         scores={"BLEU-4": 0.0, "METEOR": 0.0, "ROUGE-L": 0.0, "CIDEr-D": cider},
         train_clips_per_s=1.0, beam=3, beam_clips_per_s=1.0, peak_memory_mb=1.0,
         gpu_utilisation=None, example="",
@@ -62,13 +63,13 @@ def test_orderings_say_which_paper_ranking_holds_and_why_one_differs() -> None:
     ])  # fmt: skip
     audiocaps = next(line for line in text.splitlines() if line.startswith("| AudioCaps"))
     assert "tempatt 1.200 > topdown 1.100 > lstm 1.000 > nn 0.900" in audiocaps
-    assert "differs: topdown was still improving at its last epoch (8)" in audiocaps
+    assert "differs: topdown was still improving at its last epoch (8, 80 steps)" in audiocaps
     assert "| learned model beats 1NN | lstm > nn | 1.000 vs 0.900 | holds |" in text
 
 
 def test_a_model_behind_1nn_is_named_with_where_it_peaked() -> None:
     text = reproduce.orderings([_row("nn", 0.9, 0, 0), _row("act", 0.5, 4, 6)])
-    assert "| act > nn | 0.500 vs 0.900 | misses: act peaked at epoch 4 of 6 |" in text
+    assert "| act > nn | 0.500 vs 0.900 | misses: act peaked at epoch 4 of 6 (60 steps) |" in text
 
 
 def test_a_lower_frame_rate_keeps_the_recipe_masks_in_seconds() -> None:
