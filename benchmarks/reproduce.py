@@ -17,7 +17,8 @@ scales the SpecAugment time masks with it so that they cover the same seconds. V
 beam.
 
 The table (markdown) is printed and appended to `--results` under the machine's name:
-BLEU-4, METEOR, ROUGE-L, CIDEr-D on test, the epoch of the best validation, training
+the epochs of each stage and the optimisation steps, the epoch of the best validation (caption
+and self-critical epochs), BLEU-4, METEOR, ROUGE-L, CIDEr-D on test, training
 clip-captions/s (caption epochs only, validation excluded), beam clips/s, peak memory (CUDA:
 allocated, per model; CPU: the process's peak RSS so far) and, on CUDA, the GPU utilisation
 sampled during training (nvidia-smi). On CUDA the trainer runs under bf16 autocast
@@ -140,7 +141,7 @@ def plan(
 ) -> tuple[Any, Any, dict[str, Any]]:  # fmt: skip
     """(RunConfig, FeatureConfig, recipe record) of a run of `name` as the app plans it."""
     from modeling.ml.features import FeatureConfig, feature_preset
-    from modeling.ml.presets import default_recipe, scaled_epochs
+    from modeling.ml.presets import default_recipe
     from modeling.ml.registry import run_config_from_dict, uses_video
     from modeling.services import run_plan
 
@@ -150,8 +151,6 @@ def plan(
         front_end = feature_preset(recipe.features)
         factor = frames_per_second / front_end.frames_per_second
         train = recipe.train_config()
-        if epochs:
-            train = scaled_epochs(train, epochs)
         overrides += [
             f"features.hop_length={round(front_end.sample_rate / frames_per_second)}",
             f"train.spec_time_mask={max(1, round(train.spec_time_mask * factor))}",
