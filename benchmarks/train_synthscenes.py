@@ -38,26 +38,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-import synthscenes
+from benchmarks import captioning
 from corpus.evaluation import evaluate
-from modeling.ml import retrieval
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.cider import CiderD
 from modeling.ml.config import ACTConfig, RunConfig, VocabConfig
 from modeling.ml.config_av import AVConfig, CaptionLengthConfig, VACTConfig, VideoCaptionerConfig
-from modeling.ml.data import CaptionItem, collate
-from modeling.ml.decoding import beam_search
-from modeling.ml.features import extract, feature_preset
-from modeling.ml.keywords import KeywordVocabulary
+from modeling.ml.features import feature_preset
 from modeling.ml.models.base import Captioner
 from modeling.ml.presets import TRAIN_PRESETS, model_preset
 from modeling.ml.registry import uses_video
-from modeling.ml.runtime import pick_device, to_device
+from modeling.ml.runtime import pick_device
 from modeling.ml.trainer import train
-from modeling.ml.video import pixel_features
-from modeling.ml.vocab import BOS_ID, EOS_ID, Vocabulary, tokenize
+from modeling.ml.vocab import Vocabulary, tokenize
 
-SEED = 2026
 # the paper recipes (modeling.ml.presets.TRAIN_PRESETS) with epochs from the command line
 RECIPES = {"nn": "audiocaps", "lstm": "audiocaps", "tempatt": "audiocaps",
            "topdown": "audiocaps", "act": "act", "bilstm": "bilstm",
@@ -66,10 +60,6 @@ RECIPES = {"nn": "audiocaps", "lstm": "audiocaps", "tempatt": "audiocaps",
            "maac_rl": "maac"}  # fmt: skip
 # benchmark name -> registry name, for the variants that differ by a setting only
 VARIANTS = {"crossmodal_mbp": "crossmodal", "maac_rl": "maac"}
-
-
-def scenes(count: int, start: int, n_captions: int) -> list[synthscenes.Scene]:
-    return list(synthscenes.generate_scenes(SEED, count, start=start, n_captions=n_captions))
 
 
 def main() -> None:
@@ -105,111 +95,46 @@ def main() -> None:
           f"device {device}" + (f" ({torch.cuda.get_device_name(device)})"
                                 if device.type == "cuda" else ""))  # fmt: skip
     started = time.perf_counter()
-    sets = {
-        "train": scenes(args.train, 0, 2),
-        "val": scenes(args.val, args.train, 5),
-        "test": scenes(args.test, args.train + args.val, 5),
-    }
+    sets = captioning.generate_splits(args.train, args.val, args.test)
     print(
         f"generated {sum(map(len, sets.values()))} scenes in {time.perf_counter() - started:.1f} s"
     )
     config = dataclasses.replace(feature_preset("act"), hop_length=args.hop)
-    started = time.perf_counter()
-    feats = {
-        split: [extract(s.waveform, s.sample_rate, config) for s in items]
-        for split, items in sets.items()
-    }
-    n = sum(map(len, feats.values()))
-    print(f"log-mel {config.n_mels}x{feats['train'][0].shape[0]} frames for {n} clips: "
-          f"{n / (time.perf_counter() - started):.0f} clips/s")  # fmt: skip
-    videos: dict[str, list[torch.Tensor | None]] = {
-        split: [None] * len(items) for split, items in sets.items()
-    }
+    feats = captioning.FeatureStore(sets).get(config)
+    videos: captioning.PerSplit | None = None
     if any(uses_video(VARIANTS.get(name, name)) for name in names):
         started = time.perf_counter()
-        videos = {
-            split: [
-                pixel_features(
-                    synthscenes.render_video(s, fps=args.video_fps, size=args.video_size)
-                )
-                for s in items
-            ]
-            for split, items in sets.items()
-        }
-        first = videos["train"][0]
-        assert first is not None
-        print(f"video {first.shape[0]} frames of {args.video_size}x"
+        videos = captioning.render_videos(sets, fps=args.video_fps, size=args.video_size)
+        print(f"video {videos['train'][0].shape[0]} frames of {args.video_size}x"
               f"{args.video_size} per clip in {time.perf_counter() - started:.1f} s")  # fmt: skip
     vocab = Vocabulary.build([c for s in sets["train"] for c in s.captions], max_length=30)
     print(f"vocabulary: {len(vocab)} words")
-    keyword_targets: dict[str, list[torch.Tensor | None]] = {
-        split: [None] * len(items) for split, items in sets.items()
-    }
+    keywords = None
     keyword_count = 0
     if any(VARIANTS.get(name, name) == "maac" for name in names):
-        from postprocessing.nlp import pos_pipeline
-
-        nlp = pos_pipeline()
-        tagged = [[[(t.text, t.pos_, t.lemma_) for t in nlp(c)] for c in s.captions]
-                  for s in sets["train"]]  # fmt: skip
-        keywords = KeywordVocabulary.build(
-            [c for clip in tagged for c in clip],
-            size=model_preset("maac", args.preset).keyword_targets_size(),
+        keyword_count, keywords = captioning.keyword_targets(
+            sets["train"], model_preset("maac", args.preset).keyword_targets_size()
         )
-        keyword_count = len(keywords)
-        keyword_targets["train"] = [keywords.targets(clip) for clip in tagged]
-        print(f"keywords: {keyword_count} ({', '.join(keywords.words[:8])}, ...)")
     reward = CiderD({str(i): [tokenize(c) for c in s.captions]
                      for i, s in enumerate(sets["train"])})  # fmt: skip
-    label_names = {e.mids[0]: e.label for s in sets["train"] for e in s.events if e.mids}
-    bank = retrieval.mean_pooled(feats["train"])
-
-    def attributes(split: str) -> list[list[int]]:
-        queries = retrieval.mean_pooled(feats[split])
-        exclude = list(range(len(feats[split]))) if split == "train" else None
-        nearest = retrieval.nearest(bank, queries, exclude=exclude)
-        return [
-            vocab.encode_words([label_names.get(m, "") for m in sets["train"][i].mids], limit=16)
-            for i in nearest
-        ]
-
-    attrs = {split: attributes(split) for split in sets}
-
-    def items(split: str) -> list[CaptionItem]:
-        return [
-            CaptionItem(
-                features=f,
-                tokens=vocab.encode(tokenize(c)),
-                clip_id=str(i),
-                attributes=attrs[split][i],
-                video=videos[split][i],
-                keyword_targets=keyword_targets[split][i],
-            )
-            for i, (scene, f) in enumerate(zip(sets[split], feats[split], strict=True))
-            for c in scene.captions
-        ]
-
-    data = {split: items(split) for split in sets}
-    references = {
-        split: {str(i): s.captions for i, s in enumerate(sets[split])} for split in ("val", "test")
+    attrs = captioning.retrieved_attributes(sets, feats, vocab)
+    clips = {
+        split: captioning.ClipInputs(
+            feats[split],
+            attrs[split],
+            videos[split] if videos else None,
+            keywords if split == "train" else None,
+        )
+        for split in sets
     }
+    data = {
+        split: clips[split].caption_items([s.captions for s in sets[split]], vocab)
+        for split in sets
+    }
+    references = {split: captioning.references(sets[split]) for split in ("val", "test")}
 
     def decode(model: Captioner, split: str, beam: int) -> dict[str, str]:
-        out: dict[str, str] = {}
-        model.eval()
-        clips = feats[split]
-        with torch.no_grad():
-            for start in range(0, len(clips), 64):
-                batch = collate([
-                    CaptionItem(features=f, tokens=[BOS_ID, EOS_ID], clip_id=str(start + j),
-                                attributes=attrs[split][start + j],
-                                video=videos[split][start + j])
-                    for j, f in enumerate(clips[start : start + 64])
-                ])  # fmt: skip
-                hyps = beam_search(model, to_device(batch, device), beam_size=beam, max_length=30)
-                for j, h in enumerate(hyps):
-                    out[str(start + j)] = vocab.decode(h[0].tokens) if h else "<empty>"
-        return {k: v or "<empty>" for k, v in out.items()}
+        return captioning.decode(model, vocab, clips[split], beam=beam, device=device)
 
     def reward_fn(captions: list[list[int]], clip_ids: list[str]) -> list[float]:
         return reward.scores([vocab.decode(c).split() for c in captions], clip_ids)
@@ -231,7 +156,8 @@ def main() -> None:
             model_config = dataclasses.replace(model_config, max_frames=longest)
         if uses_video(registered):
             assert isinstance(model_config, VideoCaptionerConfig)
-            frames = max(v.shape[0] for v in videos["train"] if v is not None)
+            assert videos is not None
+            frames = max(v.shape[0] for v in videos["train"])
             model_config = dataclasses.replace(
                 model_config, video_frame_size=args.video_size, video_dim=128
             )
