@@ -84,6 +84,9 @@ def _script() -> str:
     )
 
 
+GLOO_THREAD_ABORT = "terminate called without an active exception"
+
+
 def test_torchrun_trains_two_ranks_to_the_same_weights_and_one_checkpoint(
     tmp_path: Path,
 ) -> None:
@@ -92,23 +95,24 @@ def test_torchrun_trains_two_ranks_to_the_same_weights_and_one_checkpoint(
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            str(script),
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(script),
+        str(tmp_path),
+    ]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 and GLOO_THREAD_ABORT in done.stderr:
+        # Gloo's C++ worker threads can abort a rank on a loaded machine (seen once in four
+        # full CI runs; see pytorch/pytorch#179291): one more try. Any other failure, or the
+        # same one twice, still fails the test; the rank files are written again.
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
     assert done.returncode == 0, done.stderr[-3000:]
 
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
