@@ -194,7 +194,10 @@ def test_it_exports_the_ledger_to_researchers_only(
 # The batch's bonus cap ---------------------------------------------------------------
 
 
-def _bonus(batch: Batch, worker: Any, by: Any, cents: int, key: str) -> tuple[LedgerEntry, bool]:
+def _bonus(
+    batch: Batch, worker: Any, by: Any, cents: int, key: str = "k", **paid_for: Any
+) -> tuple[LedgerEntry, bool]:
+    """A bonus in the batch's project, for what `paid_for` names (the batch when it is empty)."""
     return bonus_pay(
         project=batch.project,
         worker=worker,
@@ -202,7 +205,7 @@ def _bonus(batch: Batch, worker: Any, by: Any, cents: int, key: str) -> tuple[Le
         amount_cents=cents,
         reason="Great detail.",
         idempotency_key=key,
-        batch=batch,
+        **(paid_for or {"batch": batch}),
     )
 
 
@@ -273,12 +276,4 @@ def test_a_bonus_for_an_assignment_counts_against_its_batch(
     Batch.objects.filter(pk=batch.pk).update(bonus_cap_cents=10)
     assignment = submit(ann)
     with pytest.raises(ValidationError, match="caps bonuses"):
-        bonus_pay(
-            project=batch.project,
-            worker=ann,
-            by=rey,
-            amount_cents=11,
-            reason="r",
-            idempotency_key="k",
-            assignment=assignment,
-        )
+        _bonus(batch, ann, rey, 11, assignment=assignment)
