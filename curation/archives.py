@@ -6,22 +6,35 @@ checked before anything is written, and only audio files are kept. What an archi
 unpack to is capped twice: in bytes, and as a multiple of its own size (audio barely
 compresses, so a large multiple is a bomb, not a recording). Both caps are checked on the
 sizes the archive declares before writing, and again on the bytes while they are written.
+
+The number of members is capped too, and for a zip before Python's zipfile reads the
+archive's directory of members: zipfile parses all of it up front, as many bytes as the end
+record declares whatever member count it states (a crafted 94 MB directory of 2 million
+entries took 8.6 s and 0.8 GB of memory). So the member count and the directory's size the
+end records declare are checked first; the size cap bounds what zipfile reads to
+CENTRAL_DIRECTORY_BYTES_PER_MEMBER per allowed member.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, TypeVar
+from typing import IO, BinaryIO, TypeVar
 
 AUDIO_SUFFIXES = frozenset(
     {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".webm", ".mp4"}
 )
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 MAX_MEMBERS = 20_000
+# What a zip's central directory may take per member allowed: an entry is a 46-byte header,
+# the member's name, extra fields (under 40 bytes from common zip tools) and comment.
+# 512 bytes leave room for names of a few hundred characters.
+CENTRAL_DIRECTORY_BYTES_PER_MEMBER = 512
 # defaults of the settings ARCHIVE_UNPACKED_MAX_BYTES and ARCHIVE_MAX_EXPANSION_RATIO
 MAX_UNPACKED_BYTES = 2 * 1024**3
 # deflate shrinks recorded audio by a few percent; only (near-)silence compresses much
@@ -118,6 +131,7 @@ def unpack(
     result = Unpacked()
     try:
         if kind == "zip":
+            _check_zip_directory(archive, name=name, max_members=max_members)
             _unpack_zip(archive, into, result, max_members, limit)
         else:
             _unpack_tar(archive, into, result, max_members, limit)
@@ -182,6 +196,72 @@ def _plan(
         seen.add(str(path).lower())
         keep.append((entry, path))
     return keep
+
+
+# The zip end of central directory record (without its comment), the zip64 end of
+# central directory locator and the zip64 record (without extensible data): APPNOTE 4.3.14-16.
+_END = struct.Struct("<4s4H2LH")
+_END_SIGNATURE = b"PK\x05\x06"
+_END_COMMENT_MAX = 0xFFFF
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_LOCATOR_SIGNATURE = b"PK\x06\x07"
+_ZIP64_END = struct.Struct("<4sQ2H2L4Q")
+_ZIP64_END_SIGNATURE = b"PK\x06\x06"
+
+
+def _zip_directory_claims(handle: BinaryIO) -> tuple[int, int] | None:
+    """(members, central directory bytes) as a zip's end records declare them, or None
+    when there is no end record (zipfile then refuses the file without reading more).
+
+    The records are found where zipfile looks for them, so the directory checked is the
+    one zipfile would read: the end record in the last 64 KiB + 22 bytes (the last one,
+    unless the file ends with one without a comment), and the zip64 record right before
+    its locator, right before the end record.
+    """
+    size = handle.seek(0, os.SEEK_END)
+    search_from = max(size - _END.size - _END_COMMENT_MAX, 0)
+    start = max(search_from - _ZIP64_LOCATOR.size - _ZIP64_END.size, 0)
+    handle.seek(start)
+    tail = handle.read()
+    last = len(tail) - _END.size
+    if last >= 0 and tail[last : last + 4] == _END_SIGNATURE and tail[-2:] == b"\0\0":
+        at = last
+    else:
+        at = tail.rfind(_END_SIGNATURE, search_from - start)
+        if at < 0 or at > last:
+            return None
+    _, _, _, _, members, directory_bytes, _, _ = _END.unpack_from(tail, at)
+    locator_at = at - _ZIP64_LOCATOR.size
+    zip64_at = locator_at - _ZIP64_END.size
+    if zip64_at < 0 or tail[locator_at : locator_at + 4] != _ZIP64_LOCATOR_SIGNATURE:
+        return members, directory_bytes
+    zip64 = _ZIP64_END.unpack_from(tail, zip64_at)
+    if zip64[0] != _ZIP64_END_SIGNATURE:
+        return members, directory_bytes
+    # the zip64 record replaces the end record's fields (those are 0xFFFF... placeholders)
+    return zip64[7], zip64[8]
+
+
+def _check_zip_directory(archive: Path, *, name: str, max_members: int) -> None:
+    """Refuses a zip whose end records declare more than `max_members` members, or a
+    central directory larger than that many members take, before zipfile reads it."""
+    with archive.open("rb") as handle:
+        claims = _zip_directory_claims(handle)
+    if claims is None:
+        return
+    members, directory_bytes = claims
+    if members > max_members:
+        raise ArchiveError(
+            f"{name}: the archive holds more than {max_members:,} members "
+            f"(its directory lists {members:,}); split it up"
+        )
+    max_directory_bytes = max_members * CENTRAL_DIRECTORY_BYTES_PER_MEMBER
+    if directory_bytes > max_directory_bytes:
+        raise ArchiveError(
+            f"{name}: the archive's directory of members takes {directory_bytes:,} bytes, "
+            f"more than the {max_directory_bytes:,} allowed for {max_members:,} members; "
+            "split it up or shorten its file names"
+        )
 
 
 def _unpack_zip(

@@ -2,8 +2,8 @@
 
 Every file handed to ffmpeg here may come from a stranger (an uploaded archive, a
 downloaded section), so ffmpeg reads it as one local file in one of the container formats
-clips come in (`input_args`): a playlist (HLS, concat) named ".wav" would otherwise make
-ffmpeg open other files on this server, or URLs, and put their sound into a clip. Header
+clips come in (`input_args`, from curation.ffmpeg_input: a playlist would otherwise make
+ffmpeg open other files on this server, or URLs, and put their sound into a clip). Header
 durations are claims, not facts: what a clip lasts is counted from its decoded samples,
 and decoding stops at a hard limit however long the file says it is.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +22,10 @@ import numpy as np
 import soundfile as sf
 from django.conf import settings
 
+from curation.ffmpeg_input import input_args, refused_format
+
 AUDIO_SAMPLE_RATE = 32_000  # ACT's rate; features resample from here if a model wants less
 PEAK_BUCKETS = 400
-# ffmpeg demuxers allowed to read a file: those of the audio files an archive may hold
-# (curation.archives.AUDIO_SUFFIXES: WAV, FLAC, MP3, Ogg/Opus, MP4/M4A, AAC, WebM) and of
-# what yt-dlp downloads (Matroska, MP4). Never hls, concat or other playlists.
-INPUT_FORMATS = ("wav", "flac", "mp3", "ogg", "mov", "aac", "matroska")
 WAV_HEADER_BYTES = 44
 
 
@@ -44,29 +41,13 @@ class MediaInfo:
     audio_codec: str
 
 
-def input_args(path: Path) -> list[str]:
-    """ffmpeg/ffprobe options that open `path` as one local media file: the file protocol
-    only (a name with a colon is not taken for a protocol) and only INPUT_FORMATS."""
-    return [
-        "-protocol_whitelist",
-        "file",
-        "-format_whitelist",
-        ",".join(INPUT_FORMATS),
-        "-i",
-        f"file:{path}",
-    ]
-
-
-_REFUSED_FORMAT = re.compile(r"\[(\w+) @ [^]]*\] Format not on whitelist")
-
-
 def failure_reason(path: Path, stderr: str, default: str) -> str:
     """What to tell the uploader about ffmpeg's complaint: a refused format by name, else
     ffmpeg's last line (without the server's folder names)."""
-    refused = _REFUSED_FORMAT.search(stderr)
+    refused = refused_format(stderr)
     if refused:
         return (
-            f"a {refused.group(1)} file, which Earmark does not read; send WAV, FLAC, MP3, "
+            f"a {refused} file, which Earmark does not read; send WAV, FLAC, MP3, "
             "Ogg, Opus, MP4, M4A, AAC or WebM audio"
         )
     lines = stderr.strip().splitlines()

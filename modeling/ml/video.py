@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from curation.ffmpeg_input import input_args, refused_format
 from modeling.ml.dataclass_dict import DictRoundTrip
 from modeling.ml.features import _atomic_write, load_npy, sha256_file
 
@@ -108,15 +109,19 @@ class VideoConfig(DictRoundTrip):
 def read_frames(path: Path | str, config: VideoConfig) -> np.ndarray:
     """(Tv, S, S, 3) uint8 RGB frames of the video at ``config.fps``, scaled to cover S x S
     and centre-cropped, at most ``max_frames`` of them (evenly spaced). A video without
-    frames gives Tv = 0; a file ffmpeg cannot decode raises ValueError naming it."""
+    frames gives Tv = 0; a file ffmpeg cannot decode raises ValueError naming it.
+
+    The video may come from a stranger (a fetched or imported clip), so ffmpeg opens it as
+    one local file in a media container (curation.ffmpeg_input): a playlist (HLS, concat)
+    would otherwise put the frames of other files on this server, or of URLs, into the
+    features."""
     s = config.size
     command = [
         "ffmpeg",
         "-nostdin",
         "-v",
         "error",
-        "-i",
-        str(path),
+        *input_args(path),
         "-an",
         "-vf",
         f"fps={config.fps},scale={s}:{s}:force_original_aspect_ratio=increase,crop={s}:{s}",
@@ -131,7 +136,14 @@ def read_frames(path: Path | str, config: VideoConfig) -> np.ndarray:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ValueError(f"{path}: cannot run ffmpeg to read the video ({exc})") from None
     if done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip().splitlines()
+        stderr = done.stderr.decode(errors="replace")
+        refused = refused_format(stderr)
+        if refused:
+            raise ValueError(
+                f"{path}: cannot decode video (a {refused} file, which Earmark does not read: "
+                "it could make ffmpeg open other files; send MP4, MOV, WebM or MKV video)"
+            )
+        detail = stderr.strip().splitlines()
         raise ValueError(f"{path}: cannot decode video ({detail[-1] if detail else 'ffmpeg'})")
     frame_bytes = s * s * 3
     count = len(done.stdout) // frame_bytes

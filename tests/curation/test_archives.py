@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import io
+import struct
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -109,11 +110,120 @@ def test_it_refuses_an_archive_that_unpacks_too_big(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_it_refuses_an_archive_with_too_many_members(tmp_path: Path) -> None:
-    archive = _zip(tmp_path / "a.zip", {f"{i}.wav": WAV for i in range(5)})
+@pytest.mark.parametrize("name", ["a.zip", "a.tar.gz"])
+def test_it_refuses_an_archive_with_too_many_members(tmp_path: Path, name: str) -> None:
+    members = {f"{i}.wav": WAV for i in range(5)}
+    archive = (_zip if name.endswith(".zip") else _tar)(tmp_path / name, members)
 
     with pytest.raises(ArchiveError, match="holds more than 4 members"):
-        unpack(archive, name="a.zip", into=tmp_path / "out", max_members=4)
+        unpack(archive, name=name, into=tmp_path / "out", max_members=4)
+
+
+def test_a_tar_is_listed_no_further_than_one_member_past_the_cap(tmp_path: Path) -> None:
+    archive = _tar(tmp_path / "a.tar.gz", {f"{i}.wav": WAV for i in range(50)})
+    listed: list[str] = []
+    real_next = tarfile.TarFile.next
+
+    def next_member(self: tarfile.TarFile) -> tarfile.TarInfo | None:
+        member = real_next(self)
+        if member is not None:
+            listed.append(member.name)
+        return member
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tarfile.TarFile, "next", next_member)
+        with pytest.raises(ArchiveError, match="holds more than 4 members"):
+            unpack(archive, name="a.tar.gz", into=tmp_path / "out", max_members=4)
+    assert sorted(set(listed)) == [f"{i}.wav" for i in range(5)]
+
+
+# A zip's end records (APPNOTE 4.3.14-16), to declare what the archive does not hold.
+END = struct.Struct("<4s4H2LH")
+ZIP64_END = struct.Struct("<4sQ2H2L4Q")
+ZIP64_LOCATOR = struct.Struct("<4sLQL")
+
+
+def _declaring(path: Path, members: int, *, comment: bytes = b"", zip64: bool = False) -> Path:
+    """A one-member zip whose end record (or zip64 end record) declares `members` members:
+    the directory itself still lists one, which is all zipfile would read."""
+    with zipfile.ZipFile(path, "w") as zipped:
+        zipped.writestr("a.wav", WAV)
+        zipped.comment = comment
+    data = path.read_bytes()
+    at = len(data) - len(comment) - END.size
+    _, _, _, _, _, directory_bytes, directory_at, _ = END.unpack_from(data, at)
+    if zip64:
+        record = ZIP64_END.pack(
+            b"PK\x06\x06", ZIP64_END.size - 12, 45, 45, 0, 0,
+            members, members, directory_bytes, directory_at,
+        )  # fmt: skip
+        locator = ZIP64_LOCATOR.pack(b"PK\x06\x07", 0, at, 1)
+        end = END.pack(b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, len(comment))
+        path.write_bytes(data[:at] + record + locator + end + comment)
+    else:
+        end = END.pack(
+            b"PK\x05\x06", 0, 0, members, members, directory_bytes, directory_at, len(comment)
+        )
+        path.write_bytes(data[:at] + end + comment)
+    return path
+
+
+def _forbid_zipfile(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("zipfile.ZipFile read the directory of a refused archive")
+
+    monkeypatch.setattr(zipfile, "ZipFile", refuse)
+
+
+@pytest.mark.parametrize(
+    ("declared", "comment", "zip64"),
+    [(65_535, b"", False), (65_535, b"made by a zip tool", False), (5_000_000, b"", True)],
+    ids=["end-record", "behind-a-comment", "zip64"],
+)
+def test_a_zip_declaring_too_many_members_is_refused_before_zipfile_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: int, comment: bytes, zip64: bool
+) -> None:
+    archive = _declaring(tmp_path / "many.zip", declared, comment=comment, zip64=zip64)
+    _forbid_zipfile(monkeypatch)
+
+    with pytest.raises(
+        ArchiveError,
+        match=rf"^many\.zip: the archive holds more than 20,000 members \(its directory "
+        rf"lists {declared:,}\)",
+    ):
+        unpack(archive, name="many.zip", into=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_zip_whose_directory_is_too_large_for_its_cap_is_refused_before_zipfile_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # three members whose 805-byte names make a 2,553-byte directory; 4 members may take 2,048
+    deep = "/".join(["x" * 199] * 4)
+    archive = _zip(tmp_path / "long.zip", {f"{deep}/{i}.wav": WAV for i in range(3)})
+    _forbid_zipfile(monkeypatch)
+
+    with pytest.raises(
+        ArchiveError,
+        match=r"^long\.zip: the archive's directory of members takes 2,553 bytes, more than "
+        r"the 2,048 allowed for 4 members",
+    ):
+        unpack(archive, name="long.zip", into=tmp_path / "out", max_members=4)
+
+
+@pytest.mark.parametrize(
+    ("comment", "zip64"),
+    [(b"made by a zip tool", False), (b"", True)],
+    ids=["comment", "zip64"],
+)
+def test_zips_within_the_caps_are_unpacked_whatever_their_end_records(
+    tmp_path: Path, comment: bytes, zip64: bool
+) -> None:
+    archive = _declaring(tmp_path / "one.zip", 1, comment=comment, zip64=zip64)
+
+    result = unpack(archive, name="one.zip", into=tmp_path / "out", max_members=1)
+
+    assert [p.name for p in result.audio] == ["a.wav"]
 
 
 def test_it_refuses_a_damaged_archive_with_the_reason(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_no_module_under_modeling_ml_imports_django():
 def test_importing_the_captioning_core_loads_no_django():
     code = (
         "import sys, modeling.ml.registry, modeling.ml.trainer, modeling.ml.decoding, "
-        "modeling.ml.checkpoint, modeling.ml.data; "
+        "modeling.ml.checkpoint, modeling.ml.data, modeling.ml.video; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
     )
     out = subprocess.run(

@@ -3,6 +3,7 @@ pixel frames and trainable frame CNN, and the content-addressed cache."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -75,6 +76,46 @@ def test_a_file_that_is_not_a_video_is_named(tmp_path: Path):
     bad.write_text("not a video")
     with pytest.raises(ValueError, match=r"notes\.mp4: cannot decode video"):
         read_frames(bad, VideoConfig())
+
+
+@pytest.mark.parametrize(
+    ("name", "playlist", "kind"),
+    [
+        ("clip.mp4", "ffconcat version 1.0\nfile secret.mp4\n", "concat"),
+        (
+            "clip.webm",
+            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nsecret.mp4\n#EXT-X-ENDLIST\n",
+            "hls",
+        ),
+    ],
+    ids=["concat", "hls"],
+)
+def test_a_playlist_cannot_make_ffmpeg_read_another_file(
+    tmp_path: Path, name: str, playlist: str, kind: str
+):
+    # Without the format whitelist ffmpeg follows the playlist and decodes secret.mp4.
+    _video(tmp_path / "secret.mp4", "testsrc=size=64x48:rate=10")
+    crafted = tmp_path / name
+    crafted.write_text(playlist)
+    with pytest.raises(
+        ValueError, match=rf"{re.escape(name)}: cannot decode video \(a {kind} file"
+    ):
+        read_frames(crafted, VideoConfig(fps=2, size=8))
+
+
+@pytest.mark.parametrize(
+    ("name", "codec"), [("clip.mp4", "libx264"), ("clip.webm", "libvpx"), ("clip.mkv", "mpeg4")]
+)
+def test_videos_in_the_containers_clips_come_in_still_decode(tmp_path: Path, name: str, codec: str):
+    video = tmp_path / name
+    subprocess.run(
+        [
+            *("ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10"),
+            *("-t", "2", "-c:v", codec, "-pix_fmt", "yuv420p", str(video)),
+        ],
+        check=True,
+    )
+    assert read_frames(video, VideoConfig(fps=2, size=8)).shape == (4, 8, 8, 3)
 
 
 def test_pixel_features_are_channel_first_frames_in_0_1():
