@@ -42,7 +42,7 @@ from crowd.services import (
     review_reject,
     worker_block,
 )
-from tests.annotation.conftest import CAPTION, MakeBatch, listened, make_clips, make_subset
+from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
 from tests.conftest import make_user, streamed, wav_bytes
 
