@@ -15,7 +15,7 @@ from core.models import Project
 from corpus.models import Snapshot
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from modeling.models import Suggestion, TrainingRun
-from tests.annotation.conftest import make_clips, make_subset, publish
+from tests.annotation.factories import make_clips, make_subset, publish
 from tests.modeling.factories import make_run, ready_snapshot
 
 

@@ -18,7 +18,7 @@ from crowd.services import review_queue
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import claim, hint, suggest
-from tests.annotation.conftest import listened
+from tests.annotation.factories import listened
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ from corpus.queries import approved_captions
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import suggest
-from tests.annotation.conftest import make_clips, make_subset
+from tests.annotation.factories import make_clips, make_subset
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db

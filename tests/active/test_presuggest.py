@@ -15,7 +15,7 @@ from annotation.services import assignment_submit
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import claim, suggest
-from tests.annotation.conftest import listened
+from tests.annotation.factories import listened
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db

@@ -136,7 +136,7 @@ def test_the_watch_starts_one_retrain_and_debounces(project: Project, settings: 
     _config(project, auto_retrain=True, baseline_captions=0)
     from annotation.models import Caption
     from corpus.models import CorpusImport
-    from tests.annotation.conftest import make_clips, make_subset
+    from tests.annotation.factories import make_clips, make_subset
 
     subset = make_subset(project, make_clips(2), "train")
     CorpusImport.objects.create(

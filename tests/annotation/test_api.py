@@ -27,7 +27,7 @@ from core.services import api_token_create, membership_add
 from crowd.models import LedgerEntry
 from crowd.services import worker_block
 from curation.models import Clip, Label, SuperCategory, WordLabel
-from tests.annotation.conftest import (
+from tests.annotation.factories import (
     CAPTION,
     MakeBatch,
     captions_for,

@@ -41,7 +41,7 @@ from annotation.services import (
 )
 from core.models import Project, Role
 from core.services import membership_add
-from tests.annotation.conftest import captions_for, listened, make_clips, make_subset, publish
+from tests.annotation.factories import captions_for, listened, make_clips, make_subset, publish
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)

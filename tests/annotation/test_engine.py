@@ -31,7 +31,7 @@ from core.services import membership_add
 from curation.models import Clip, Split
 from curation.recipes import PRESETS
 from curation.services import ontology_import, recipe_save, segments_import, subset_build
-from tests.annotation.conftest import (
+from tests.annotation.factories import (
     CAPTION,
     MakeBatch,
     captions_for,

@@ -21,7 +21,7 @@ from django.utils import timezone
 from annotation.models import Assignment, Batch, Caption, ClipAudioServed, ClipListen
 from annotation.services import HEARD_SHARE, assignment_submit, hit_claim
 from curation.models import Clip
-from tests.annotation.conftest import CAPTION, MakeBatch, captions_for
+from tests.annotation.factories import CAPTION, MakeBatch, captions_for
 from tests.conftest import login, wav_bytes
 
 SECONDS = 10  # the test clips' section: 30 s to 40 s

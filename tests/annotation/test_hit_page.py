@@ -32,7 +32,7 @@ from annotation.services import assignment_submit, caption_limits, hit_claim
 from core.models import Project
 from crowd.models import LedgerEntry
 from curation.models import Clip, Label, SuperCategory, WordLabel
-from tests.annotation.conftest import CAPTION, MakeBatch, captions_for, listened
+from tests.annotation.factories import CAPTION, MakeBatch, captions_for, listened
 from tests.conftest import login, streamed, wav_bytes
 
 

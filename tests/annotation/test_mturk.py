@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from crowd.services import (
     review_reject,
     worker_block,
 )
-from tests.annotation.conftest import CAPTION, MakeBatch, listened, make_clips, make_subset
+from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
 from tests.conftest import make_user, streamed, wav_bytes
 
@@ -69,6 +69,15 @@ def on_mturk(make_batch: MakeBatch, mturk: FakeMTurk, alice: Any) -> Batch:
     batch_mturk_publish(batch=batch, by=alice)
     batch.refresh_from_db()
     return batch
+
+
+@pytest.fixture
+def two_hits(make_batch: MakeBatch, mturk: FakeMTurk, alice: Any) -> tuple[Hit, Hit]:
+    """A batch of two one-clip HITs, published on the fake MTurk."""
+    batch = make_batch(clips=2)
+    batch_mturk_publish(batch=batch, by=alice)
+    first, second = batch.hits.order_by("pk")
+    return first, second
 
 
 def _hit(batch: Batch) -> Hit:
@@ -107,8 +116,10 @@ def _accept(
     return client, _token(response.content.decode())
 
 
-def _captions(hit: Hit, text: str = CAPTION) -> dict[str, str]:
-    return {f"caption-{c}": text for c in hit.hit_clips.values_list("clip_id", flat=True)}
+def _send(client: Client, hit: Hit, token: str, text: str = CAPTION) -> Any:
+    """The worker sends the page's form: the token, and `text` as the caption of each clip."""
+    captions = {f"caption-{c}": text for c in hit.hit_clips.values_list("clip_id", flat=True)}
+    return client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **captions})
 
 
 # Publishing ---------------------------------------------------------------------------------
@@ -514,31 +525,16 @@ def test_a_foreign_turk_submit_to_is_refused(on_mturk: Batch) -> None:
     assert not Assignment.objects.exists()
 
 
-def test_a_worker_submits_and_the_browser_posts_back_to_mturk(
-    on_mturk: Batch, mturk: FakeMTurk
+@pytest.mark.parametrize("sends", [1, 2], ids=["sent-once", "sent-again"])
+def test_a_submit_posts_back_to_mturk_and_stores_the_captions_once(
+    on_mturk: Batch, mturk: FakeMTurk, sends: int
 ) -> None:
     hit = _hit(on_mturk)
     client, token = _accept(mturk, hit)
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
-    assert response.status_code == 200, response.content
-    html = response.content.decode()
-    assert f'action="{SANDBOX}/mturk/externalSubmit"' in html
-    assert 'name="assignmentId" value="ASSIGN0001"' in html
-    assignment = Assignment.objects.get(mturk_assignment_id="ASSIGN0001")
-    assert assignment.state == Assignment.State.SUBMITTED
-    assert list(assignment.captions.values_list("text", flat=True)) == [CAPTION, CAPTION]
-
-
-def test_a_resent_submit_posts_back_to_mturk_again_and_stores_nothing_twice(
-    on_mturk: Batch, mturk: FakeMTurk
-) -> None:
-    hit = _hit(on_mturk)
-    client, token = _accept(mturk, hit)
-    first = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
-    # the frame sends the form again (its first answer was lost): same token, same captions
-    again = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
-    assert first.status_code == again.status_code == 200, again.content
-    html = again.content.decode()
+    # sent again: the frame's first answer was lost; same token, same captions
+    responses = [_send(client, hit, token) for _ in range(sends)]
+    assert [r.status_code for r in responses] == [200] * sends, responses[-1].content
+    html = responses[-1].content.decode()
     assert f'action="{SANDBOX}/mturk/externalSubmit"' in html
     assert 'name="assignmentId" value="ASSIGN0001"' in html
     assignment = Assignment.objects.get(mturk_assignment_id="ASSIGN0001")
@@ -552,7 +548,7 @@ def test_a_caption_breaking_the_rules_is_shown_its_message(
     hit = _hit(on_mturk)
     client, token = _accept(mturk, hit)
     bad = "there is a dog barking"
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit, bad)})
+    response = _send(client, hit, token, bad)
     assert response.status_code == 400
     [problem] = rules.errors(bad, caption_limits(on_mturk))
     assert f"The caption for clip 1 {problem.message}." in response.content.decode()
@@ -563,7 +559,7 @@ def test_a_caption_breaking_the_rules_is_shown_its_message(
 def test_an_altered_token_stores_nothing(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
     client, token = _accept(mturk, hit)
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token + "x", **_captions(hit)})
+    response = _send(client, hit, token + "x")
     assert response.status_code == 400
     assert "expired or was altered" in response.content.decode()
     assert not Caption.objects.exists()
@@ -580,24 +576,20 @@ def test_another_worker_cannot_take_over_an_assignment(on_mturk: Batch, mturk: F
 
 
 def test_a_token_of_one_hit_submits_nothing_to_another(
-    make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
+    two_hits: tuple[Hit, Hit], mturk: FakeMTurk
 ) -> None:
-    batch = make_batch(clips=2)
-    batch_mturk_publish(batch=batch, by=alice)
-    first, second = batch.hits.order_by("pk")
+    first, second = two_hits
     client, token = _accept(mturk, first)
-    response = client.post(f"/mturk/hits/{second.pk}/", {"token": token, **_captions(second)})
+    response = _send(client, second, token)
     assert response.status_code == 400
     assert "belongs to another HIT" in response.content.decode()
     assert not Caption.objects.exists()
 
 
 def test_a_second_hit_waits_until_the_first_is_done(
-    make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
+    two_hits: tuple[Hit, Hit], mturk: FakeMTurk
 ) -> None:
-    batch = make_batch(clips=2)
-    batch_mturk_publish(batch=batch, by=alice)
-    first, second = batch.hits.order_by("pk")
+    first, second = two_hits
     _accept(mturk, first, assignment_id="ASSIGN0001")
     mturk.accept(second.mturk_hit_id, "ASSIGN0002", "AWORKER1")
     response = Client().get(_page_url(second, assignment_id="ASSIGN0002"))
@@ -664,11 +656,9 @@ def test_a_submitted_assignment_is_checked_against_its_worker_and_hit(
 
 
 def test_an_assignment_of_another_hit_takes_no_slot_here(
-    make_batch: MakeBatch, mturk: FakeMTurk, alice: Any
+    two_hits: tuple[Hit, Hit], mturk: FakeMTurk
 ) -> None:
-    batch = make_batch(clips=2)
-    batch_mturk_publish(batch=batch, by=alice)
-    first, second = batch.hits.order_by("pk")
+    first, second = two_hits
     mturk.accept(first.mturk_hit_id, "ASSIGN0001", "AEVIL1")  # real, but on the first HIT
     response = Client().get(_page_url(second, assignment_id="ASSIGN0001", worker_id="AEVIL1"))
     assert response.status_code == 409
@@ -707,7 +697,7 @@ def test_a_blocked_worker_cannot_submit_the_hit_already_held(
     client, token = _accept(mturk, hit)
     worker = Assignment.objects.get().worker
     worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    response = _send(client, hit, token)
     assert response.status_code == 409
     html = response.content.decode()
     assert "You are blocked from this project&#x27;s HITs" in html
@@ -759,7 +749,7 @@ def test_the_submit_is_checked_with_mturk_again(on_mturk: Batch, mturk: FakeMTur
     hit = _hit(on_mturk)
     client, token = _accept(mturk, hit)
     mturk.give_back("ASSIGN0001")  # returned on MTurk, the page still open here
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    response = _send(client, hit, token)
     assert response.status_code == 409
     assert "accept the HIT on MTurk first" in response.content.decode()
     assert not Caption.objects.exists()
@@ -772,7 +762,7 @@ def test_a_submit_mturk_cannot_confirm_keeps_the_captions_typed(
     hit = _hit(on_mturk)
     client, token = _accept(mturk, hit)
     mturk.fail_after["GetAssignment"] = 0
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    response = _send(client, hit, token)
     assert response.status_code == 503
     html = response.content.decode()
     assert "try again in a minute" in html
@@ -787,7 +777,7 @@ def test_a_review_is_not_sent_for_an_assignment_mturk_gives_another_worker(
     # AEVIL1's real assignment, in progress: MTurk names no worker for it until submitted
     mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AEVIL1")
     client, token = _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AVICTIM1")
-    client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    _send(client, hit, token)
     mturk.submit("ASSIGN0001")
     review_approve(assignment=Assignment.objects.get(), reviewer=rey)
     assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 1}
@@ -858,7 +848,7 @@ def test_the_limits_count_per_window(
 
 def _submitted(mturk: FakeMTurk, hit: Hit, assignment_id: str, worker_id: str) -> Assignment:
     client, token = _accept(mturk, hit, assignment_id=assignment_id, worker_id=worker_id)
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    response = _send(client, hit, token)
     assert response.status_code == 200, response.content
     mturk.submit(assignment_id)  # the worker's browser posts the form on to MTurk
     return Assignment.objects.get(mturk_assignment_id=assignment_id)
@@ -1011,7 +1001,7 @@ def test_a_worker_back_on_the_same_hit_leaves_the_old_assignment(
     assert _state("ASSIGN0001") == Assignment.State.RETURNED
     assert _state("ASSIGN0009") == Assignment.State.ACCEPTED
     assert Hit.objects.get(pk=hit.pk).taken == 1
-    response = client.post(f"/mturk/hits/{hit.pk}/", {"token": token, **_captions(hit)})
+    response = _send(client, hit, token)
     assert response.status_code == 200
     assert _state("ASSIGN0009") == Assignment.State.SUBMITTED
 
@@ -1036,31 +1026,23 @@ def test_returns_sync_every_five_minutes(settings: Any) -> None:
     assert (entry["task"], entry["schedule"]) == ("annotation.tasks.mturk_returns_sync", 300.0)
 
 
+@pytest.mark.parametrize(
+    ("second_worker", "left_as"),
+    [(_submitted, Assignment.State.SUBMITTED), (_accept, Assignment.State.ACCEPTED)],
+    ids=["the-other-submitted", "the-other-still-at-work"],
+)
 def test_a_new_worker_on_a_full_hit_takes_the_slot_returned_there(
-    on_mturk: Batch, mturk: FakeMTurk
+    on_mturk: Batch, mturk: FakeMTurk, second_worker: Callable[..., Any], left_as: str
 ) -> None:
     hit = _hit(on_mturk)
     _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
-    _submitted(mturk, hit, "ASSIGN0002", "AWORKER2")
+    second_worker(mturk, hit, "ASSIGN0002", "AWORKER2")
     # AWORKER1 returned it there and MTurk gave the slot to AWORKER3, whose page opens
     mturk.give_back("ASSIGN0001")
     _accept(mturk, hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
     assert _state("ASSIGN0001") == Assignment.State.RETURNED
+    assert _state("ASSIGN0002") == left_as
     assert _state("ASSIGN0003") == Assignment.State.ACCEPTED
-    assert Hit.objects.get(pk=hit.pk).taken == 2
-
-
-def test_a_new_worker_on_a_full_hit_takes_the_slot_of_the_one_who_left(
-    on_mturk: Batch, mturk: FakeMTurk
-) -> None:
-    hit = _hit(on_mturk)
-    _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
-    _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
-    # AWORKER1 left, and AWORKER3 took the slot there
-    mturk.give_back("ASSIGN0001")
-    _accept(mturk, hit, assignment_id="ASSIGN0003", worker_id="AWORKER3")
-    assert _state("ASSIGN0001") == Assignment.State.RETURNED
-    assert _state("ASSIGN0002") == Assignment.State.ACCEPTED
     assert Hit.objects.get(pk=hit.pk).taken == 2
 
 

@@ -19,7 +19,7 @@ from core.models import Project
 from core.services import profile_country_set
 from crowd.models import BatchRequirements
 from curation.models import Split, Subset
-from tests.annotation.conftest import make_clips, make_subset
+from tests.annotation.factories import make_clips, make_subset
 from tests.conftest import login
 
 P = "/api/projects/sounds"

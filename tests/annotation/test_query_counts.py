@@ -14,7 +14,7 @@ from django.test import Client
 from annotation.models import Assignment, Batch
 from core.services import api_token_create
 from crowd.services import batch_requirements_set, qualification_create
-from tests.annotation.conftest import CAPTION, MakeBatch, listened, make_clips, make_subset
+from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 
 # token, savepoint pair, current assignment, claim SELECT … SKIP LOCKED, slot UPDATE …
 # RETURNING the HIT, its batch, assignment INSERT; then the answer's clips and their labels

@@ -35,7 +35,7 @@ from core.models import Project, Role
 from core.services import membership_add
 from crowd.services import worker_block
 from curation.models import Subset
-from tests.annotation.conftest import (
+from tests.annotation.factories import (
     CAPTION,
     MakeBatch,
     captions_for,

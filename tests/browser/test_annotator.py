@@ -31,7 +31,7 @@ from crowd.models import QualificationAttempt
 from crowd.services import batch_requirements_set, qualification_create
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.caption_samples import LIMITS, SAMPLES
-from tests.annotation.conftest import make_clips, make_subset, publish
+from tests.annotation.factories import make_clips, make_subset, publish
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
 from tests.browser.test_roles import TIMEOUT_MS, log_in
 

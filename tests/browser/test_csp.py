@@ -13,7 +13,7 @@ from playwright.sync_api import Page, Request, expect
 
 from core.models import Job, Project
 from core.services import job_run_inline
-from tests.annotation.conftest import make_clips, make_subset, publish
+from tests.annotation.factories import make_clips, make_subset, publish
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
 from tests.browser.test_roles import TIMEOUT_MS, log_in
 

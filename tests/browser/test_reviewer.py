@@ -25,7 +25,7 @@ from core.models import Project
 from crowd.models import Block, Review
 from crowd.records import flag_create
 from curation.models import Clip, Label, WordLabel
-from tests.annotation.conftest import captions_for, listened, make_clips, make_subset, publish
+from tests.annotation.factories import captions_for, listened, make_clips, make_subset, publish
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
 from tests.browser.test_roles import TIMEOUT_MS, log_in
 

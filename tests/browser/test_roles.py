@@ -51,6 +51,14 @@ def open_project(page: Page, site: str, project: Project) -> None:
     expect(page.get_by_role("heading", level=1)).to_contain_text(project.name)
 
 
+def refused(page: Page, url: str, *, status: int, heading: str) -> None:
+    """Opening `url` answers `status` with the error page titled `heading`."""
+    response = page.goto(url)
+    assert response is not None
+    assert response.status == status
+    expect(page.get_by_role("heading", level=1)).to_have_text(heading)
+
+
 def jobs_link(page: Page) -> Any:
     return page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs")
 
@@ -145,11 +153,8 @@ def test_it_forbids_the_annotator_the_jobs_page(
     page: Page, site: str, project: Project, failed_job: Job
 ) -> None:
     log_in(page, site, "ann")
-    response = page.goto(f"{site}/jobs/")
+    refused(page, f"{site}/jobs/", status=403, heading="Not allowed")
 
-    assert response is not None
-    assert response.status == 403
-    expect(page.get_by_role("heading", level=1)).to_have_text("Not allowed")
     expect(page.locator("main")).not_to_contain_text("lost_ontology.json")
 
 
@@ -157,11 +162,8 @@ def test_it_hides_the_project_from_an_outsider(
     page: Page, site: str, project: Project, olive: Any
 ) -> None:
     log_in(page, site, "olive")
-    response = page.goto(f"{site}{project.get_absolute_url()}")
+    refused(page, f"{site}{project.get_absolute_url()}", status=404, heading="Not found")
 
-    assert response is not None
-    assert response.status == 404
-    expect(page.get_by_role("heading", level=1)).to_have_text("Not found")
     expect(page.locator("main")).not_to_contain_text(project.name)
 
 

@@ -59,7 +59,7 @@ from curation.recipes import RecipeSpec
 from curation.services import label_curate, recipe_save
 from earmark.api import api
 from modeling.models import TrainingRun
-from tests.annotation.conftest import captions_for, listened, make_clips, make_subset, publish
+from tests.annotation.factories import captions_for, listened, make_clips, make_subset, publish
 from tests.conftest import make_user
 from tests.modeling.factories import make_run, ready_snapshot
 
@@ -110,7 +110,7 @@ def _wav() -> bytes:
 def _files(media: Path) -> None:
     """The media the victim's rows name, so its own members can open every URL."""
     writes = {
-        "clips/audio/fetched.wav": _wav(),  # tests.annotation.conftest.make_clips' path
+        "clips/audio/fetched.wav": _wav(),  # tests.annotation.factories.make_clips' path
         "clips/video/hint.mp4": b"\x00\x00\x00\x18ftypmp42",
         "subsets/charts/quokkalab.png": PNG,
         "statistics/quokkalab-lengths.png": PNG,

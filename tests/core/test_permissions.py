@@ -209,14 +209,32 @@ def test_it_forbids_the_jobs_list_to_a_user_in_no_project(world: World) -> None:
     assert response.status_code == 403
 
 
-# Annotators ----------------------------------------------------------------------------
+# Annotators and reviewers: members who do not run the project --------------------------
 
 
+@pytest.mark.parametrize("persona", ["ann", "rey"])
 @pytest.mark.parametrize(("method", "name"), JOB_PAGES, ids=[n for _, n in JOB_PAGES])
-def test_it_forbids_job_pages_to_annotators(world: World, ann: Any, method: str, name: str) -> None:
-    response = _request(login(ann), method, LOGIN_REQUIRED[name](world))
+def test_it_forbids_job_pages_to_annotators_and_reviewers(
+    world: World, request: pytest.FixtureRequest, persona: str, method: str, name: str
+) -> None:
+    client = login(request.getfixturevalue(persona))
+    response = _request(client, method, LOGIN_REQUIRED[name](world))
     assert response.status_code == 403
     assert _unchanged(world)
+
+
+@pytest.mark.parametrize("persona", ["ann", "rey"])
+def test_it_hides_invites_from_annotators_and_reviewers(
+    world: World, request: pytest.FixtureRequest, persona: str
+) -> None:
+    client = login(request.getfixturevalue(persona))
+    response = client.get(LOGIN_REQUIRED["project_detail"](world))
+    assert response.status_code == 200
+    assert b"Invite links" not in response.content
+    assert world.invite.token.encode() not in response.content
+
+
+# Annotators ----------------------------------------------------------------------------
 
 
 def test_it_shows_annotators_their_project(world: World, ann: Any) -> None:
@@ -230,13 +248,6 @@ def test_it_hides_members_from_annotators(world: World, ann: Any) -> None:
     assert response.status_code == 200
     assert b'data-testid="members"' not in response.content
     assert b"<td>abe</td>" not in response.content
-
-
-def test_it_hides_invites_from_annotators(world: World, ann: Any) -> None:
-    response = login(ann).get(LOGIN_REQUIRED["project_detail"](world))
-    assert response.status_code == 200
-    assert b"Invite links" not in response.content
-    assert world.invite.token.encode() not in response.content
 
 
 def test_it_hides_recent_jobs_from_annotators(world: World, ann: Any) -> None:
@@ -274,25 +285,15 @@ def test_it_gives_annotators_no_jobs_on_the_api(world: World, ann: Any) -> None:
 # Reviewers -----------------------------------------------------------------------------
 
 
-def test_it_shows_members_to_reviewers(world: World, rey: Any) -> None:
-    response = login(rey).get(LOGIN_REQUIRED["project_detail"](world))
+@pytest.mark.parametrize("persona", ["rey", "alice"])
+def test_it_shows_members_to_reviewers_and_researchers(
+    world: World, request: pytest.FixtureRequest, persona: str
+) -> None:
+    response = login(request.getfixturevalue(persona)).get(LOGIN_REQUIRED["project_detail"](world))
     assert response.status_code == 200
     assert b'data-testid="members"' in response.content
+    assert b"<td>ann</td>" in response.content
     assert b"<td>abe</td>" in response.content
-
-
-def test_it_hides_invites_from_reviewers(world: World, rey: Any) -> None:
-    response = login(rey).get(LOGIN_REQUIRED["project_detail"](world))
-    assert response.status_code == 200
-    assert b"Invite links" not in response.content
-    assert world.invite.token.encode() not in response.content
-
-
-@pytest.mark.parametrize(("method", "name"), JOB_PAGES, ids=[n for _, n in JOB_PAGES])
-def test_it_forbids_job_pages_to_reviewers(world: World, rey: Any, method: str, name: str) -> None:
-    response = _request(login(rey), method, LOGIN_REQUIRED[name](world))
-    assert response.status_code == 403
-    assert _unchanged(world)
 
 
 def test_it_forbids_invite_creation_to_reviewers(world: World, rey: Any) -> None:
@@ -302,12 +303,6 @@ def test_it_forbids_invite_creation_to_reviewers(world: World, rey: Any) -> None
 
 
 # Researchers ---------------------------------------------------------------------------
-
-
-def test_it_shows_members_to_researchers(world: World, alice: Any) -> None:
-    response = login(alice).get(LOGIN_REQUIRED["project_detail"](world))
-    assert response.status_code == 200
-    assert b"<td>ann</td>" in response.content
 
 
 def test_it_shows_invites_to_researchers(world: World, alice: Any) -> None:

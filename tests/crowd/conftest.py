@@ -16,7 +16,7 @@ from core.services import membership_add
 from crowd.models import Qualification
 from crowd.services import qualification_create
 from curation.models import Split
-from tests.annotation.conftest import (
+from tests.annotation.factories import (
     CAPTION,
     captions_for,
     listened,

@@ -19,7 +19,7 @@ from annotation.models import Assignment, Caption, Hit
 from annotation.services import assignment_submit, hit_claim
 from core.models import Project
 from crowd.models import REASON_FEEDBACK, LedgerEntry, RejectReason
-from tests.annotation.conftest import captions_for, listened
+from tests.annotation.factories import captions_for, listened
 from tests.conftest import login
 from tests.crowd.conftest import MakeBatch
 

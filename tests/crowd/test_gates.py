@@ -24,7 +24,7 @@ from crowd.services import (
     worker_block,
     worker_unblock,
 )
-from tests.annotation.conftest import captions_for, listened, make_clips, make_subset
+from tests.annotation.factories import captions_for, listened, make_clips, make_subset
 from tests.crowd.conftest import MakeBatch, Submit
 
 

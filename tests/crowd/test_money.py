@@ -17,18 +17,32 @@ from crowd.services import bonus_pay, ledger_csv, ledger_totals, review_approve
 from tests.crowd.conftest import MakeBatch, Submit
 
 
+def _bonus(
+    batch: Batch,
+    worker: Any,
+    by: Any,
+    cents: int,
+    key: str = "k",
+    /,  # so that `paid_for` may name another batch
+    *,
+    reason: str = "Great detail.",
+    **paid_for: Any,
+) -> tuple[LedgerEntry, bool]:
+    """A bonus in the batch's project, for what `paid_for` names (the batch when it is empty)."""
+    return bonus_pay(
+        project=batch.project,
+        worker=worker,
+        by=by,
+        amount_cents=cents,
+        reason=reason,
+        idempotency_key=key,
+        **(paid_for or {"batch": batch}),
+    )
+
+
 def test_it_pays_a_bonus_once_per_key(batch: Batch, ann: Any, rey: Any) -> None:
-    kwargs = {
-        "project": batch.project,
-        "worker": ann,
-        "by": rey,
-        "amount_cents": 50,
-        "reason": "Great detail.",
-        "idempotency_key": "k-1",
-        "batch": batch,
-    }
-    first, created = bonus_pay(**kwargs)
-    again, created_again = bonus_pay(**kwargs)
+    first, created = _bonus(batch, ann, rey, 50, "k-1")
+    again, created_again = _bonus(batch, ann, rey, 50, "k-1")
     assert created
     assert not created_again
     assert again == first
@@ -36,25 +50,9 @@ def test_it_pays_a_bonus_once_per_key(batch: Batch, ann: Any, rey: Any) -> None:
 
 
 def test_it_refuses_a_key_reused_for_another_bonus(batch: Batch, ann: Any, rey: Any) -> None:
-    bonus_pay(
-        project=batch.project,
-        worker=ann,
-        by=rey,
-        amount_cents=50,
-        reason="r",
-        idempotency_key="k-1",
-        batch=batch,
-    )
+    _bonus(batch, ann, rey, 50, "k-1")
     with pytest.raises(ValidationError, match="already used for another bonus"):
-        bonus_pay(
-            project=batch.project,
-            worker=ann,
-            by=rey,
-            amount_cents=500,
-            reason="r",
-            idempotency_key="k-1",
-            batch=batch,
-        )
+        _bonus(batch, ann, rey, 500, "k-1")
     assert LedgerEntry.objects.get().amount_cents == 50
 
 
@@ -71,15 +69,7 @@ def test_it_checks_a_bonus(
     batch: Batch, ann: Any, rey: Any, amount: int, reason: str, key: str, field: str
 ) -> None:
     with pytest.raises(ValidationError) as info:
-        bonus_pay(
-            project=batch.project,
-            worker=ann,
-            by=rey,
-            amount_cents=amount,
-            reason=reason,
-            idempotency_key=key,
-            batch=batch,
-        )
+        _bonus(batch, ann, rey, amount, key, reason=reason)
     assert field in info.value.message_dict
     assert not LedgerEntry.objects.exists()
 
@@ -89,15 +79,7 @@ def test_it_ties_a_bonus_to_the_workers_own_assignment_only(
 ) -> None:
     abes = submit(abe)
     with pytest.raises(ValidationError, match="not this worker's"):
-        bonus_pay(
-            project=batch.project,
-            worker=ann,
-            by=rey,
-            amount_cents=5,
-            reason="r",
-            idempotency_key="k",
-            assignment=abes,
-        )
+        _bonus(batch, ann, rey, 5, assignment=abes)
 
 
 @pytest.mark.parametrize("persona", ["ann", "rex", "olive"])
@@ -105,15 +87,7 @@ def test_it_lets_only_reviewers_of_the_project_pay(
     batch: Batch, abe: Any, request: pytest.FixtureRequest, persona: str
 ) -> None:
     with pytest.raises(PermissionDenied):
-        bonus_pay(
-            project=batch.project,
-            worker=abe,
-            by=request.getfixturevalue(persona),
-            amount_cents=5,
-            reason="r",
-            idempotency_key="k",
-            batch=batch,
-        )
+        _bonus(batch, abe, request.getfixturevalue(persona), 5)
     assert not LedgerEntry.objects.exists()
 
 
@@ -125,15 +99,7 @@ def test_it_totals_per_worker_and_per_batch(
     review_approve(assignment=submit(ann, batch=cheap), reviewer=rey)
     review_approve(assignment=submit(ann, batch=dear), reviewer=rey)
     review_approve(assignment=submit(abe, batch=cheap), reviewer=rey)
-    bonus_pay(
-        project=cheap.project,
-        worker=abe,
-        by=rey,
-        amount_cents=5,
-        reason="r",
-        idempotency_key="k",
-        batch=cheap,
-    )
+    _bonus(cheap, abe, rey, 5)
 
     totals = ledger_totals(project=cheap.project)
 
@@ -148,15 +114,7 @@ def test_it_exports_the_ledger_as_csv(
     batch: Batch, submit: Submit, ann: Any, rey: Any, alice: Any
 ) -> None:
     assignment = review_approve(assignment=submit(ann), reviewer=rey)
-    bonus_pay(
-        project=batch.project,
-        worker=ann,
-        by=rey,
-        amount_cents=125,
-        reason='=HYPERLINK("http://evil")',
-        idempotency_key="k",
-        batch=batch,
-    )
+    _bonus(batch, ann, rey, 125, reason='=HYPERLINK("http://evil")')
     rows = list(csv.reader(io.StringIO("".join(ledger_csv(project=batch.project, user=alice)))))
     assert rows[0] == [
         "date",
@@ -192,21 +150,6 @@ def test_it_exports_the_ledger_to_researchers_only(
 
 
 # The batch's bonus cap ---------------------------------------------------------------
-
-
-def _bonus(
-    batch: Batch, worker: Any, by: Any, cents: int, key: str = "k", **paid_for: Any
-) -> tuple[LedgerEntry, bool]:
-    """A bonus in the batch's project, for what `paid_for` names (the batch when it is empty)."""
-    return bonus_pay(
-        project=batch.project,
-        worker=worker,
-        by=by,
-        amount_cents=cents,
-        reason="Great detail.",
-        idempotency_key=key,
-        **(paid_for or {"batch": batch}),
-    )
 
 
 def test_bonuses_stop_at_the_batchs_cap(batch: Batch, ann: Any, abe: Any, rey: Any) -> None:
@@ -259,15 +202,7 @@ def test_a_bonus_for_another_projects_batch_is_refused(
 ) -> None:
     birds = Batch(project=Project.objects.get(slug="birds"), name="Birds")
     with pytest.raises(ValidationError, match="is not in"):
-        bonus_pay(
-            project=batch.project,
-            worker=ann,
-            by=rey,
-            amount_cents=5,
-            reason="r",
-            idempotency_key="k",
-            batch=birds,
-        )
+        _bonus(batch, ann, rey, 5, batch=birds)
 
 
 def test_a_bonus_for_an_assignment_counts_against_its_batch(

@@ -16,7 +16,7 @@ from crowd.services import (
     qualification_set_gold,
     qualification_submit,
 )
-from tests.annotation.conftest import make_clips, make_subset
+from tests.annotation.factories import make_clips, make_subset
 
 GOOD = "a dog barks while cars pass by"
 

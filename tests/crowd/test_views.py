@@ -36,7 +36,7 @@ from crowd.services import (
     qualification_submit,
     worker_block,
 )
-from tests.annotation.conftest import make_clips, make_subset
+from tests.annotation.factories import make_clips, make_subset
 from tests.conftest import login, streamed
 from tests.crowd.conftest import MakeBatch, Submit
 

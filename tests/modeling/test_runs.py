@@ -18,65 +18,28 @@ from core.models import Job, Project
 from corpus.models import Snapshot
 from corpus.services import snapshot_build, snapshot_create
 from curation.models import Clip, Subset
-from curation.services import ontology_import
 from modeling import datasets, scoring, services
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.vocab import tokenize
 from modeling.models import Suggestion, TrainingRun
-from modeling.services_synth import synthscenes_make
-from tests.conftest import FIXTURES, login
+from tests.conftest import login
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.modeling.factories import (
+    TINY_RUN,
+    media_root_fixture,  # noqa: F401 (fixture)
+    scenes_fixture,  # noqa: F401 (fixture)
+    snapshot_fixture,  # noqa: F401 (fixture)
+    start_tiny_run,
+)
 
 pytestmark = pytest.mark.django_db
 
-TINY = [
-    "train.epochs=2",
-    "train.batch_size=4",
-    "train.log_every_steps=1",
-    "features.n_mels=16",
-    "features.hop_length=3200",
-]
-
-
-@pytest.fixture
-def media_root(settings: Any, tmp_path: Path) -> Path:
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.FEATURE_CACHE_DIR = tmp_path / "features"
-    return settings.MEDIA_ROOT
-
-
-@pytest.fixture
-def scenes(project: Project, media_root: Path) -> Subset:
-    ontology_import(path=FIXTURES / "audioset_ontology.json")
-    result = synthscenes_make(project=project, train=8, val=2, test=2, seed=7)
-    return Subset.objects.get(project=project, slug=result["subset"])
-
-
-@pytest.fixture
-def snapshot(project: Project, scenes: Subset, alice: Any) -> Snapshot:
-    created = snapshot_create(
-        project=project, fmt="jsonl", text="raw", splits=["train", "val", "test"], created_by=alice
-    )
-    return snapshot_build(snapshot=created)
-
-
-def _start(
-    project: Project, snapshot: Snapshot, model: str = "tempatt", overrides: list[str] = TINY
-) -> TrainingRun:
-    return services.run_start(
-        project=project,
-        model_name=model,
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=overrides,
-        enqueue=False,
-    )
+TINY = ["train.epochs=2", *TINY_RUN]
 
 
 def _train(project: Project, snapshot: Snapshot, model: str = "tempatt", **kw: Any) -> TrainingRun:
-    run = _start(project, snapshot, model, kw.pop("overrides", TINY))
+    run = start_tiny_run(project, snapshot, model, kw.pop("overrides", TINY))
     return services.run_execute(run=run, **kw).run
 
 
@@ -126,15 +89,7 @@ def test_a_run_scores_and_suggests_with_its_recipes_beam(
 
 
 def test_the_model_reads_the_features_it_is_given(project: Project, snapshot: Snapshot) -> None:
-    run = services.run_start(
-        project=project,
-        model_name="lstm",
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=["features.n_mels=24"],
-        enqueue=False,
-    )
+    run = start_tiny_run(project, snapshot, "lstm", ["features.n_mels=24"])
     assert run.config["run"]["model"]["feature_dim"] == 24
     assert run.config["features"]["n_mels"] == 24
 
@@ -186,15 +141,7 @@ def test_a_snapshot_that_is_not_jsonl_cannot_be_trained_on(
 def test_a_cancelled_run_keeps_its_checkpoint_and_resumes(
     project: Project, snapshot: Snapshot
 ) -> None:
-    run = services.run_start(
-        project=project,
-        model_name="lstm",
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=[*TINY, "train.epochs=3"],
-        enqueue=False,
-    )
+    run = start_tiny_run(project, snapshot, "lstm", [*TINY, "train.epochs=3"])
     job = Job.objects.create(kind="training_run", label="t", params={"run_id": run.pk})
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
 
@@ -211,15 +158,7 @@ def test_a_cancelled_run_keeps_its_checkpoint_and_resumes(
 
 
 def test_a_failing_run_keeps_the_reason(project: Project, snapshot: Snapshot) -> None:
-    run = services.run_start(
-        project=project,
-        model_name="lstm",
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=[*TINY, "train.device=cuda:7"],
-        enqueue=False,
-    )
+    run = start_tiny_run(project, snapshot, "lstm", [*TINY, "train.device=cuda:7"])
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA; the failure needs a missing device")
 
@@ -286,7 +225,7 @@ def test_a_runs_checkpoint_is_scored_again_on_a_snapshots_validation_split(
 
 
 def test_a_run_execute_reports_what_its_data_left_out(project: Project, snapshot: Snapshot) -> None:
-    run = _start(project, snapshot, "lstm")
+    run = start_tiny_run(project, snapshot, "lstm", TINY)
     # a clip whose audio is not fetched (yet) has no content hash
     Clip.objects.filter(pk=Clip.objects.order_by("pk").values("pk")[:1]).update(content_sha256="")
 
@@ -300,7 +239,7 @@ def test_a_run_execute_reports_what_its_data_left_out(project: Project, snapshot
 def test_a_run_trains_without_clips_whose_audio_broke_and_says_so(
     project: Project, snapshot: Snapshot
 ) -> None:
-    run = _start(project, snapshot, "lstm")
+    run = start_tiny_run(project, snapshot, "lstm", TINY)
     train = datasets.snapshot_splits(snapshot)["train"].clips
     emptied, noisy = (Clip.objects.get(pk=c.clip_id) for c in train[:2])
     Path(emptied.audio.path).write_bytes(b"")
@@ -327,7 +266,7 @@ def test_a_run_trains_without_clips_whose_audio_broke_and_says_so(
 def test_the_run_page_shows_the_runs_warnings(
     project: Project, snapshot: Snapshot, alice: Any
 ) -> None:
-    run = _start(project, snapshot, "lstm")
+    run = start_tiny_run(project, snapshot, "lstm", TINY)
     TrainingRun.objects.filter(pk=run.pk).update(
         warnings=["Clip 7 (train) left out: its audio file clips/audio/x.wav is empty (0 bytes)."]
     )
@@ -500,15 +439,7 @@ def test_a_worker_with_several_processes_trains_through_torchrun(
     from core.services import Progress, job_create
 
     settings.TRAIN_NPROC = 2
-    run = services.run_start(
-        project=project,
-        model_name="lstm",
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=TINY,
-        enqueue=False,
-    )
+    run = start_tiny_run(project, snapshot, "lstm", TINY)
     job = job_create(kind="training_run", params={"run_id": run.pk})
     launched: list[list[str]] = []
     environments: list[dict[str, str]] = []
@@ -553,15 +484,7 @@ def test_a_torchrun_that_dies_fails_the_run_with_its_output(
     from core.services import Progress, job_create
 
     settings.TRAIN_NPROC = 2
-    run = services.run_start(
-        project=project,
-        model_name="lstm",
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=TINY,
-        enqueue=False,
-    )
+    run = start_tiny_run(project, snapshot, "lstm", TINY)
     job = job_create(kind="training_run", params={"run_id": run.pk})
     real_run = subprocess.run
 

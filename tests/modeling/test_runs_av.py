@@ -4,7 +4,6 @@ train through `run_execute` on SynthScenes with video and finish with metrics (C
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -12,18 +11,20 @@ from django.core.files.base import ContentFile
 
 from core.models import Project
 from corpus.models import Snapshot
-from corpus.services import snapshot_build, snapshot_create
 from curation.models import Clip, Subset
-from curation.services import ontology_import
 from modeling import services
 from modeling.datasets import snapshot_splits
 from modeling.ml import scst
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.config_av import MAACConfig, VACTConfig
 from modeling.models import Suggestion, TrainingRun
-from modeling.services_synth import synthscenes_make
-from tests.conftest import FIXTURES
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.modeling.factories import (
+    media_root_fixture,  # noqa: F401 (fixture)
+    scenes_fixture,  # noqa: F401 (fixture)
+    snapshot_fixture,  # noqa: F401 (fixture)
+    start_tiny_run,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -38,40 +39,6 @@ TINY = [
 ]
 
 
-@pytest.fixture
-def media_root(settings: Any, tmp_path: Path) -> Path:
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.FEATURE_CACHE_DIR = tmp_path / "features"
-    return settings.MEDIA_ROOT
-
-
-@pytest.fixture
-def scenes(project: Project, media_root: Path) -> Subset:
-    ontology_import(path=FIXTURES / "audioset_ontology.json")
-    result = synthscenes_make(project=project, train=8, val=2, test=2, seed=7)
-    return Subset.objects.get(project=project, slug=result["subset"])
-
-
-@pytest.fixture
-def snapshot(project: Project, scenes: Subset, alice: Any) -> Snapshot:
-    created = snapshot_create(
-        project=project, fmt="jsonl", text="raw", splits=["train", "val", "test"], created_by=alice
-    )
-    return snapshot_build(snapshot=created)
-
-
-def _start(project: Project, snapshot: Snapshot, model: str, overrides: list[str]) -> TrainingRun:
-    return services.run_start(
-        project=project,
-        model_name=model,
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=overrides,
-        enqueue=False,
-    )
-
-
 def _assert_finished_with_metrics(run: TrainingRun) -> None:
     assert run.state == TrainingRun.State.SUCCEEDED, run.error
     for split in ("val", "test"):
@@ -83,7 +50,7 @@ def _assert_finished_with_metrics(run: TrainingRun) -> None:
 def test_a_vact_run_trains_on_audio_and_the_clips_videos(
     project: Project, snapshot: Snapshot, model: str
 ) -> None:
-    outcome = services.run_execute(run=_start(project, snapshot, model, TINY))
+    outcome = services.run_execute(run=start_tiny_run(project, snapshot, model, TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -105,7 +72,7 @@ def test_an_av_captioner_run_pretrains_with_mbp_then_fine_tunes_without_it(
 ) -> None:
     # the recipe's MBP pre-training (model.mbp) and fine-tuning, one epoch each
     run = services.run_execute(
-        run=_start(project, snapshot, "crossmodal", [*TINY, "train.pretrain_epochs=1"])
+        run=start_tiny_run(project, snapshot, "crossmodal", [*TINY, "train.pretrain_epochs=1"])
     ).run
 
     _assert_finished_with_metrics(run)
@@ -127,7 +94,7 @@ def test_an_av_captioner_run_pretrains_with_mbp_then_fine_tunes_without_it(
 
 def test_clips_without_video_train_on_their_audio(project: Project, snapshot: Snapshot) -> None:
     Clip.objects.filter(pk__in=Clip.objects.order_by("pk").values("pk")[:3]).update(video="")
-    outcome = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    outcome = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -144,7 +111,7 @@ def test_a_run_reads_the_features_video_in_place_of_the_hint(
         clip.video_features.save(f"sharp-{clip.pk}.mp4", ContentFile(hint.read_bytes()))
         hint.write_bytes(b"not a video")
 
-    outcome = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    outcome = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -159,7 +126,7 @@ def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
     clip = Clip.objects.order_by("pk").first()
     assert clip is not None
     Path(clip.video.path).write_bytes(b"not a video")
-    outcome = services.run_execute(run=_start(project, snapshot, "vact", TINY))
+    outcome = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -169,7 +136,7 @@ def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
 def test_a_vact_run_suggests_captions_reading_the_video(
     project: Project, snapshot: Snapshot, scenes: Subset
 ) -> None:
-    run = services.run_execute(run=_start(project, snapshot, "vact", TINY)).run
+    run = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY)).run
     result = services.clips_caption(run=run, subset=scenes, beam_size=2)
 
     assert result["suggestions"] == 12
@@ -205,7 +172,7 @@ def test_a_maac_run_pretrains_keywords_then_fine_tunes_on_cider(
         "features.n_mels=8",
         "features.hop_length=3200",
     ]
-    run = services.run_execute(run=_start(project, snapshot, "maac", overrides)).run
+    run = services.run_execute(run=start_tiny_run(project, snapshot, "maac", overrides)).run
 
     _assert_finished_with_metrics(run)
     assert [row["stage"] for row in run.history] == ["pretrain", "pretrain", "caption", "scst"]
@@ -236,18 +203,20 @@ def test_video_settings_for_an_audio_only_model_are_refused(
     project: Project, snapshot: Snapshot
 ) -> None:
     with pytest.raises(ValidationError, match="Model lstm reads no video; drop fps=2"):
-        _start(project, snapshot, "lstm", ["video.fps=2"])
+        start_tiny_run(project, snapshot, "lstm", ["video.fps=2"])
 
 
 def test_a_bad_video_setting_is_refused_naming_it(project: Project, snapshot: Snapshot) -> None:
     with pytest.raises(ValidationError, match="encoder 'vgg' is not one of"):
-        _start(project, snapshot, "vact", ["video.encoder=vgg"])
+        start_tiny_run(project, snapshot, "vact", ["video.encoder=vgg"])
 
 
 def test_a_pretrained_video_encoder_sets_the_models_video_size(
     project: Project, snapshot: Snapshot
 ) -> None:
-    run = _start(project, snapshot, "crossmodal", ["video.encoder=s3d", "video.max_frames=64"])
+    run = start_tiny_run(
+        project, snapshot, "crossmodal", ["video.encoder=s3d", "video.max_frames=64"]
+    )
     model = run.config["run"]["model"]
     assert (model["video_dim"], model["video_frame_size"]) == (1024, 0)
     assert model["max_video_tokens"] >= 4  # 64 frames in chunks of 16

@@ -16,7 +16,7 @@ from annotation.models import Assignment, Caption, Hit
 from core.models import Project
 from curation.models import Split, Subset, SubsetClip
 from postprocessing import languagetool
-from tests.annotation.conftest import make_clips, make_subset, publish
+from tests.annotation.factories import make_clips, make_subset, publish
 from tests.postprocessing.lt_server import FakeLanguageTool, fake_languagetool
 
 JAVA_SOURCE = Path(__file__).parent / "java"

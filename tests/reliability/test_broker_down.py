@@ -22,7 +22,7 @@ from core.services import job_enqueue, jobs_redispatch
 from core.tasks import run_job
 from earmark.celery import app as celery_app
 from tests.active.conftest import claim
-from tests.annotation.conftest import listened, make_clips, make_subset, publish
+from tests.annotation.factories import listened, make_clips, make_subset, publish
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db(transaction=True)

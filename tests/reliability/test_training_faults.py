@@ -20,39 +20,27 @@ from core.models import Job, Project
 from core.services import JobCancelled, job_cancel, job_create, job_run, jobs_fail_lost
 from core.tasks import run_job
 from corpus.models import Snapshot
-from corpus.services import snapshot_build, snapshot_create
-from curation.services import ontology_import
+from curation.models import Subset
 from modeling import services
 from modeling.ml.checkpoint import read_checkpoint
 from modeling.ml.trainer import Trainer
 from modeling.models import TrainingRun
-from modeling.services_synth import synthscenes_make
-from tests.conftest import FIXTURES
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.modeling.factories import (
+    TINY_RUN,
+    jsonl_snapshot,
+    media_root_fixture,  # noqa: F401 (fixture)
+    scenes_fixture,  # noqa: F401 (fixture)
+    start_tiny_run,
+)
 from tests.reliability import processes
 from tests.reliability.processes import LEASE_SECONDS
 
-TINY = [
-    "train.batch_size=4",
-    "train.log_every_steps=1",
-    "features.n_mels=16",
-    "features.hop_length=3200",
-]
-
 
 @pytest.fixture
-def storage(settings: Any, tmp_path: Path) -> Path:
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.FEATURE_CACHE_DIR = tmp_path / "features"
-    return settings.MEDIA_ROOT
-
-
-@pytest.fixture
-def snapshot(project: Project, storage: Path) -> Snapshot:
-    ontology_import(path=FIXTURES / "audioset_ontology.json")
-    synthscenes_make(project=project, train=8, val=2, test=2, seed=7)
-    created = snapshot_create(project=project, fmt="jsonl", text="raw", splits=["train", "val"])
-    return snapshot_build(snapshot=created)
+def snapshot(project: Project, scenes: Subset) -> Snapshot:
+    """Train and val only: the runs here are not scored on a test split."""
+    return jsonl_snapshot(project, splits=["train", "val"])
 
 
 @pytest.fixture
@@ -64,22 +52,14 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
 
 
 def _run_with_job(project: Project, snapshot: Snapshot, epochs: int) -> TrainingRun:
-    run = services.run_start(
-        project=project,
-        model_name="lstm",
-        snapshot=snapshot,
-        created_by=None,
-        preset="tiny",
-        overrides=[*TINY, f"train.epochs={epochs}"],
-        enqueue=False,
-    )
+    run = start_tiny_run(project, snapshot, "lstm", [*TINY_RUN, f"train.epochs={epochs}"])
     run.job = job_create(kind="training_run", params={"run_id": run.pk}, project=project)
     run.save(update_fields=["job"])
     return run
 
 
-def _stored(run: TrainingRun, storage: Path) -> list[str]:
-    folder = storage / "checkpoints"
+def _stored(run: TrainingRun, media_root: Path) -> list[str]:
+    folder = media_root / "checkpoints"
     return sorted(p.name for p in folder.glob(f"run-{run.pk}-*")) if folder.is_dir() else []
 
 
@@ -128,14 +108,14 @@ def test_cancelling_a_queued_runs_job_cancels_the_run(project: Project, snapshot
 
 @pytest.mark.django_db(transaction=True)
 def test_the_checkpoint_is_stored_after_every_epoch_replacing_the_last_one(
-    project: Project, snapshot: Snapshot, storage: Path, monkeypatch: pytest.MonkeyPatch
+    project: Project, snapshot: Snapshot, media_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stored_steps: list[int] = []
     store = services._store_checkpoint
 
     def spy(run: TrainingRun, path: Path, *, job: Job | None) -> None:
         store(run, path, job=job)
-        stored_steps.append(read_checkpoint(storage / run.checkpoint.name)["step"])
+        stored_steps.append(read_checkpoint(media_root / run.checkpoint.name)["step"])
 
     monkeypatch.setattr(services, "_store_checkpoint", spy)
     run = _run_with_job(project, snapshot, epochs=3)
@@ -149,7 +129,7 @@ def test_the_checkpoint_is_stored_after_every_epoch_replacing_the_last_one(
     # stored as each epoch ended
     assert stored_steps == [row["step"] for row in run.history]
     assert len(stored_steps) == 3
-    assert _stored(run, storage) == [Path(run.checkpoint.name).name]  # the replaced are gone
+    assert _stored(run, media_root) == [Path(run.checkpoint.name).name]  # the replaced are gone
 
 
 @pytest.mark.django_db
@@ -216,7 +196,7 @@ def resumed_from(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_a_run_killed_mid_training_resumes_from_its_last_stored_checkpoint(
     project: Project,
     snapshot: Snapshot,
-    storage: Path,
+    media_root: Path,
     settings: Any,
     no_broker: list[tuple[Any, ...]],
     resumed_from: list[int],
@@ -243,7 +223,7 @@ def test_a_run_killed_mid_training_resumes_from_its_last_stored_checkpoint(
     finally:
         command.stop()
     run.refresh_from_db()
-    at_kill = read_checkpoint(storage / run.checkpoint.name)["step"]
+    at_kill = read_checkpoint(media_root / run.checkpoint.name)["step"]
     assert at_kill > 0
     left_behind = list(
         Path(tempfile.gettempdir()).glob(f"earmark-run-{run.pk}-pid{command.process.pid}-*")
