@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from django.db import OperationalError
 
-from core import services
 from core.models import Job
-from core.services import job_create, job_run
+from core.services import job_create, job_lifecycle, job_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +57,7 @@ def test_recording_the_outcome_is_retried_while_the_database_is_away(
         save(self, *args, **kwargs)
 
     monkeypatch.setattr(Job, "save", flaky_save)
-    monkeypatch.setattr(services.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(job_lifecycle.time, "sleep", lambda seconds: None)
 
     job_run(job_id=job.pk)
 

@@ -1,10 +1,18 @@
-"""Workflows for projects, people, invites, API tokens and jobs."""
+"""The life of a job (a `core.models.Job` row): creating and enqueueing it, dispatching it
+to its queue, running it under a lease with `Progress` reports, retrying and cancelling it,
+and the sweeps that end or re-send jobs whose runner or message was lost. Which kinds exist,
+and which handler and queue each has, is `core.jobs`' registry.
+
+A job moves queued → running → succeeded | failed | cancelled, and only so (a runner that
+was lost may also send it back to queued, for kinds safe to run again). Every transition is
+a compare-and-set under the row lock: starting needs `queued`, finishing needs `running`
+with the execution token the runner got when it started, so a runner that lost the job
+(frozen past its lease and swept, or taken over) writes nothing."""
 
 from __future__ import annotations
 
 import logging
 import os
-import secrets
 import signal
 import threading
 import time
@@ -12,14 +20,12 @@ import traceback as tb
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AnonymousUser, User
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import (
     DatabaseError,
     DataError,
@@ -28,222 +34,14 @@ from django.db import (
     connections,
     transaction,
 )
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
-from django.utils.text import slugify
-from django_countries import countries
 
 from core.execution import RUNNER_INSTANCE, job_finished
 from core.jobs import job_kind
-from core.models import (
-    ApiToken,
-    Invite,
-    Job,
-    Membership,
-    Profile,
-    Project,
-    Role,
-    WorkerHeartbeat,
-    hash_token,
-)
+from core.models import Job, Project, WorkerHeartbeat
 
 log = logging.getLogger(__name__)
-
-
-# Projects and people -------------------------------------------------------------------
-
-
-def project_create(
-    *,
-    name: str,
-    created_by: User,
-    description: str = "",
-    slug: str = "",
-    audio_sample_rate: int = 32_000,
-) -> Project:
-    slug = slug or slugify(name)[:80]
-    if not slug:
-        raise ValidationError({"name": "The name needs at least one letter or digit."})
-    if Project.objects.filter(slug=slug).exists():
-        raise ValidationError({"slug": f"A project with the address {slug!r} already exists."})
-    with transaction.atomic():
-        project = Project(
-            name=name,
-            slug=slug,
-            description=description,
-            created_by=created_by,
-            audio_sample_rate=audio_sample_rate,
-        )
-        project.full_clean()
-        project.save()
-        membership_add(project=project, user=created_by, role=Role.RESEARCHER)
-    return project
-
-
-def membership_add(
-    *, project: Project, user: User, role: str, invite: Invite | None = None
-) -> Membership:
-    """Adds the user to the project, or changes their role there (core.roles keeps the
-    user's role groups in step with every membership save)."""
-    membership, _ = Membership.objects.update_or_create(
-        project=project, user=user, defaults={"role": role, "invite": invite}
-    )
-    return membership
-
-
-def invite_create(
-    *,
-    project: Project,
-    created_by: User,
-    role: str = Role.ANNOTATOR,
-    expires_in_days: int | None = 30,
-    max_uses: int | None = None,
-) -> Invite:
-    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
-    invite = Invite(
-        project=project, created_by=created_by, role=role, expires_at=expires_at, max_uses=max_uses
-    )
-    invite.full_clean()
-    invite.save()
-    return invite
-
-
-def invite_revoke(*, invite: Invite) -> None:
-    if invite.revoked_at is None:
-        invite.revoked_at = timezone.now()
-        invite.save(update_fields=["revoked_at"])
-
-
-def invite_accept(*, token: str, user: User) -> Membership:
-    """Joins the user to the invite's project. An existing member keeps their current role:
-    an invite link must not be a way to change roles (researchers do that)."""
-    with transaction.atomic():
-        invite = Invite.objects.select_for_update().select_related("project").get(token=token)
-        reason = invite.unusable_reason()
-        if reason:
-            raise ValidationError(reason)
-        existing = Membership.objects.filter(project=invite.project, user=user).first()
-        if existing:
-            return existing
-        invite.uses = F("uses") + 1
-        invite.save(update_fields=["uses"])
-        return membership_add(project=invite.project, user=user, role=invite.role, invite=invite)
-
-
-def profile_country_set(*, user: User, country: str, now: datetime | None = None) -> Profile:
-    """Stores the country the user declares (an ISO 3166-1 alpha-2 code; "" withdraws
-    it). Self-declared, as on MTurk: batches open only to some locales read it."""
-    code = country.strip().upper()
-    if code and code not in countries:
-        raise ValidationError({"country": f"{country!r} is not an ISO 3166 country code."})
-    with transaction.atomic():
-        profile, _ = Profile.objects.select_for_update().get_or_create(user=user)
-        if profile.country != code:
-            profile.country = code
-            profile.country_declared_at = (now or timezone.now()) if code else None
-            profile.save(update_fields=["country", "country_declared_at"])
-    return profile
-
-
-def profile_country(*, user: User) -> str:
-    """The user's declared country code, "" when none."""
-    profile = Profile.objects.filter(user=user).values_list("country", flat=True).first()
-    return str(profile or "")
-
-
-def api_token_create(
-    *,
-    user: User,
-    name: str,
-    expires_at: datetime | None = None,
-    read_only: bool = False,
-    now: datetime | None = None,
-) -> tuple[ApiToken, str]:
-    """Returns the token row and the raw key, which is never stored and shown only once.
-    `expires_at` (optional) must lie ahead; a `read_only` token may only read."""
-    now = now or timezone.now()
-    raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(
-        user=user,
-        name=name,
-        key_hash=hash_token(raw),
-        key_hint=raw[:10],
-        created_at=now,
-        expires_at=expires_at,
-        read_only=read_only,
-    )
-    token.full_clean()
-    token.save()
-    return token, raw
-
-
-TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
-
-
-@dataclass(frozen=True)
-class TokenHolder:
-    """Who a live token speaks for, and whether it may only read."""
-
-    user: User
-    read_only: bool
-
-
-def api_token_authenticate(*, raw: str) -> TokenHolder | None:
-    """The active user a live token (not revoked, not expired) belongs to, or None. One
-    query: every API request runs it, and a RawQuerySet skips the ORM's query building
-    (≈ 1 ms of Python a call)."""
-    user_model = get_user_model()
-    users, tokens = user_model._meta.db_table, ApiToken._meta.db_table
-    now = timezone.now()
-    # To the minute is enough for the tokens page; a script calling in a loop would
-    # otherwise write and commit this row on every request. The database compares, with
-    # the time adapted as the backend stores it (an extra column of a raw query skips the
-    # backend's converters, so reading the time back would need per-backend handling).
-    stale_before = connection.ops.adapt_datetimefield_value(now - TOKEN_TOUCH_INTERVAL)
-    found = list(
-        user_model.objects.raw(
-            f"SELECT u.*, t.id AS token_pk, t.read_only AS token_read_only, "
-            "(t.last_used_at IS NULL OR t.last_used_at <= %s) AS token_stale "
-            f"FROM {users} u JOIN {tokens} t ON t.user_id = u.id "
-            "WHERE t.key_hash = %s AND t.revoked_at IS NULL AND u.is_active "
-            "AND (t.expires_at IS NULL OR t.expires_at > %s)",
-            [stale_before, hash_token(raw), connection.ops.adapt_datetimefield_value(now)],
-        )
-    )
-    if not found:
-        return None
-    user = found[0]
-    # A raw query sets its extra columns as plain instance attributes, undeclared on User.
-    token_columns = vars(user)
-    if token_columns["token_stale"]:
-        ApiToken.objects.filter(pk=token_columns["token_pk"]).update(last_used_at=now)
-    # SQLite answers 0/1 for the boolean column
-    return TokenHolder(user=user, read_only=bool(token_columns["token_read_only"]))
-
-
-def api_token_revoke(*, token: ApiToken) -> None:
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
-
-
-def require_role(project: Project, user: User | AnonymousUser, *roles: str) -> Role:
-    """Raises PermissionDenied unless the user holds one of `roles` on the project."""
-    role = project.role_of(user)
-    if user.is_staff and role is None:
-        return Role.RESEARCHER
-    if role is None or (roles and role not in roles):
-        raise PermissionDenied("You do not have access to this project.")
-    return role
-
-
-# Jobs ----------------------------------------------------------------------------------
-#
-# A job moves queued → running → succeeded | failed | cancelled, and only so (a runner that
-# was lost may also send it back to queued, for kinds safe to run again). Every transition is
-# a compare-and-set under the row lock: starting needs `queued`, finishing needs `running`
-# with the execution token the runner got when it started, so a runner that lost the job
-# (frozen past its lease and swept, or taken over) writes nothing.
 
 _T = TypeVar("_T")
 
