@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from annotation.models import (
     Assignment,
@@ -21,6 +24,14 @@ class BatchAdmin(admin.ModelAdmin):
     list_filter = ["state", "split"]
     search_fields = ["name"]
     raw_id_fields = ["subset", "created_by"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Batch | None = None) -> Any:
+        """A published batch's pay is what its workers were promised (Batch.clean refuses a
+        change anyway; read-only says so before anyone types)."""
+        readonly = super().get_readonly_fields(request, obj)
+        if obj is not None and obj.state != Batch.State.DRAFT:
+            return [*readonly, *Batch.PAY_FIELDS]
+        return readonly
 
 
 @admin.register(Hit)

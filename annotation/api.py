@@ -83,7 +83,15 @@ class BatchIn(Schema):
         description="None: what the subset's recipe asks (AudioCaps: 1 for train, 5 for val, test)",
     )
     clips_per_hit: int = 5
-    reward_cents: int = Field(20, ge=0, description="paid per approved HIT")
+    reward_cents: int = Field(
+        20,
+        ge=0,
+        description="paid per approved HIT; left out with reward_cents_per_clip given, that "
+        "rate times clips_per_hit",
+    )
+    reward_cents_per_clip: int | None = Field(
+        None, ge=0, description="a rate per clip; the reward per HIT follows it unless given"
+    )
     time_allotted_minutes: int = Field(30, ge=1)
     lifetime_hours: int = Field(7 * 24, ge=1)
     auto_approve_days: int = Field(3, ge=0)
@@ -109,7 +117,7 @@ class BatchIn(Schema):
         None,
         description="fills the fields it names that the request leaves out: "
         + "; ".join(
-            f"{name!r} ({p.label}): reward {p.reward_cents_per_clip}¢ times clips_per_hit, "
+            f"{name!r} ({p.label}): reward_cents_per_clip {p.reward_cents_per_clip}, "
             f"min_approval_percent {p.min_approval_percent}, min_approved {p.min_approved}, "
             f"site_wide_record {str(p.site_wide_record).lower()}, locales {list(p.locales)}"
             for name, p in BATCH_PRESETS.items()
@@ -135,6 +143,8 @@ class BatchOut(Schema):
     captions_per_clip: int
     clips_per_hit: int
     reward_cents: int
+    reward_cents_per_clip: int | None
+    reward_follows_clips: bool  # false: reward_cents was set by hand
     time_allotted_seconds: int
     lifetime_seconds: int
     auto_approve_delay_seconds: int
@@ -280,6 +290,7 @@ def _batch_out(batch: CountedBatch) -> dict[str, Any]:
     return {
         **{f: getattr(batch, f) for f in ("id", "name", "split", "state", "mode")},
         **{f: getattr(batch, f) for f in ("captions_per_clip", "clips_per_hit", "reward_cents")},
+        **{f: getattr(batch, f) for f in ("reward_cents_per_clip", "reward_follows_clips")},
         **{f: getattr(batch, f) for f in ("min_words", "max_words", "created_at")},
         "bonus_cap_cents": batch.bonus_cap_cents,
         "subset": batch.subset.slug,
@@ -339,7 +350,8 @@ def batch_create(request: HttpRequest, slug: str, payload: BatchIn) -> Any:
             name=payload.name.strip(),
             captions_per_clip=payload.captions_per_clip,
             clips_per_hit=payload.clips_per_hit,
-            reward_cents=payload.reward_cents,
+            reward_cents=_reward_per_hit_given(payload),
+            reward_cents_per_clip=payload.reward_cents_per_clip,
             time_allotted=durations["time_allotted"],
             lifetime=durations["lifetime"],
             auto_approve_delay=durations["auto_approve_delay"],
@@ -367,11 +379,19 @@ def _preset_applied(payload: BatchIn) -> BatchIn:
     """The payload with its preset's fields filled in where the request left them out."""
     if payload.preset is None:
         return payload
-    filled = batch_preset(payload.preset).fields(clips_per_hit=payload.clips_per_hit)
+    filled = batch_preset(payload.preset).fields()
     left_out = {
         name: value for name, value in filled.items() if name not in payload.model_fields_set
     }
     return payload.model_copy(update=left_out)
+
+
+def _reward_per_hit_given(payload: BatchIn) -> int | None:
+    """The reward per HIT the request sets; None, so that it follows the rate, when the
+    request (or its preset) gives a rate per clip and no reward per HIT."""
+    if payload.reward_cents_per_clip is not None and "reward_cents" not in payload.model_fields_set:
+        return None
+    return payload.reward_cents
 
 
 def _requirements_out(batch: Batch) -> dict[str, Any]:

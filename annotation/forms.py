@@ -43,8 +43,21 @@ class BatchForm(forms.Form):
         "and test).",
     )
     clips_per_hit = forms.IntegerField(min_value=1, max_value=MAX_CLIPS_PER_HIT, initial=5)
+    reward_cents_per_clip = forms.IntegerField(
+        min_value=0,
+        max_value=MAX_REWARD_CENTS,
+        required=False,
+        label="Reward per clip (cents)",
+        help_text="With the reward per HIT empty, a HIT pays this for each of its clips.",
+    )
     reward_cents = forms.IntegerField(
-        min_value=0, max_value=MAX_REWARD_CENTS, initial=20, label="Reward per HIT (cents)"
+        min_value=0,
+        max_value=MAX_REWARD_CENTS,
+        required=False,
+        initial=20,
+        label="Reward per HIT (cents)",
+        help_text="What a worker is paid per approved HIT. Empty: the reward per clip times "
+        "the clips per HIT.",
     )
     time_allotted_minutes = forms.IntegerField(
         min_value=1, max_value=MAX_TIME_ALLOTTED // timedelta(minutes=1), initial=30
@@ -99,7 +112,8 @@ class BatchForm(forms.Form):
         self, *args: Any, project: Project, preset: BatchPreset | None = None, **kwargs: Any
     ) -> None:
         """`preset` fills the fields it names (over any other initial value); each stays
-        editable."""
+        editable. Its rate is per clip, so it empties the reward per HIT, which then follows
+        whatever clips per HIT the researcher publishes with."""
         super().__init__(*args, **kwargs)
         # self.fields holds copies of the fields declared above, typed only as Field
         subset = cast(forms.ModelChoiceField, self.fields["subset"])
@@ -107,10 +121,9 @@ class BatchForm(forms.Form):
         qualifications = cast(forms.ModelMultipleChoiceField, self.fields["qualifications"])
         qualifications.queryset = Qualification.objects.filter(project=project)
         if preset is not None:
-            clips_per_hit = self.initial.get("clips_per_hit", self.fields["clips_per_hit"].initial)
-            filled = preset.fields(clips_per_hit=int(clips_per_hit))
+            filled = preset.fields()
             filled["locales"] = " ".join(filled["locales"])
-            self.initial.update(filled)
+            self.initial.update(filled, reward_cents=None)
 
     def publish_kwargs(self) -> dict[str, Any]:
         """The cleaned form as batch_publish arguments."""
@@ -122,6 +135,7 @@ class BatchForm(forms.Form):
             "captions_per_clip": data["captions_per_clip"],
             "clips_per_hit": data["clips_per_hit"],
             "reward_cents": data["reward_cents"],
+            "reward_cents_per_clip": data["reward_cents_per_clip"],
             "time_allotted": timedelta(minutes=data["time_allotted_minutes"]),
             "lifetime": timedelta(hours=data["lifetime_hours"]),
             "auto_approve_delay": timedelta(days=data["auto_approve_days"]),

@@ -50,6 +50,18 @@ class Batch(models.Model):
     captions_per_clip = models.PositiveSmallIntegerField()
     clips_per_hit = models.PositiveSmallIntegerField()
     reward_cents = models.PositiveIntegerField(help_text="paid per approved HIT")
+    # A preset's rate is per clip (AudioCaps paid 10 cents a clip), but what a worker is
+    # promised is per HIT: while `reward_follows_clips`, reward_cents is this rate times
+    # clips_per_hit (the constraint below); a reward per HIT typed by hand turns it off and
+    # the rate stays, so the batch page can show both figures when they disagree.
+    reward_cents_per_clip = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the rate per clip the reward per HIT came from, if any"
+    )
+    reward_follows_clips = models.BooleanField(
+        default=False,
+        help_text="the reward per HIT is the rate per clip times the clips per HIT "
+        "(off: set by hand per HIT)",
+    )
     time_allotted = models.DurationField(help_text="how long a worker may hold a HIT")
     lifetime = models.DurationField(help_text="how long after publishing HITs are offered")
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -91,13 +103,53 @@ class Batch(models.Model):
                 | (~Q(state="draft") & Q(published_at__isnull=False, expires_at__isnull=False)),
                 name="batch_published_has_dates",
             ),
+            models.CheckConstraint(
+                condition=Q(reward_follows_clips=False)
+                | Q(
+                    reward_cents_per_clip__isnull=False,
+                    reward_cents=F("reward_cents_per_clip") * F("clips_per_hit"),
+                ),
+                name="batch_reward_follows_clips",
+            ),
         ]
+
+    # What a published batch promised its workers: HITs are grouped and priced once, when
+    # the batch is created, and an approval books batch.reward_cents (crowd.records), so
+    # these never change after publishing (clean() refuses it).
+    PAY_FIELDS = ("clips_per_hit", "reward_cents", "reward_cents_per_clip", "reward_follows_clips")
 
     def __str__(self) -> str:
         return self.name
 
     def get_absolute_url(self) -> str:
         return reverse("batch_detail", args=[self.project.slug, self.pk])
+
+    def clean(self) -> None:
+        if self.pk is None:
+            return
+        promised = (
+            Batch.objects.filter(pk=self.pk)
+            .exclude(state=self.State.DRAFT)
+            .values(*self.PAY_FIELDS)
+            .first()
+        )
+        if promised is None:
+            return
+        changed = [name for name in self.PAY_FIELDS if getattr(self, name) != promised[name]]
+        if changed:
+            message = (
+                f"Batch {self.name!r} is published: its workers were promised "
+                f"{promised['reward_cents']}¢ per HIT of {_clips(promised['clips_per_hit'])}, "
+                "which cannot change; publish a new batch to pay differently."
+            )
+            raise ValidationError({name: message for name in changed})
+
+    @property
+    def reward_from_rate(self) -> int | None:
+        """What a HIT would pay at the rate per clip; None without a rate."""
+        if self.reward_cents_per_clip is None:
+            return None
+        return self.reward_cents_per_clip * self.clips_per_hit
 
     def is_open(self, now: datetime | None = None) -> bool:
         """Whether workers may claim HITs of this batch now."""
@@ -116,6 +168,10 @@ class Batch(models.Model):
             self.expires_at = self.published_at + self.lifetime
         self.state = state
         self.save(update_fields=["state", "published_at", "expires_at"])
+
+
+def _clips(n: int) -> str:
+    return f"{n} clip" if n == 1 else f"{n} clips"
 
 
 class Hit(models.Model):

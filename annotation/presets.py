@@ -20,16 +20,19 @@ from django.core.exceptions import ValidationError
 @dataclass(frozen=True)
 class BatchPreset:
     label: str
-    reward_cents_per_clip: int  # the batch's reward is per HIT: this times its clips
+    # A worker is paid per HIT: this times the batch's clips per HIT, whatever number the
+    # researcher settles on (annotation.services.batch_publish), until a reward per HIT is
+    # set by hand.
+    reward_cents_per_clip: int
     min_approval_percent: int
     min_approved: int  # at least this many approved HITs (MTurk: "greater than" one less)
     site_wide_record: bool
     locales: tuple[str, ...]  # ISO 3166-1 alpha-2 codes
 
-    def fields(self, *, clips_per_hit: int) -> dict[str, Any]:
+    def fields(self) -> dict[str, Any]:
         """The batch fields the preset fills, named as the form and the API name them."""
         return {
-            "reward_cents": self.reward_cents_per_clip * clips_per_hit,
+            "reward_cents_per_clip": self.reward_cents_per_clip,
             "min_approval_percent": self.min_approval_percent,
             "min_approved": self.min_approved,
             "site_wide_record": self.site_wide_record,

@@ -44,10 +44,11 @@ def batch_publish(
     split: str,
     name: str,
     clips_per_hit: int,
-    reward_cents: int,
+    reward_cents: int | None,
     time_allotted: timedelta,
     lifetime: timedelta,
     created_by: User | None,
+    reward_cents_per_clip: int | None = None,
     captions_per_clip: int | None = None,
     auto_approve_delay: timedelta = timedelta(days=3),
     min_words: int = 3,
@@ -58,7 +59,10 @@ def batch_publish(
     requirements: Requirements | None = None,
 ) -> Batch:
     """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
-    publishes it unless `publish` is false. `requirements` (who may take its HITs) are
+    publishes it unless `publish` is false. A HIT pays `reward_cents`, set by hand; None
+    makes it `reward_cents_per_clip` (a preset's rate) times `clips_per_hit`, whatever
+    clips per HIT the researcher settled on. A rate given beside a reward per HIT is kept
+    to show the two side by side. `requirements` (who may take its HITs) are
     written in the same transaction, so no worker outside them can claim a HIT first.
     `created_by` None means a trusted caller (a management command); anyone else must be
     a researcher of the subset's project."""
@@ -69,10 +73,11 @@ def batch_publish(
     split = str(Split(split).value)
     if captions_per_clip is None:
         captions_per_clip = subset_captions_per_clip(subset=subset, split=split)
-    _check_batch_numbers(
+    reward_per_hit = _checked_batch_numbers(
         captions_per_clip=captions_per_clip,
         clips_per_hit=clips_per_hit,
         reward_cents=reward_cents,
+        reward_cents_per_clip=reward_cents_per_clip,
         time_allotted=time_allotted,
         lifetime=lifetime,
         auto_approve_delay=auto_approve_delay,
@@ -103,7 +108,9 @@ def batch_publish(
             mode=mode,
             captions_per_clip=captions_per_clip,
             clips_per_hit=clips_per_hit,
-            reward_cents=reward_cents,
+            reward_cents=reward_per_hit,
+            reward_cents_per_clip=reward_cents_per_clip,
+            reward_follows_clips=reward_cents is None,
             time_allotted=time_allotted,
             lifetime=lifetime,
             auto_approve_delay=auto_approve_delay,
@@ -134,24 +141,41 @@ def batch_publish(
     return batch
 
 
-def _check_batch_numbers(
+def _checked_batch_numbers(
     *,
     captions_per_clip: int,
     clips_per_hit: int,
-    reward_cents: int,
+    reward_cents: int | None,
+    reward_cents_per_clip: int | None,
     time_allotted: timedelta,
     lifetime: timedelta,
     auto_approve_delay: timedelta,
     min_words: int,
     max_words: int,
-) -> None:
+) -> int:
+    """Refuses numbers out of bounds, naming each field; returns the reward per HIT."""
     errors: dict[str, str] = {}
+    reward_per_hit = reward_cents
     if not 1 <= captions_per_clip <= MAX_CAPTIONS_PER_CLIP:
         errors["captions_per_clip"] = f"Ask for 1 to {MAX_CAPTIONS_PER_CLIP} captions per clip."
     if not 1 <= clips_per_hit <= MAX_CLIPS_PER_HIT:
         errors["clips_per_hit"] = f"Put 1 to {MAX_CLIPS_PER_HIT} clips in a HIT."
-    if not 0 <= reward_cents <= MAX_REWARD_CENTS:
+    if reward_cents is not None and not 0 <= reward_cents <= MAX_REWARD_CENTS:
         errors["reward_cents"] = f"Pay 0 to {MAX_REWARD_CENTS:,} cents per HIT."
+    if reward_cents_per_clip is None:
+        if reward_cents is None:
+            errors["reward_cents"] = (
+                "Give a reward per HIT, or a reward per clip to multiply by the clips per HIT."
+            )
+    elif not 0 <= reward_cents_per_clip <= MAX_REWARD_CENTS:
+        errors["reward_cents_per_clip"] = f"Pay 0 to {MAX_REWARD_CENTS:,} cents per clip."
+    elif reward_cents is None:
+        reward_per_hit = reward_cents_per_clip * clips_per_hit
+        if "clips_per_hit" not in errors and reward_per_hit > MAX_REWARD_CENTS:
+            errors["reward_cents_per_clip"] = (
+                f"{reward_cents_per_clip:,}¢ per clip times {clips_per_hit} clips is "
+                f"{reward_per_hit:,}¢ per HIT; pay 0 to {MAX_REWARD_CENTS:,} cents per HIT."
+            )
     if time_allotted <= timedelta(0):
         errors["time_allotted"] = "Workers need some time to do a HIT."
     elif time_allotted > MAX_TIME_ALLOTTED:
@@ -169,8 +193,9 @@ def _check_batch_numbers(
             errors[name] = f"Ask for 1 to {MAX_WORDS} words."
     if "min_words" not in errors and "max_words" not in errors and min_words > max_words:
         errors["min_words"] = "The minimum word count must be at least 1 and at most the maximum."
-    if errors:
+    if errors or reward_per_hit is None:
         raise ValidationError(errors)
+    return reward_per_hit
 
 
 def _days(span: timedelta) -> str:

@@ -66,7 +66,10 @@ def _value(html: str, name: str) -> str:
 def test_the_form_fills_in_the_preset(subset: Subset, alice: Any) -> None:
     url = reverse("batch_list", args=["sounds"])
     html = login(alice).get(url, {"preset": "audiocaps-crowd"}).content.decode()
-    assert _value(html, "reward_cents") == "50"  # 10 cents a clip, 5 clips a HIT
+    assert _value(html, "reward_cents_per_clip") == "10"
+    # empty: the reward per HIT follows the clips per HIT (tests/annotation/test_reward.py)
+    assert re.search(r'<input type="number" name="reward_cents" [^>]*id="id_reward_cents">', html)
+    assert 'name="reward_cents" value' not in html
     assert _value(html, "min_approval_percent") == "95"
     assert _value(html, "min_approved") == "1001"
     assert _value(html, "locales") == "AU CA GB NZ US"
