@@ -183,8 +183,8 @@ def generate_corpus(
     # spawn, not fork: the parent may hold CUDA, threads or a Django setup that a forked
     # child must not inherit; the workers import only this module's dependencies. Even one
     # worker is a process of its own: generating in the parent would leave its heap holding
-    # the freed waveforms' pages between the features kept (glibc's malloc: 1.4 GB instead
-    # of 0.7 GB for 2,400 scenes)
+    # the freed waveforms' pages between the features kept (glibc's malloc: a 1.36 GB peak
+    # instead of 0.63 GB for 2,400 scenes, benchmarks/RESULTS.md 2026-11-27)
     pool = ProcessPoolExecutor(
         min(workers, max(1, len(chunks))),
         mp_context=multiprocessing.get_context("spawn"),

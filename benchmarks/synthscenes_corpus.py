@@ -4,7 +4,7 @@ features take per front end (and its video), for the front ends the given models
 reproduce.py plans them.
 
 Usage: .venv/bin/python benchmarks/synthscenes_corpus.py [--train 2000] [--val 200]
-       [--test 200] [--models nn,lstm,act] [--frames-per-second 10] [--preset small]
+       [--test 200] [--models nn,lstm,act] [--frames-per-second 10 | 0] [--preset small]
        [--workers N] [--chunk-size 16] [--video-fps 2] [--video-size 24]
 
 Run it once per worker count (each run a fresh process, so that peak RSS is this run's);
@@ -76,13 +76,20 @@ class WorkerPeak:
         self._thread.join()
 
 
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train", type=int, default=2000)
     parser.add_argument("--val", type=int, default=200)
     parser.add_argument("--test", type=int, default=200)
     parser.add_argument("--models", default="nn,lstm,act")
-    parser.add_argument("--frames-per-second", type=float, default=10.0)
+    parser.add_argument(
+        "--frames-per-second", type=float, default=10.0, help="0: each recipe's own front end"
+    )
     parser.add_argument("--preset", default="small")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--chunk-size", type=int, default=16)
@@ -98,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     configs = [
         reproduce.plan(
-            name, preset=args.preset, epochs=None, frames_per_second=args.frames_per_second,
+            name, preset=args.preset, epochs=None,
+            frames_per_second=args.frames_per_second or None,
             device="cpu", video_fps=args.video_fps, video_size=args.video_size,
         )[1]
         for name in names
@@ -108,12 +116,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         video = captioning.VideoSpec(fps=args.video_fps, size=args.video_size)
     load_before = os.getloadavg()[0]
     rss_before = rss() / 2**20
+    cpu_before = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN)
     with WorkerPeak() as workers:
         corpus = captioning.generate_corpus(
             args.train, args.val, args.test, feature_configs=configs, video=video,
             workers=args.workers, chunk_size=args.chunk_size,
         )  # fmt: skip
     clips = args.train + args.val + args.test
+    # the workers have exited (and been waited for): their CPU time is in RUSAGE_CHILDREN
+    cpu = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
     parent_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, parent torch threads "
@@ -123,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"{clips} clips ({args.train}/{args.val}/{args.test}), {args.workers} worker(s), "
         f"chunks of {args.chunk_size}: {corpus.seconds:.1f} s, {clips / corpus.seconds:.1f} "
-        f"scenes/s; parent RSS {rss_before:.0f} MB before, peak {parent_peak:.0f} MB"
+        f"scenes/s, {cpu / clips * 1000:.0f} ms of CPU a scene (parent and workers); "
+        f"parent RSS {rss_before:.0f} MB before, peak {parent_peak:.0f} MB"
         + (f"; largest worker peak {workers.kib / 1024:.0f} MB" if workers.kib else "")
     )
     kept = 0
