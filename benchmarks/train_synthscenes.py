@@ -5,15 +5,15 @@ video (see "Audio-visual models" below).
 
 Usage: .venv/bin/python benchmarks/train_synthscenes.py [--train 2000] [--val 200]
        [--test 200] [--models nn,lstm,tempatt,topdown,act,bilstm] [--epochs 15]
-       [--preset small] [--hop 1280] [--device auto] [--json OUT]
+       [--preset small] [--hop 1280] [--device auto] [--workers N] [--json OUT]
 
-Pure PyTorch + pycocoevalcap (no Django, no database): scenes are generated in memory
-(seed 2026), log-mels computed once (64 mels at 32 kHz; the hop is a flag because LSTMs
-over 500 frames are slow on 2 CPU cores), the vocabulary built on the training captions,
-each model trained with its paper's recipe where MODELS.md gives one and early-stopped on
-validation CIDEr-D, then decoded with beam 3 on the test split. TopDown gets its attribute
-words from 1NN retrieval (the labels of the nearest training clip), the paper's realistic
-setting. Train clips carry 2 captions, val/test clips 5.
+Pure PyTorch + pycocoevalcap (no Django, no database): scenes are generated (seed 2026) by
+`--workers` processes that keep only their features and videos, log-mels computed once (64
+mels at 32 kHz; the hop is a flag because LSTMs over 500 frames are slow on 2 CPU cores), the
+vocabulary built on the training captions, each model trained with its paper's recipe where
+MODELS.md gives one and early-stopped on validation CIDEr-D, then decoded with beam 3 on the
+test split. TopDown gets its attribute words from 1NN retrieval (the labels of the nearest
+training clip), the paper's realistic setting. Train clips carry 2 captions, val/test clips 5.
 
 Audio-visual models: vact (AdaAVA-audio), vact_video (AdaAVA-video), vact_concat,
 video_only and crossmodal / crossmodal_mbp (the AV captioner without / with MBP) read each
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -77,6 +78,10 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=0, help="torch CPU threads (0: torch's default)"
     )
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1,
+        help="processes generating the corpus and its features (default: one per core)",
+    )  # fmt: skip
     parser.add_argument("--video-fps", type=float, default=2.0)
     parser.add_argument("--video-size", type=int, default=24, help="a multiple of 3")
     parser.add_argument(
@@ -86,6 +91,8 @@ def main() -> None:
     parser.add_argument("--scst-epochs", type=int, default=5, help="maac_rl's SCST stage")
     args = parser.parse_args()
     names = args.models.split(",")
+    if args.workers < 1:
+        raise SystemExit(f"--workers: must be at least 1, got {args.workers}")
     if args.threads:
         # on a busy 2-core machine one thread avoids intra-op threads spinning on each other
         torch.set_num_threads(args.threads)
@@ -94,19 +101,20 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
           f"device {device}" + (f" ({torch.cuda.get_device_name(device)})"
                                 if device.type == "cuda" else ""))  # fmt: skip
-    started = time.perf_counter()
-    sets = captioning.generate_splits(args.train, args.val, args.test)
-    print(
-        f"generated {sum(map(len, sets.values()))} scenes in {time.perf_counter() - started:.1f} s"
-    )
     config = dataclasses.replace(feature_preset("act"), hop_length=args.hop)
-    feats = captioning.FeatureStore(sets).get(config)
-    videos: captioning.PerSplit | None = None
+    video = None
     if any(uses_video(VARIANTS.get(name, name)) for name in names):
-        started = time.perf_counter()
-        videos = captioning.render_videos(sets, fps=args.video_fps, size=args.video_size)
+        video = captioning.VideoSpec(fps=args.video_fps, size=args.video_size)
+    corpus = captioning.generate_corpus(
+        args.train, args.val, args.test, feature_configs=[config], video=video,
+        workers=args.workers,
+    )  # fmt: skip
+    sets, feats, videos = corpus.splits, corpus.features.get(config), corpus.videos
+    print(f"generated {sum(map(len, sets.values()))} scenes in {corpus.seconds:.1f} s "
+          f"({args.workers} worker(s))")  # fmt: skip
+    if videos is not None:
         print(f"video {videos['train'][0].shape[0]} frames of {args.video_size}x"
-              f"{args.video_size} per clip in {time.perf_counter() - started:.1f} s")  # fmt: skip
+              f"{args.video_size} per clip")  # fmt: skip
     vocab = Vocabulary.build([c for s in sets["train"] for c in s.captions], max_length=30)
     print(f"vocabulary: {len(vocab)} words")
     keywords = None
