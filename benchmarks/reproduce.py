@@ -17,7 +17,9 @@ per front end and shared by the models that read it; `--frames-per-second`
 overrides every front end's hop (CPU runs: LSTMs over 1,000 frames are slow on 2 cores), and
 scales the SpecAugment time masks with it so that they cover the same seconds. Validation
 (greedy, CIDEr-D, every epoch) picks the checkpoint that is scored on test with the recipe's
-beam.
+beam. `--set bilstm:train.lr=1e-3` changes one key of one model's planned config (the keys
+`manage.py train --set` takes), for experiments away from a recipe; the command line recorded
+with the table names them.
 
 The table (markdown) is printed and appended to `--results` under the machine's name:
 the epochs of each stage and the optimisation steps, the epoch of the best validation (caption
@@ -140,9 +142,10 @@ def _django() -> None:
 
 def plan(
     name: str, *, preset: str, epochs: int | None, frames_per_second: float | None,
-    device: str, video_fps: float, video_size: int,
+    device: str, video_fps: float, video_size: int, settings: Sequence[str] = (),
 ) -> tuple[Any, Any, dict[str, Any]]:  # fmt: skip
-    """(RunConfig, FeatureConfig, recipe record) of a run of `name` as the app plans it."""
+    """(RunConfig, FeatureConfig, recipe record) of a run of `name` as the app plans it;
+    `settings` ("key=value") apply last, as a run's own settings do."""
     from modeling.ml.features import FeatureConfig, feature_preset
     from modeling.ml.presets import default_recipe
     from modeling.ml.registry import run_config_from_dict, uses_video
@@ -161,6 +164,7 @@ def plan(
         ]
     if uses_video(name):
         overrides += [f"video.fps={video_fps}", f"video.size={video_size}"]
+    overrides += list(settings)
     planned = run_plan(model_name=name, preset=preset, overrides=overrides, epochs=epochs)
     run = run_config_from_dict(planned.config["run"])
     return run, FeatureConfig.from_dict(planned.config["features"]), planned.recipe
@@ -376,11 +380,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--workers", type=int, default=os.cpu_count() or 1,
         help="processes generating the corpus and its features (default: one per core)",
     )  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="MODEL:KEY=VALUE", dest="settings",
+        help="one key of one model's planned config, e.g. bilstm:train.lr=1e-3 (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--video-fps", type=float, default=2.0)
     parser.add_argument("--video-size", type=int, default=24, help="frame side, a multiple of 3")
     parser.add_argument("--results", type=Path, default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-results", action="store_true", help="print only")
     return parser.parse_args(argv)
+
+
+def model_settings(settings: Sequence[str], names: Sequence[str]) -> dict[str, list[str]]:
+    """`--set` values ("MODEL:KEY=VALUE") grouped by model; a model that is not run, or a
+    value without its model or its "=", stops the script with the value named."""
+    grouped: dict[str, list[str]] = {}
+    for setting in settings:
+        model, _, assignment = setting.partition(":")
+        if not assignment or "=" not in assignment:
+            raise SystemExit(
+                f"--set {setting!r}: expected MODEL:KEY=VALUE, e.g. bilstm:train.lr=1e-3"
+            )
+        if model not in names:
+            raise SystemExit(
+                f"--set {setting!r}: {model!r} is not among --models ({', '.join(names)})"
+            )
+        grouped.setdefault(model, []).append(assignment)
+    return grouped
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -392,6 +418,7 @@ def main(argv: Sequence[str] | None = None) -> str:
         raise SystemExit(f"--models: unknown {', '.join(unknown)}; known: {', '.join(ALL_MODELS)}")
     if args.workers < 1:
         raise SystemExit(f"--workers: must be at least 1, got {args.workers}")
+    settings = model_settings(args.settings, names)
     if args.threads:
         # on a busy 2-core machine one thread avoids intra-op threads spinning on each other
         torch.set_num_threads(args.threads)
@@ -405,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> str:
         plans[name] = plan(
             name, preset=args.preset, epochs=args.epochs, device=args.device,
             frames_per_second=args.frames_per_second, video_fps=args.video_fps,
-            video_size=args.video_size,
+            video_size=args.video_size, settings=settings.get(name, []),
         )  # fmt: skip
     video = None
     if any(uses_video(n) for n in names):

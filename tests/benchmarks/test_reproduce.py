@@ -3,7 +3,10 @@ it checks, and the runs it plans (speed is measured by running the script, not h
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from benchmarks import reproduce
 
@@ -83,3 +86,31 @@ def test_a_lower_frame_rate_keeps_the_recipe_masks_in_seconds() -> None:
     assert run.train.spec_time_mask == 32
     assert run.train.epochs == 3
     assert run.train.warmup_epochs == 1.0  # 5 of 15 scaled to 3
+
+
+def test_a_set_value_changes_that_models_plan_only() -> None:
+    settings = reproduce.model_settings(["bilstm:train.lr=0.001"], ["nn", "bilstm", "act"])
+    assert settings == {"bilstm": ["train.lr=0.001"]}
+    run, _, _ = reproduce.plan(
+        "bilstm", preset="tiny", epochs=3, frames_per_second=None, device="cpu", video_fps=2,
+        video_size=24, settings=settings["bilstm"],
+    )  # fmt: skip
+    assert run.train.lr == 0.001
+    act, _, _ = reproduce.plan(
+        "act", preset="tiny", epochs=3, frames_per_second=None, device="cpu", video_fps=2,
+        video_size=24, settings=settings.get("act", []),
+    )  # fmt: skip
+    assert act.train.lr == 1e-4
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("train.lr=0.001", "expected MODEL:KEY=VALUE"),
+        ("bilstm:train.lr", "expected MODEL:KEY=VALUE"),
+        ("maac:train.lr=0.001", "'maac' is not among --models (nn, bilstm)"),
+    ],
+)
+def test_a_malformed_set_value_is_refused_by_name(value: str, named: str) -> None:
+    with pytest.raises(SystemExit, match=re.escape(named)):
+        reproduce.model_settings([value], ["nn", "bilstm"])
