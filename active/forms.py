@@ -5,7 +5,7 @@ from typing import Any, cast
 from django import forms
 
 from active.models import Presuggest, Strategy
-from modeling.services import model_choices
+from modeling.planning import model_choices
 
 
 class BatchActiveForm(forms.Form):

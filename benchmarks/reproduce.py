@@ -149,7 +149,7 @@ def plan(
     from modeling.ml.features import FeatureConfig, feature_preset
     from modeling.ml.presets import default_recipe
     from modeling.ml.registry import run_config_from_dict, uses_video
-    from modeling.services import run_plan
+    from modeling.planning import run_plan
 
     recipe = default_recipe(name)
     overrides = [f"train.device={device}"]

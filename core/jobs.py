@@ -80,9 +80,9 @@ JOB_KINDS: dict[str, JobKind] = {
     "captions_human_bound": JobKind(
         "Human upper bound", "corpus.evaluation_services.human_bound_job", "text", rerun_safe=True
     ),
-    "training_run": JobKind("Train a captioner", "modeling.services.run_execute_job", "gpu"),
+    "training_run": JobKind("Train a captioner", "modeling.training.run_execute_job", "gpu"),
     "clips_caption": JobKind(
-        "Suggest captions for clips", "modeling.services.clips_caption_job", "gpu"
+        "Suggest captions for clips", "modeling.suggestions.clips_caption_job", "gpu"
     ),
     "batch_rank": JobKind(
         "Rank a batch's HITs", "active.services.ranking.batch_rank_job", "default", rerun_safe=True

@@ -348,7 +348,7 @@ def references(data: SplitData) -> dict[str, list[str]]:
 
 
 def run_configs(run: TrainingRun) -> tuple[RunConfig, FeatureConfig]:
-    """The run's stored RunConfig and FeatureConfig (see modeling.services.run_spec)."""
+    """The run's stored RunConfig and FeatureConfig (see modeling.planning.run_spec)."""
     return (
         registry.run_config_from_dict(run.config["run"]),
         FeatureConfig.from_dict(run.config["features"]),

@@ -7,8 +7,8 @@ from django import forms
 from core.models import Project
 from corpus.models import Snapshot
 from curation.models import Subset
+from modeling.ml.catalog import MODEL_CONFIGS
 from modeling.ml.presets import MODEL_PRESETS, RECIPES, describe
-from modeling.ml.registry import MODELS
 
 
 class SnapshotChoiceField(forms.ModelChoiceField):
@@ -22,14 +22,14 @@ def recipe_rows() -> list[dict[str, str]]:
     """Each model's default recipe in words, for the training form and the command's help."""
     return [
         {"model": name, "paper": RECIPES[name].paper, "summary": describe(RECIPES[name])}
-        for name in sorted(MODELS)
+        for name in sorted(MODEL_CONFIGS)
     ]
 
 
 class RunForm(forms.Form):
     model_name = forms.ChoiceField(
         label="Model",
-        choices=[(m, m) for m in sorted(MODELS)],
+        choices=[(m, m) for m in sorted(MODEL_CONFIGS)],
         help_text="It trains with its paper's recipe (listed below) unless the settings change it.",
     )
     preset = forms.ChoiceField(

@@ -1,7 +1,8 @@
 """Training runs and the captions their models suggest.
 
-The PyTorch side lives in modeling/ml and knows nothing of these rows; modeling/services.py
-joins the two.
+The PyTorch side lives in modeling/ml and knows nothing of these rows; modeling/planning.py
+(what a run trains), modeling/services.py (recording and queuing it) and modeling/training.py
+(training it) join the two.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class TrainingRun(models.Model):
     config = models.JSONField()
     overrides = models.JSONField(default=list, blank=True)  # the --set key=value strings
     # the paper recipe the run follows and every way it differs from it (scaled, set,
-    # adapted), with the recipe's notes (modeling.services.recipe_record); {} for runs
+    # adapted), with the recipe's notes (modeling.planning.recipe_record); {} for runs
     # recorded before recipes were
     recipe = models.JSONField(default=dict, blank=True)
     snapshot = models.ForeignKey("corpus.Snapshot", on_delete=models.PROTECT, related_name="runs")

@@ -1,5 +1,8 @@
 """Scoring a run's model: its best caption per clip against the clips' captions, with
-corpus.evaluation's metrics (CIDEr-D while training, all of them at the end)."""
+corpus.evaluation's metrics (CIDEr-D while training, all of them at the end).
+
+Run planning checks a run's metrics here (`validation_metrics`) in the web process, so what
+loads torch (the run's data, the model) is imported by the functions that score."""
 
 from __future__ import annotations
 
@@ -11,11 +14,11 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ValidationError
 
 from corpus.models import Snapshot
-from modeling import datasets
 from modeling.models import TrainingRun
 
 if TYPE_CHECKING:
     from corpus.evaluation import Evaluation
+    from modeling.datasets import SplitData
     from modeling.ml.models.base import Captioner
     from modeling.ml.vocab import Vocabulary
 
@@ -40,7 +43,7 @@ def validation_metrics(plateau_metric: str = "") -> tuple[str, ...]:
 def score_split(
     model: Captioner,
     vocab: Vocabulary,
-    data: datasets.SplitData,
+    data: SplitData,
     *,
     metrics: Sequence[str],
     attributes: dict[int, list[int]],
@@ -49,6 +52,7 @@ def score_split(
     """The model's best caption per clip of `data` scored against the clip's captions."""
     from corpus.evaluation import evaluate
     from corpus.evaluation_services import evaluation_toolkit
+    from modeling import datasets
     from modeling.ml.infer import best_captions
 
     predictions = best_captions(
@@ -72,6 +76,7 @@ def run_score_snapshot(
 ) -> Evaluation:
     """The run's stored checkpoint scored on `snapshot`'s validation split (val, else test),
     with the attribute words and the 1NN bank coming from the run's own training split."""
+    from modeling import datasets
     from modeling.ml.checkpoint import load_checkpoint
     from modeling.ml.runtime import pick_device
 

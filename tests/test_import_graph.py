@@ -8,13 +8,25 @@ package it adapts (the task imports the service; the service enqueues the task b
 The layers are ARCHITECTURE.md's, bottom first. A lower app that must tell a higher one
 something sends a signal or calls a hook the higher app registers in its AppConfig.ready().
 
+A web process (gunicorn, runserver) loads no torch, torchaudio or torchvision (together
+several hundred MB of memory in every web worker); only the workers' jobs that train or
+suggest do. A fresh interpreter with Django set up imports what a web worker loads at boot
+(the WSGI application, the URLconf with every view and, through earmark.api, every API router,
+the pages' forms), another plans a run of every model as a page that starts a run does, and
+neither may have them in sys.modules.
+
 Run as a script (`python tests/test_import_graph.py`) it prints the cycles and the upward
-imports it finds.
+imports it finds, and what loads torch in a web process.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,8 +203,103 @@ def test_no_app_imports_an_app_above_it() -> None:
     assert upward_imports(import_graph()) == []
 
 
+HEAVY = ("torch", "torchaudio", "torchvision")
+
+# Run in a fresh interpreter (the checkout's root first on sys.path) with Django set up, then
+# `code`; it prints the heavy modules loaded and, for the first, the first-party import lines
+# that led to it.
+PROBE = """
+import json, sys, traceback
+import django
+
+HEAVY = %(heavy)r
+ROOT = %(root)r
+APPS = %(apps)r
+chain = []
+
+class FirstHeavyImport:
+    def find_spec(self, name, path=None, target=None):
+        if name in HEAVY and not chain:
+            for frame in traceback.extract_stack():
+                where = frame.filename.removeprefix(ROOT + "/")
+                if where.split("/")[0] in APPS:
+                    chain.append(f"{where}:{frame.lineno}")
+        return None
+
+sys.meta_path.insert(0, FirstHeavyImport())
+django.setup()
+%(code)s
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+print(json.dumps({"heavy": loaded, "chain": chain}))
+"""
+
+# What a web worker imports at boot: the WSGI application, which loads the URLconf (every
+# view and, through earmark.api, every API router), and the forms of the pages.
+WEB_WORKER = "import earmark.wsgi, earmark.urls, earmark.api, active.forms, modeling.forms"
+
+# What a page that starts a run calls in the web process: planning a run of every model, and
+# of one with a pretrained audio encoder and one with a pretrained video encoder (their
+# settings, not their networks).
+RUN_PLANNING = """
+from modeling.ml.catalog import MODEL_CONFIGS
+from modeling.planning import run_plan
+
+for name in MODEL_CONFIGS:
+    run_plan(model_name=name, preset="tiny")
+run_plan(
+    model_name="topdown",
+    preset="tiny",
+    overrides=["model.encoder=vggish", "model.encoder_weights=weights.pth"],
+)
+run_plan(
+    model_name="vact",
+    preset="tiny",
+    overrides=["video.encoder=resnet18", "video.weights=weights.pth"],
+)
+"""
+
+
+def heavy_imports(code: str, weights_dir: Path) -> dict[str, list[str]]:
+    """What running `code` in a fresh Django process loads: {"heavy": the heavy modules,
+    "chain": the first-party import lines (file:line, outermost first) that loaded the first
+    of them}. `weights_dir` is ENCODER_WEIGHTS_DIR, holding the `weights.pth` RUN_PLANNING
+    names."""
+    (weights_dir / "weights.pth").touch()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "earmark.settings_test"),
+        "ENCODER_WEIGHTS_DIR": str(weights_dir),
+    }
+    probe = PROBE % {"heavy": HEAVY, "root": str(ROOT), "apps": APPS, "code": code}
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    found: dict[str, list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_a_web_worker_loads_no_torch(tmp_path: Path) -> None:
+    found = heavy_imports(WEB_WORKER, tmp_path)
+    assert found["heavy"] == [], "loaded by " + " <- ".join(reversed(found["chain"]))
+
+
+def test_planning_a_run_loads_no_torch(tmp_path: Path) -> None:
+    found = heavy_imports(RUN_PLANNING, tmp_path)
+    assert found["heavy"] == [], "loaded by " + " <- ".join(reversed(found["chain"]))
+
+
 if __name__ == "__main__":
     for component in cycles(import_graph()):
         print(("allowed: " if _is_task_adapter(component) else "CYCLE:   ") + " ".join(component))
     for line in upward_imports(import_graph()):
         print(f"UPWARD:  {line}")
+    with tempfile.TemporaryDirectory() as folder:
+        for label, code in (("web worker", WEB_WORKER), ("run planning", RUN_PLANNING)):
+            found = heavy_imports(code, Path(folder))
+            if found["heavy"]:
+                print(f"TORCH:   {label}: " + " <- ".join(reversed(found["chain"])))

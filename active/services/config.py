@@ -35,7 +35,7 @@ def project_configure(
 ) -> ProjectConfig:
     """Sets the model the loop retrains (checked as `train` would check it)."""
     require_role(project, user, Role.RESEARCHER)
-    from modeling.services import run_spec
+    from modeling.planning import run_spec
 
     run_spec(model_name=model_name, preset=preset, overrides=overrides)  # ValidationError
     config = project_config(project=project)

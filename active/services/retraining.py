@@ -243,7 +243,8 @@ def retrain_execute(
     suggests for the project's clips first, then re-ranks the open batches)."""
     from corpus.queries import approved_captions
     from corpus.services import snapshot_build, snapshot_create
-    from modeling.services import run_execute, run_start
+    from modeling.services import run_start
+    from modeling.training import run_execute
 
     project = retrain.project
     config = project_config(project=project)

@@ -126,7 +126,8 @@ def project_suggest(
     project it has none for yet (captioned or not, so suggestions can be compared with
     people's); with `promote` it then becomes the suggesting model, unless a later
     decision chose another run meanwhile; and the open batches are re-ranked."""
-    from modeling.services import clips_caption, run_promote
+    from modeling.services import run_promote
+    from modeling.suggestions import clips_caption
 
     clip_ids = list(clips_to_suggest(run=run).values_list("pk", flat=True))
     result: dict[str, Any] = {"run": run.pk, "clips": 0, "suggestions": 0}

@@ -4,7 +4,7 @@ Model presets: "paper" follows MODELS.md, "small" trains on CPU in minutes, "tin
 tests (seconds). Training presets are named after the paper whose recipe they follow. A
 ``Recipe`` is how a paper trains its model: its training preset, vocabulary, input features,
 decoding and the model settings it needs; ``default_recipe(model_name)`` is what a run of that
-model gets unless its settings say otherwise (``modeling.services.run_spec`` applies it and
+model gets unless its settings say otherwise (``modeling.planning.run_spec`` applies it and
 records it in the run; benchmarks read it too). The tables are complete once this module is
 imported (nothing adds to them later), so ``model_preset("maac")`` works in a fresh
 interpreter. Read them through ``model_preset``, ``train_preset`` and ``default_recipe``, which

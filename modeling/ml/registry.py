@@ -1,4 +1,8 @@
-"""Model registry: name -> (captioner class, config class), plus builders used by checkpoints."""
+"""Model registry: name -> (captioner class, config class), plus builders used by checkpoints.
+
+The names, config classes and which models read video are ``catalog``'s (no torch: run
+planning reads it); this module adds the PyTorch modules.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +10,25 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from modeling.ml import catalog
+
+# `uses_video` and `UnknownModelError` are the catalog's; checkpoints and scripts find them here
+from modeling.ml.catalog import MODEL_CONFIGS, UnknownModelError, uses_video  # noqa: F401
 from modeling.ml.config import (
-    ACTConfig,
-    BiLSTMConfig,
     CaptionerConfig,
     ConfigError,
     DecodingConfig,
-    LSTMConfig,
-    NearestNeighbourConfig,
     RunConfig,
-    TempAttConfig,
-    TopDownConfig,
     TrainConfig,
     VocabConfig,
     config_from_dict,
 )
-from modeling.ml.config_av import AVConfig, MAACConfig, VACTConfig
+from modeling.ml.config_encoders import check_encoder_config
 from modeling.ml.models.act import ACTCaptioner
 from modeling.ml.models.av import AVCaptioner
 from modeling.ml.models.base import Captioner
 from modeling.ml.models.bilstm import BiLSTMCaptioner
-from modeling.ml.models.encoded import EncodedCaptioner, check_encoder_config, inner_config
+from modeling.ml.models.encoded import EncodedCaptioner, inner_config
 from modeling.ml.models.lstm import LSTMCaptioner
 from modeling.ml.models.maac import MAACCaptioner
 from modeling.ml.models.nn_retrieval import NearestNeighbourCaptioner
@@ -40,40 +42,32 @@ from modeling.ml.models.vact import (
 )
 from modeling.ml.presets import model_preset
 
+# name -> module class; the config classes (and which models read video) are the catalog's,
+# which imports no torch
+_CAPTIONERS: dict[str, type[Captioner]] = {
+    "nn": NearestNeighbourCaptioner,
+    "lstm": LSTMCaptioner,
+    "tempatt": TempAttCaptioner,
+    "topdown": TopDownCaptioner,
+    "act": ACTCaptioner,
+    "bilstm": BiLSTMCaptioner,
+    "vact": VACTCaptioner,
+    "vact_video": VACTVideoCaptioner,
+    "vact_concat": ConcatCaptioner,
+    "video_only": VideoOnlyCaptioner,
+    "maac": MAACCaptioner,
+    "crossmodal": AVCaptioner,
+}
 MODELS: dict[str, tuple[type[Captioner], type[CaptionerConfig]]] = {
-    "nn": (NearestNeighbourCaptioner, NearestNeighbourConfig),
-    "lstm": (LSTMCaptioner, LSTMConfig),
-    "tempatt": (TempAttCaptioner, TempAttConfig),
-    "topdown": (TopDownCaptioner, TopDownConfig),
-    "act": (ACTCaptioner, ACTConfig),
-    "bilstm": (BiLSTMCaptioner, BiLSTMConfig),
-    "vact": (VACTCaptioner, VACTConfig),
-    "vact_video": (VACTVideoCaptioner, VACTConfig),
-    "vact_concat": (ConcatCaptioner, VACTConfig),
-    "video_only": (VideoOnlyCaptioner, VACTConfig),
-    "maac": (MAACCaptioner, MAACConfig),
-    "crossmodal": (AVCaptioner, AVConfig),
+    name: (captioner, MODEL_CONFIGS[name]) for name, captioner in _CAPTIONERS.items()
 }
 
 
-class UnknownModelError(KeyError):
-    """A model name that is not in MODELS; the message lists the known ones."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message, quotes and all
-        return str(self.args[0])
-
-
 def lookup(name: str) -> tuple[type[Captioner], type[CaptionerConfig]]:
-    try:
-        return MODELS[name]
-    except KeyError:
-        known = ", ".join(sorted(MODELS))
-        raise UnknownModelError(f"unknown model '{name}' (known models: {known})") from None
-
-
-def uses_video(name: str) -> bool:
-    """Whether model ``name`` reads video (batch["video"])."""
-    return lookup(name)[0].uses_video
+    """The module and config classes of model ``name``; UnknownModelError lists the known
+    models."""
+    catalog.config_class(name)
+    return MODELS[name]
 
 
 def model_config(

@@ -178,7 +178,7 @@ def test_a_start_inside_the_debounce_window_returns_the_last_retrain(
 
 def _fake_captioner(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
     """Replaces the GPU captioning with stored suggestions; records the clips asked for."""
-    import modeling.services
+    import modeling.suggestions
     from tests.active.conftest import suggest
 
     asked: list[list[int]] = []
@@ -189,7 +189,7 @@ def _fake_captioner(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
             suggest(run, clip, f"run {run.pk} hears clip {clip.pk}")
         return {"run": run.pk, "clips": len(clip_ids), "suggestions": len(clip_ids)}
 
-    monkeypatch.setattr(modeling.services, "clips_caption", clips_caption)
+    monkeypatch.setattr(modeling.suggestions, "clips_caption", clips_caption)
     return asked
 
 

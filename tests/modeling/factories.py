@@ -23,7 +23,7 @@ from curation.models import Subset
 from curation.services import ontology_import
 from modeling import services
 from modeling.models import TrainingRun
-from modeling.services import run_spec
+from modeling.planning import run_spec
 from modeling.services_synth import synthscenes_make
 from tests.conftest import FIXTURES
 

@@ -36,7 +36,7 @@ MELS = {"vggish": 64, "cnn14": 64, "resnet38": 64, "ast": 32, "yamnet": 64, "cnn
 
 
 def tiny(name: str, **extra: Any) -> nn.Module:
-    config = E._arch_config(name, {**TINY[name], **extra}, MELS[name])
+    config = E.arch_config(name, {**TINY[name], **extra}, MELS[name])
     return E.ENCODERS[name][0](config).eval()
 
 

@@ -118,7 +118,7 @@ def test_every_model_has_its_presets():
 
 
 def test_the_config_unions_name_exactly_the_configs_with_those_fields():
-    # run setup (modeling.services, benchmarks/train_synthscenes.py) sizes a model by these
+    # run setup (modeling.planning, benchmarks/train_synthscenes.py) sizes a model by these
     # unions; a new config with a caption-length or video field must join them
     for captioner, config in MODELS.values():
         fields = {f.name for f in dataclasses.fields(config)}

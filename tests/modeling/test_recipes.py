@@ -1,5 +1,5 @@
 """Each model's paper recipe is what its runs train with by default, and each run records
-the recipe and every way it differs from it (modeling.services.run_plan). The expected
+the recipe and every way it differs from it (modeling.planning.run_plan). The expected
 figures are the papers' (issue 20, MODELS.md), written out here rather than read from
 modeling.ml.presets."""
 
@@ -11,20 +11,20 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from modeling import datasets, services
+from modeling import datasets, planning
 from modeling.ml.registry import MODELS, run_config_from_dict
 from modeling.ml.vocab import SPECIALS
 
 
-def _plan(model: str, *overrides: str, preset: str = "paper", **kw: Any) -> services.RunPlan:
-    return services.run_plan(model_name=model, preset=preset, overrides=overrides, **kw)
+def _plan(model: str, *overrides: str, preset: str = "paper", **kw: Any) -> planning.RunPlan:
+    return planning.run_plan(model_name=model, preset=preset, overrides=overrides, **kw)
 
 
-def _train(plan: services.RunPlan) -> dict[str, Any]:
+def _train(plan: planning.RunPlan) -> dict[str, Any]:
     return plan.config["run"]["train"]
 
 
-def _changes(plan: services.RunPlan) -> dict[str, tuple[Any, Any, str]]:
+def _changes(plan: planning.RunPlan) -> dict[str, tuple[Any, Any, str]]:
     return {c["setting"]: (c["recipe"], c["run"], c["why"]) for c in plan.recipe["changes"]}
 
 

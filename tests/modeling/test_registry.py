@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from modeling.ml import catalog
 from modeling.ml.config import ConfigError, LSTMConfig, TempAttConfig
 from modeling.ml.presets import model_preset
 from modeling.ml.registry import MODELS, UnknownModelError, build_model, lookup
@@ -26,6 +27,13 @@ def test_every_registered_model_builds_from_its_tiny_preset(name):
 def test_unknown_model_name_lists_the_known_ones():
     with pytest.raises(UnknownModelError, match=r"unknown model 'gpt' \(known models: act, bilstm"):
         lookup("gpt")
+
+
+def test_the_catalog_describes_every_registered_model_as_its_module_does():
+    assert sorted(catalog.MODEL_CONFIGS) == sorted(MODELS)
+    for name, (model_class, config_class) in MODELS.items():
+        assert catalog.config_class(name) is config_class
+        assert catalog.uses_video(name) == model_class.uses_video, name
 
 
 def test_build_model_rejects_another_models_config():
@@ -74,6 +82,26 @@ def test_importing_the_captioning_core_loads_no_django():
         "import sys, modeling.ml.registry, modeling.ml.trainer, modeling.ml.decoding, "
         "modeling.ml.checkpoint, modeling.ml.data, modeling.ml.video; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ML_DIR.parents[1],
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_settings_modules_load_no_torch():
+    """Run planning reads these in the web process, which must not load torch (see
+    tests/test_import_graph.py)."""
+    code = (
+        "import sys, modeling.ml.catalog, modeling.ml.config, modeling.ml.config_av, "
+        "modeling.ml.config_encoders, modeling.ml.config_features, modeling.ml.config_video, "
+        "modeling.ml.presets; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

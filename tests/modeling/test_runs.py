@@ -18,7 +18,7 @@ from core.models import Job, Project
 from corpus.models import Snapshot
 from corpus.services import snapshot_build, snapshot_create
 from curation.models import Clip, Subset
-from modeling import datasets, scoring, services
+from modeling import datasets, planning, scoring, services, suggestions, training
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.vocab import tokenize
@@ -40,7 +40,7 @@ TINY = ["train.epochs=2", *TINY_RUN]
 
 def _train(project: Project, snapshot: Snapshot, model: str = "tempatt", **kw: Any) -> TrainingRun:
     run = start_tiny_run(project, snapshot, model, kw.pop("overrides", TINY))
-    return services.run_execute(run=run, **kw).run
+    return training.run_execute(run=run, **kw).run
 
 
 def test_a_run_trains_on_its_snapshot_and_keeps_curve_metrics_and_checkpoint(
@@ -73,18 +73,18 @@ def test_a_run_scores_and_suggests_with_its_recipes_beam(
     project: Project, snapshot: Snapshot, scenes: Subset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     beams: list[int] = []
-    scored = services.score_split
+    scored = training.score_split
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         beams.append(kwargs.get("beam_size", 1))
         return scored(*args, **kwargs)
 
-    monkeypatch.setattr(services, "score_split", recording)
+    monkeypatch.setattr(training, "score_split", recording)
     run = _train(project, snapshot, overrides=[*TINY, "decoding.beam_size=2"])
 
     assert run.state == TrainingRun.State.SUCCEEDED, run.error
     assert beams == [1, 1, 2, 2]  # greedy validations per epoch, then val and test
-    assert services.clips_caption(run=run, subset=scenes)["beam_size"] == 2
+    assert suggestions.clips_caption(run=run, subset=scenes)["beam_size"] == 2
     assert set(Suggestion.objects.values_list("beam_size", flat=True)) == {2}
 
 
@@ -145,14 +145,14 @@ def test_a_cancelled_run_keeps_its_checkpoint_and_resumes(
     job = Job.objects.create(kind="training_run", label="t", params={"run_id": run.pk})
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
 
-    cancelled = services.run_execute(run=run, job=job).run
+    cancelled = training.run_execute(run=run, job=job).run
 
     assert cancelled.state == TrainingRun.State.CANCELLED
     assert cancelled.checkpoint
     assert cancelled.steps < 3 * 5
     resumed = services.run_resume(run=cancelled, user=None)
     assert resumed.state == TrainingRun.State.QUEUED
-    finished = services.run_execute(run=resumed, resume=True).run
+    finished = training.run_execute(run=resumed, resume=True).run
     assert finished.state == TrainingRun.State.SUCCEEDED, finished.error
     assert [row["epoch"] for row in finished.history] == [1, 2, 3]  # three in all, not more
 
@@ -163,7 +163,7 @@ def test_a_failing_run_keeps_the_reason(project: Project, snapshot: Snapshot) ->
         pytest.skip("this machine has CUDA; the failure needs a missing device")
 
     with pytest.raises(ValueError, match="CUDA is not available"):
-        services.run_execute(run=run)
+        training.run_execute(run=run)
 
     run.refresh_from_db()
     assert run.state == TrainingRun.State.FAILED
@@ -195,7 +195,7 @@ def test_a_finished_run_suggests_captions_with_scores(
 ) -> None:
     run = _train(project, snapshot)
 
-    result = services.clips_caption(run=run, subset=scenes, beam_size=3)
+    result = suggestions.clips_caption(run=run, subset=scenes, beam_size=3)
 
     assert result["suggestions"] == scenes.clips.count() == 12
     for suggestion in Suggestion.objects.filter(run=run).select_related("clip"):
@@ -208,7 +208,7 @@ def test_a_finished_run_suggests_captions_with_scores(
         assert suggestion.log_prob == pytest.approx(log_prob, abs=1e-4)
         assert suggestion.mean_entropy == pytest.approx(entropy, abs=1e-4)
         assert entropy > 0
-    services.clips_caption(run=run, subset=scenes, beam_size=1)  # again: replaced, not added
+    suggestions.clips_caption(run=run, subset=scenes, beam_size=1)  # again: replaced, not added
     assert Suggestion.objects.filter(run=run).count() == 12
     assert set(Suggestion.objects.values_list("beam_size", flat=True)) == {1}
 
@@ -229,7 +229,7 @@ def test_a_run_execute_reports_what_its_data_left_out(project: Project, snapshot
     # a clip whose audio is not fetched (yet) has no content hash
     Clip.objects.filter(pk=Clip.objects.order_by("pk").values("pk")[:1]).update(content_sha256="")
 
-    outcome = services.run_execute(run=run)
+    outcome = training.run_execute(run=run)
 
     assert outcome.run.state == TrainingRun.State.SUCCEEDED
     assert sum(outcome.dropped_clips.values()) == 1
@@ -245,7 +245,7 @@ def test_a_run_trains_without_clips_whose_audio_broke_and_says_so(
     Path(emptied.audio.path).write_bytes(b"")
     Path(noisy.audio.path).write_bytes(bytes(range(256)) * 64)
 
-    outcome = services.run_execute(run=run)
+    outcome = training.run_execute(run=run)
 
     assert outcome.run.state == TrainingRun.State.SUCCEEDED, outcome.run.error
     expected = [
@@ -384,10 +384,10 @@ def weights_dir(settings: Any, tmp_path: Path) -> Path:
 
 
 def test_encoder_weights_are_named_relative_to_the_weights_folder(weights_dir: Path) -> None:
-    named = services.weights_file("panns/cnn14.pth", option="model.encoder_weights")
+    named = planning.weights_file("panns/cnn14.pth", option="model.encoder_weights")
 
     assert named == str(weights_dir / "panns" / "cnn14.pth")
-    assert services.weights_file(named, option="model.encoder_weights") == named
+    assert planning.weights_file(named, option="model.encoder_weights") == named
 
 
 @pytest.mark.parametrize(
@@ -407,7 +407,7 @@ def test_a_weights_path_outside_the_folder_is_refused_without_saying_if_it_exist
     (weights_dir / "link.pth").symlink_to(weights_dir.parent / "secret.pth")
 
     with pytest.raises(ValidationError) as refused:
-        services.weights_file(outside, option="model.encoder_weights")
+        planning.weights_file(outside, option="model.encoder_weights")
 
     assert refused.value.messages == [
         f"model.encoder_weights: {outside} is not in the encoder weights folder "
@@ -418,14 +418,14 @@ def test_a_weights_path_outside_the_folder_is_refused_without_saying_if_it_exist
 
 def test_a_run_naming_video_weights_outside_the_folder_is_refused(weights_dir: Path) -> None:
     with pytest.raises(ValidationError, match=r"video\.weights: /etc/passwd is not in"):
-        services.run_spec(
+        planning.run_spec(
             model_name="vact_video",
             overrides=["video.encoder=resnet18", "video.weights=/etc/passwd"],
         )
 
 
 def test_a_run_records_the_full_path_of_the_weights_it_names(weights_dir: Path) -> None:
-    spec = services.run_spec(
+    spec = planning.run_spec(
         model_name="lstm",
         overrides=["model.encoder=panns", "model.encoder_weights=panns/cnn14.pth"],
     )
@@ -456,8 +456,8 @@ def test_a_worker_with_several_processes_trains_through_torchrun(
         call_command(*command[command.index("train_run") :])
         return subprocess.CompletedProcess(command, 0, stdout=b"")
 
-    monkeypatch.setattr(services.subprocess, "run", torchrun)
-    result = services.run_execute_job(job=job, progress=Progress(job), run_id=run.pk)
+    monkeypatch.setattr(training.subprocess, "run", torchrun)
+    result = training.run_execute_job(job=job, progress=Progress(job), run_id=run.pk)
 
     (command,) = launched
     assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -493,9 +493,9 @@ def test_a_torchrun_that_dies_fails_the_run_with_its_output(
             return real_run(command, **kwargs)
         return subprocess.CompletedProcess(command, -9, stdout=b"rank 1: Killed")
 
-    monkeypatch.setattr(services.subprocess, "run", killed)
+    monkeypatch.setattr(training.subprocess, "run", killed)
     with pytest.raises(RuntimeError, match="torchrun exited with status -9"):
-        services.run_execute_job(job=job, progress=Progress(job), run_id=run.pk)
+        training.run_execute_job(job=job, progress=Progress(job), run_id=run.pk)
     run.refresh_from_db()
     assert run.state == TrainingRun.State.FAILED
     assert "rank 1: Killed" in run.error
@@ -503,7 +503,7 @@ def test_a_torchrun_that_dies_fails_the_run_with_its_output(
 
 def test_training_processes_follow_the_setting(settings: Any) -> None:
     settings.TRAIN_NPROC = 3
-    assert services.training_processes() == 3
+    assert training.training_processes() == 3
     settings.TRAIN_NPROC = 0
     expected = torch.cuda.device_count() if torch.cuda.is_available() else 1
-    assert services.training_processes() == max(1, expected)
+    assert training.training_processes() == max(1, expected)

@@ -12,7 +12,7 @@ from django.core.files.base import ContentFile
 from core.models import Project
 from corpus.models import Snapshot
 from curation.models import Clip, Subset
-from modeling import services
+from modeling import suggestions, training
 from modeling.datasets import snapshot_splits
 from modeling.ml import scst
 from modeling.ml.checkpoint import load_checkpoint
@@ -50,7 +50,7 @@ def _assert_finished_with_metrics(run: TrainingRun) -> None:
 def test_a_vact_run_trains_on_audio_and_the_clips_videos(
     project: Project, snapshot: Snapshot, model: str
 ) -> None:
-    outcome = services.run_execute(run=start_tiny_run(project, snapshot, model, TINY))
+    outcome = training.run_execute(run=start_tiny_run(project, snapshot, model, TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -71,7 +71,7 @@ def test_an_av_captioner_run_pretrains_with_mbp_then_fine_tunes_without_it(
     project: Project, snapshot: Snapshot
 ) -> None:
     # the recipe's MBP pre-training (model.mbp) and fine-tuning, one epoch each
-    run = services.run_execute(
+    run = training.run_execute(
         run=start_tiny_run(project, snapshot, "crossmodal", [*TINY, "train.pretrain_epochs=1"])
     ).run
 
@@ -94,7 +94,7 @@ def test_an_av_captioner_run_pretrains_with_mbp_then_fine_tunes_without_it(
 
 def test_clips_without_video_train_on_their_audio(project: Project, snapshot: Snapshot) -> None:
     Clip.objects.filter(pk__in=Clip.objects.order_by("pk").values("pk")[:3]).update(video="")
-    outcome = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
+    outcome = training.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -111,7 +111,7 @@ def test_a_run_reads_the_features_video_in_place_of_the_hint(
         clip.video_features.save(f"sharp-{clip.pk}.mp4", ContentFile(hint.read_bytes()))
         hint.write_bytes(b"not a video")
 
-    outcome = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
+    outcome = training.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -126,7 +126,7 @@ def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
     clip = Clip.objects.order_by("pk").first()
     assert clip is not None
     Path(clip.video.path).write_bytes(b"not a video")
-    outcome = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
+    outcome = training.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY))
     run = outcome.run
 
     _assert_finished_with_metrics(run)
@@ -136,8 +136,8 @@ def test_an_unreadable_video_is_counted_and_its_clip_trains_on_audio(
 def test_a_vact_run_suggests_captions_reading_the_video(
     project: Project, snapshot: Snapshot, scenes: Subset
 ) -> None:
-    run = services.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY)).run
-    result = services.clips_caption(run=run, subset=scenes, beam_size=2)
+    run = training.run_execute(run=start_tiny_run(project, snapshot, "vact", TINY)).run
+    result = suggestions.clips_caption(run=run, subset=scenes, beam_size=2)
 
     assert result["suggestions"] == 12
     assert Suggestion.objects.filter(run=run).count() == 12
@@ -172,7 +172,7 @@ def test_a_maac_run_pretrains_keywords_then_fine_tunes_on_cider(
         "features.n_mels=8",
         "features.hop_length=3200",
     ]
-    run = services.run_execute(run=start_tiny_run(project, snapshot, "maac", overrides)).run
+    run = training.run_execute(run=start_tiny_run(project, snapshot, "maac", overrides)).run
 
     _assert_finished_with_metrics(run)
     assert [row["stage"] for row in run.history] == ["pretrain", "pretrain", "caption", "scst"]

@@ -16,7 +16,7 @@ from django.utils import timezone
 from core.models import Job, Project
 from corpus.models import Snapshot
 from curation.models import Subset
-from modeling import services
+from modeling import planning
 from modeling.models import TrainingRun
 from tests.conftest import login
 from tests.modeling.factories import make_run, ready_snapshot
@@ -202,7 +202,7 @@ def test_the_detail_page_shows_scores_and_the_curve(run: TrainingRun, alice: Any
 def test_the_detail_page_shows_the_recipe_and_how_the_run_differs(
     project: Project, snapshot: Snapshot, alice: Any
 ) -> None:
-    plan = services.run_plan(model_name="maac", preset="small", overrides=["train.lr=1e-3"])
+    plan = planning.run_plan(model_name="maac", preset="small", overrides=["train.lr=1e-3"])
     run = _run(project, snapshot, model_name="maac", config=plan.config, recipe=plan.recipe)
 
     html = login(alice).get(PAGES["run_detail"](run)).content.decode()

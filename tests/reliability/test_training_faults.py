@@ -21,7 +21,7 @@ from core.services import JobCancelled, job_cancel, job_create, job_run, jobs_fa
 from core.tasks import run_job
 from corpus.models import Snapshot
 from curation.models import Subset
-from modeling import services
+from modeling import services, training
 from modeling.ml.checkpoint import read_checkpoint
 from modeling.ml.trainer import Trainer
 from modeling.models import TrainingRun
@@ -111,13 +111,13 @@ def test_the_checkpoint_is_stored_after_every_epoch_replacing_the_last_one(
     project: Project, snapshot: Snapshot, media_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stored_steps: list[int] = []
-    store = services._store_checkpoint
+    store = training._store_checkpoint
 
     def spy(run: TrainingRun, path: Path, *, job: Job | None) -> None:
         store(run, path, job=job)
         stored_steps.append(read_checkpoint(media_root / run.checkpoint.name)["step"])
 
-    monkeypatch.setattr(services, "_store_checkpoint", spy)
+    monkeypatch.setattr(training, "_store_checkpoint", spy)
     run = _run_with_job(project, snapshot, epochs=3)
     assert run.job is not None
 
@@ -151,7 +151,7 @@ def test_a_cancel_surfacing_in_a_progress_report_stops_cleanly_and_keeps_the_che
             if len(steps) >= 3:
                 raise JobCancelled("Cancelled on request.")
 
-    cancelled = services.run_execute(run=run, job=job, progress=report).run
+    cancelled = training.run_execute(run=run, job=job, progress=report).run
 
     assert cancelled.state == TrainingRun.State.CANCELLED, cancelled.error
     assert cancelled.stopped == "cancelled"

@@ -10,7 +10,7 @@ from core.management.base import JobCommand
 from corpus.models import Snapshot
 from modeling import services
 from modeling.forms import recipe_rows
-from modeling.ml.registry import MODELS
+from modeling.ml.catalog import MODEL_CONFIGS
 
 
 class _HelpWithRecipes(DjangoHelpFormatter):
@@ -47,7 +47,7 @@ class Command(JobCommand):
         parser.add_argument(
             "--model",
             required=True,
-            choices=sorted(MODELS),
+            choices=sorted(MODEL_CONFIGS),
             help="the captioner; it trains with its paper's recipe (listed below)",
         )
         parser.add_argument("--snapshot", required=True, type=int, metavar="ID")

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.models import Job
 from core.services import JobCancelled, Progress
-from modeling import services
+from modeling import training
 from modeling.ml import distributed
 from modeling.models import TrainingRun
 
@@ -46,7 +46,7 @@ class Command(BaseCommand):
         world = distributed.setup()
         try:
             reporting = {"progress": _progress(the_job)} if the_job and world.is_main else {}
-            finished = services.run_execute(
+            finished = training.run_execute(
                 run=found, job=the_job, resume=resume, work_dir=work_dir, **reporting
             ).run
         finally:

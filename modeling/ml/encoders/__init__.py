@@ -8,7 +8,10 @@ nothing is downloaded. Without a weights file, `build_encoder` returns the train
 One module per family: ``vggish``, ``panns`` (CNN14, ResNet38), ``spectrogram_transformer``
 (AST), ``yamnet`` and ``conv`` (the trainable small CNN), each saying how faithfully it
 reproduces the published network; this module is the registry, the weight loading and the
-names run configs use, and re-exports every family's classes.
+networks of the names run configs use, and re-exports every family's classes. The families'
+configs, their output sizes and the run-config names (`PRETRAINED`) are in
+`modeling.ml.config_encoders`, which imports no torch (run planning reads them in the web
+process).
 
 PANNs CNN14 and VGGish were checked by parameter count (80,753,615 and 72,141,184, the
 published figures); ResNet38 here has 73,783,247.
@@ -17,18 +20,32 @@ published figures); ResNet38 here has 73,783,247.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
-from modeling.ml.encoders.conv import ConvEncoder, ConvEncoderConfig
-from modeling.ml.encoders.panns import Cnn14, PannsConfig, ResNet38
-from modeling.ml.encoders.spectrogram_transformer import AST, ASTConfig
-from modeling.ml.encoders.vggish import VGGish, VGGishConfig, vggish_output_dim
-from modeling.ml.encoders.yamnet import YAMNET_LAYERS, YAMNet, YAMNetConfig
+from modeling.ml.config_encoders import (
+    ARCHITECTURES,
+    DEFAULT_OPTIONS,
+    PRETRAINED,
+    TWO_LEVELS,
+    ASTConfig,
+    ConvEncoderConfig,
+    PannsConfig,
+    VGGishConfig,
+    YAMNetConfig,
+    arch_config,
+    pretrained_level_dims,
+    pretrained_output_dim,
+)
+from modeling.ml.encoders.conv import ConvEncoder
+from modeling.ml.encoders.panns import Cnn14, ResNet38
+from modeling.ml.encoders.spectrogram_transformer import AST
+from modeling.ml.encoders.vggish import VGGish
+from modeling.ml.encoders.yamnet import YAMNET_LAYERS, YAMNet
 
 __all__ = [
     "AST",
@@ -49,6 +66,7 @@ __all__ = [
     "VGGishConfig",
     "YAMNet",
     "YAMNetConfig",
+    "arch_config",
     "build_encoder",
     "count_parameters",
     "encoder_output_dim",
@@ -59,14 +77,19 @@ __all__ = [
     "read_state_dict",
 ]
 
-# name -> (module class, its config dataclass, the output dim of the stock architecture)
+# name -> (module class, its config dataclass, the output dim of the stock architecture); the
+# configs and sizes are config_encoders.ARCHITECTURES (no torch)
+_NETWORKS: dict[str, type[nn.Module]] = {
+    "vggish": VGGish,
+    "cnn14": Cnn14,
+    "resnet38": ResNet38,
+    "ast": AST,
+    "yamnet": YAMNet,
+    "cnn": ConvEncoder,
+}
 ENCODERS: dict[str, tuple[type[nn.Module], type[Any], Callable[[Any], int]]] = {
-    "vggish": (VGGish, VGGishConfig, lambda c: vggish_output_dim(c)),
-    "cnn14": (Cnn14, PannsConfig, lambda c: c.embedding_dim),
-    "resnet38": (ResNet38, PannsConfig, lambda c: c.embedding_dim),
-    "ast": (AST, ASTConfig, lambda c: c.dim),
-    "yamnet": (YAMNet, YAMNetConfig, lambda c: max(1, int(1024 * c.width))),
-    "cnn": (ConvEncoder, ConvEncoderConfig, lambda c: c.d_model),
+    name: (_NETWORKS[name], config_cls, output_dim)
+    for name, (config_cls, output_dim) in ARCHITECTURES.items()
 }
 
 # front-end prefixes in published checkpoints that features.py replaces
@@ -86,41 +109,19 @@ class EncoderConfig:
     fallback: dict[str, Any] = field(default_factory=dict)
 
 
-def _arch_config(name: str, options: dict[str, Any], n_mels: int | None) -> Any:
-    try:
-        _, config_cls, _ = ENCODERS[name]
-    except KeyError:
-        known = ", ".join(sorted(ENCODERS))
-        raise ValueError(f"Unknown encoder {name!r}; known encoders: {known}.") from None
-    known_fields = {f.name for f in fields(config_cls)}
-    unknown = sorted(set(options) - known_fields)
-    if unknown:
-        raise ValueError(
-            f"Encoder {name!r} has no option(s) {unknown}; its options: "
-            f"{', '.join(sorted(known_fields))}."
-        )
-    values = dict(options)
-    if n_mels is not None and "n_mels" in known_fields:
-        values.setdefault("n_mels", n_mels)
-    for key, value in values.items():  # JSON turns tuples into lists
-        if isinstance(value, list):
-            values[key] = tuple(value)
-    return config_cls(**values)
-
-
 def encoder_output_dim(config: EncoderConfig) -> int:
     """The embedding size `build_encoder(config)` produces, without building it."""
     if not config.weights and config.name != "cnn":
-        fallback = _arch_config("cnn", _fallback_options(config), config.n_mels)
+        fallback = arch_config("cnn", _fallback_options(config), config.n_mels)
         return int(fallback.d_model)
-    arch = _arch_config(config.name, config.options, config.n_mels)
+    arch = arch_config(config.name, config.options, config.n_mels)
     return int(ENCODERS[config.name][2](arch))
 
 
 def _fallback_options(config: EncoderConfig) -> dict[str, Any]:
     options = dict(config.fallback)
     if "d_model" not in options:
-        arch = _arch_config(config.name, config.options, config.n_mels)
+        arch = arch_config(config.name, config.options, config.n_mels)
         options["d_model"] = ENCODERS[config.name][2](arch)
     return options
 
@@ -215,8 +216,8 @@ def build_encoder(config: EncoderConfig) -> nn.Module:
     small CNN with the named encoder's output size. No network access."""
     if not config.weights:
         options = _fallback_options(config) if config.name != "cnn" else config.options
-        return ConvEncoder(_arch_config("cnn", options, config.n_mels))
-    arch = _arch_config(config.name, config.options, config.n_mels)
+        return ConvEncoder(arch_config("cnn", options, config.n_mels))
+    arch = arch_config(config.name, config.options, config.n_mels)
     encoder = ENCODERS[config.name][0](arch)
     load_weights(encoder, config.weights, name=config.name)
     return FrozenEncoder(encoder) if config.freeze else encoder
@@ -226,42 +227,7 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-# Run-config names ------------------------------------------------------------------------
-
-# `CaptionerConfig.encoder` -> (ENCODERS name, feature preset of modeling.ml.features the
-# network was trained on). "trainable" (no pretrained encoder) is not listed.
-PRETRAINED: dict[str, tuple[str, str]] = {
-    "vggish": ("vggish", "vggish"),
-    "panns": ("cnn14", "panns"),
-    "panns_resnet38": ("resnet38", "panns"),
-    "ast": ("ast", "ast"),
-    "yamnet": ("yamnet", "yamnet"),
-}
-
-
-# Encoder options a run gets unless its model.encoder_options set them; run setup writes them
-# into the run config, so a checkpoint names them and a changed default never alters it.
-DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
-    # the BiLSTM paper reads AST's [CLS] output (one vector per window, 50 % overlap)
-    "ast": {"output": "cls"},
-}
-
-# Encoders whose `forward_levels` gives a high and a mid level from one pass (what TopDown's
-# multi-scale encoder reads), and those levels' sizes: VGGish's fc2 and conv4.
-TWO_LEVELS: dict[str, Callable[[Any], tuple[int, int]]] = {
-    "vggish": lambda c: (c.hidden, c.channels[-1]),
-}
-
-
-def pretrained_level_dims(
-    name: str, n_mels: int, options: dict[str, Any]
-) -> tuple[int, int] | None:
-    """(high, mid) sizes of the two levels the run-config encoder `name` provides; None when
-    it provides one level only."""
-    registered, _ = PRETRAINED[name]
-    if registered not in TWO_LEVELS:
-        return None
-    return TWO_LEVELS[registered](_arch_config(registered, options, n_mels))
+# Run-config names (PRETRAINED and its tables: config_encoders) --------------------------
 
 
 def pretrained_architecture(name: str, n_mels: int, options: dict[str, Any]) -> nn.Module:
@@ -272,10 +238,4 @@ def pretrained_architecture(name: str, n_mels: int, options: dict[str, Any]) -> 
     except KeyError:
         known = ", ".join(sorted(PRETRAINED))
         raise ValueError(f"Unknown pretrained encoder {name!r}; known: {known}.") from None
-    return ENCODERS[registered][0](_arch_config(registered, options, n_mels))
-
-
-def pretrained_output_dim(name: str, n_mels: int, options: dict[str, Any]) -> int:
-    """The embedding size of `pretrained_architecture(...)`, without building it."""
-    registered, _ = PRETRAINED[name]
-    return int(ENCODERS[registered][2](_arch_config(registered, options, n_mels)))
+    return ENCODERS[registered][0](arch_config(registered, options, n_mels))

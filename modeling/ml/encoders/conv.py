@@ -4,21 +4,11 @@ padding-invariant. It stands in for any pretrained encoder that has no weights f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from modeling.ml.config_encoders import ConvEncoderConfig
 from modeling.ml.encoders.framing import check_input, padding_mask
-
-
-@dataclass
-class ConvEncoderConfig:
-    n_mels: int = 64  # input feature bins
-    channels: tuple[int, ...] = (32, 64, 128)  # conv block widths
-    time_pools: int = 2  # the first `time_pools` blocks halve time (reduction 2**time_pools)
-    d_model: int = 256  # output size
-    dropout: float = 0.1  # before the output projection
 
 
 class ConvEncoder(nn.Module):

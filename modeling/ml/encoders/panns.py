@@ -9,11 +9,10 @@ mels, dB).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from modeling.ml.config_encoders import PannsConfig
 from modeling.ml.encoders.framing import check_input
 
 
@@ -29,15 +28,6 @@ class _ConvBlock(nn.Module):
         x = F.relu_(self.bn1(self.conv1(x)))
         x = F.relu_(self.bn2(self.conv2(x)))
         return F.avg_pool2d(x, kernel_size=pool_size)
-
-
-@dataclass
-class PannsConfig:
-    n_mels: int = 64  # input bands (PANNs: 64)
-    widths: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)  # CNN14 conv blocks
-    resnet_layers: tuple[int, ...] = (3, 4, 6, 3)  # ResNet38 basic blocks per stage
-    embedding_dim: int = 2048  # fc1 width (and CNN14's last block)
-    classes: int = 527  # AudioSet head, kept so published checkpoints load strictly
 
 
 class _PannsBase(nn.Module):

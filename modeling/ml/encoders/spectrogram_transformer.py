@@ -11,32 +11,12 @@ another length will not load (no interpolation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from modeling.ml.config_encoders import ASTConfig
 from modeling.ml.encoders.framing import check_input, windows
-
-
-@dataclass
-class ASTConfig:
-    n_mels: int = 128  # Kaldi fbank bins (AST: 128)
-    max_frames: int = 1024  # frames per window (AST AudioSet: 1024 = 10.24 s)
-    patch: int = 16  # patch side
-    fstride: int = 10  # patch stride over frequency (overlapping patches)
-    tstride: int = 10  # patch stride over time
-    dim: int = 768  # DeiT-base width
-    depth: int = 12  # transformer blocks
-    heads: int = 12  # attention heads
-    mlp_ratio: float = 4.0  # MLP hidden = dim * mlp_ratio
-    classes: int = 527  # AudioSet head, kept so published checkpoints load strictly
-    deit_classes: int = 1000  # DeiT's ImageNet heads (v.head, v.head_dist), unused but saved
-    norm_mean: float = -4.2677393  # AST's AudioSet fbank mean ...
-    norm_std: float = 4.5689974  # ... and std: input = (x - mean) / (2 * std)
-    output: str = "frames"  # frames: tokens averaged over frequency per time column;
-    # cls: one (cls + dist)/2 vector per window, windows with 50 % overlap
 
 
 class _Attention(nn.Module):

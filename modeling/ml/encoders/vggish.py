@@ -9,21 +9,10 @@ than VGGish's own NumPy code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import Tensor, nn
 
+from modeling.ml.config_encoders import VGGishConfig, vggish_output_dim
 from modeling.ml.encoders.framing import check_input, windows
-
-
-@dataclass
-class VGGishConfig:
-    n_mels: int = 64  # input bands (VGGish: 64)
-    patch_frames: int = 96  # frames per example (0.96 s at 100 frames/s)
-    channels: tuple[int, ...] = (64, 128, 256, 256, 512, 512)  # conv widths (VGGish)
-    hidden: int = 4096  # fc1/fc2 width
-    embedding_dim: int = 128  # final embedding
-    output: str = "embedding"  # embedding (128) | fc2 (4096) | conv4 (512 per 0.16 s step)
 
 
 class VGGish(nn.Module):
@@ -92,9 +81,3 @@ class VGGish(nn.Module):
         x, counts, n = self._conv(features, lengths)
         batch = features.shape[0]
         return (self._dense(x, 4, batch, n), counts), self._conv4_steps(x, counts, batch, n)
-
-
-def vggish_output_dim(config: VGGishConfig) -> int:
-    if config.output == "conv4":
-        return config.channels[-1]
-    return config.hidden if config.output == "fc2" else config.embedding_dim

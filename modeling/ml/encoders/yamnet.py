@@ -9,11 +9,10 @@ architecture, not a drop-in loader.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from modeling.ml.config_encoders import YAMNetConfig
 from modeling.ml.encoders.framing import check_input, windows
 
 # (kind, stride, filters) from yamnet.py's _YAMNET_LAYER_DEFS
@@ -77,15 +76,6 @@ class _YamnetLayer(nn.Module):
             return F.relu(self.bn(self.conv(x)))
         x = F.relu(self.depthwise_bn(self.depthwise(x)))
         return F.relu(self.pointwise_bn(self.pointwise(x)))
-
-
-@dataclass
-class YAMNetConfig:
-    n_mels: int = 64  # input bands (YAMNet: 64)
-    patch_frames: int = 96  # frames per patch (0.96 s)
-    patch_hop: int = 48  # hop between patches (0.48 s: 50 % overlap)
-    width: float = 1.0  # filter multiplier (1.0 = YAMNet; smaller only for tests)
-    classes: int = 521  # YAMNet's AudioSet head (521 classes)
 
 
 class YAMNet(nn.Module):

@@ -22,59 +22,11 @@ from typing import Any, cast
 
 from torch import Tensor, nn
 
-from modeling.ml.config import CaptionerConfig, ConfigError
-from modeling.ml.encoders import (
-    FrozenEncoder,
-    load_weights,
-    pretrained_architecture,
-    pretrained_level_dims,
-    pretrained_output_dim,
-)
+from modeling.ml.config import CaptionerConfig
+from modeling.ml.config_encoders import encoder_output_dim, two_level_dims
+from modeling.ml.encoders import FrozenEncoder, load_weights, pretrained_architecture
 from modeling.ml.models.base import Batch, Captioner, Memory, State
 from modeling.ml.vocab import Vocabulary
-
-
-def encoder_output_dim(config: CaptionerConfig) -> int:
-    """D: the size of the embeddings the captioner reads behind ``config.encoder``."""
-    try:
-        return pretrained_output_dim(config.encoder, config.feature_dim, config.encoder_options)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"config key 'model.encoder_options': {exc}") from None
-
-
-def two_level_dims(config: CaptionerConfig) -> tuple[int, int] | None:
-    """(high, mid) sizes when the captioner reads two levels and its encoder provides them."""
-    if not config.reads_two_levels():
-        return None
-    try:
-        return pretrained_level_dims(config.encoder, config.feature_dim, config.encoder_options)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"config key 'model.encoder_options': {exc}") from None
-
-
-def check_encoder_config(model_name: str, config: CaptionerConfig) -> None:
-    """Raise ConfigError for an encoder setting that cannot work with this model."""
-    if config.encoder == "trainable":
-        if config.encoder_weights or config.encoder_options:
-            raise ConfigError(
-                "model.encoder_weights and model.encoder_options need model.encoder set to a "
-                "pretrained encoder (vggish, panns, panns_resnet38, ast, yamnet)"
-            )
-        return
-    if model_name == "nn":
-        # 1NN's bank holds the raw training features; it has nothing to train an encoder with
-        raise ConfigError("model 'nn' cannot use a pretrained encoder (model.encoder)")
-    if getattr(config, "mid_feature_dim", 0):
-        raise ConfigError(
-            "model.mid_feature_dim > 0 reads a second feature level aligned with the input "
-            "frames; a pretrained encoder changes the frame rate, so set one or the other"
-        )
-    if not config.encoder_weights:
-        raise ConfigError(
-            f"model.encoder={config.encoder!r} needs model.encoder_weights: the path of its "
-            "state_dict file (weights are never downloaded)"
-        )
-    encoder_output_dim(config)
 
 
 def inner_config(config: CaptionerConfig) -> CaptionerConfig:
