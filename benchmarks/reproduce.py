@@ -7,7 +7,7 @@ Usage: .venv/bin/python benchmarks/reproduce.py [--train 2000] [--val 200] [--te
        [--frames-per-second F] [--threads N] [--workers N]
        [--results benchmarks/RESULTS.md | --no-results]
 
-Each model gets the config a run queued from the web page gets (`modeling.services.run_plan`:
+Each model gets the config a run queued from the web page gets (`modeling.planning.run_plan`:
 its recipe's training stages, vocabulary, input features, decoding, and the adaptations a run
 makes), sized by `--preset`; `--epochs N` scales every stage of each recipe to N caption
 epochs (`modeling.ml.presets.scaled_epochs`), as `manage.py train --epochs` does. The corpus
