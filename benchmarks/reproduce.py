@@ -449,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> str:
         run, feature_config, record = plans[name]
         paper = str(record.get("paper", name)).split(" (")[0]
         print(f"{name}: {record.get('summary', '')}", flush=True)
+        if settings.get(name):  # the summary is the recipe's; say what --set changed in it
+            print(f"{name}: --set {', '.join(settings[name])}", flush=True)
         started = time.perf_counter()
         row = train_and_score(
             name, run, feature_config, recipe=paper, splits=splits, store=store,
