@@ -55,6 +55,18 @@ class Process:
     def signal(self, number: int) -> None:
         os.kill(self.process.pid, number)
 
+    def wait_exit(self, *, timeout: float) -> int:
+        """The process's exit code once it ends; a process still running after `timeout`
+        fails the test with what it printed (e.g. a Ctrl-C Python swallowed in a finaliser,
+        "Exception ignored in ...")."""
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"pid {self.process.pid} ({self.hostname or 'a command'}) still running "
+                f"{timeout:.0f} s after the signal; its output:\n{self.output()[-3000:]}"
+            )
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGCONT)  # in case a test left it stopped

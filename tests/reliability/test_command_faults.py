@@ -43,7 +43,7 @@ def test_a_stopped_command_records_how_its_job_ended(
     command, job = _command_running_a_job()
     try:
         command.signal(stop)
-        command.process.wait(timeout=30)
+        command.wait_exit(timeout=30)
     finally:
         command.stop()
 
@@ -57,7 +57,7 @@ def test_a_killed_commands_job_is_failed_by_the_sweep_once_its_lease_runs_out() 
     command, job = _command_running_a_job()
     try:
         command.signal(signal.SIGKILL)
-        command.process.wait(timeout=30)
+        command.wait_exit(timeout=30)
     finally:
         command.stop()
     assert jobs_fail_lost() == 0  # the lease is still current
