@@ -69,7 +69,14 @@ def test_a_run_started_through_the_api_records_its_recipe(
             "run": 6,
             "why": "scaled",
             "reason": "the recipe scaled to 6 caption epochs",
-        }
+        },
+        {
+            "setting": "train.lr",
+            "recipe": 1e-4,
+            "run": 1e-3,
+            "why": "adapted",
+            "reason": recipe["changes"][1]["reason"],  # its words: tests/modeling/test_recipes.py
+        },
     ]
     assert TrainingRun.objects.get().recipe == recipe
     assert response.json()["config"]["run"]["vocab"]["min_count"] == 10

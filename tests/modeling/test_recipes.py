@@ -65,8 +65,11 @@ def test_act_and_v_act_runs_train_as_liu_et_al(model: str) -> None:
     assert plan.recipe["changes"] == []  # the paper's sizes, nothing set: the recipe as is
 
 
-def test_bilstm_runs_train_with_plateau_halving_and_the_vocabulary_threshold() -> None:
-    plan = _plan("bilstm")
+def test_bilstm_runs_train_with_plateau_halving_and_the_vocabulary_threshold(
+    weights_dir: Path,
+) -> None:
+    # the paper's BiLSTM reads pretrained embeddings (AST here); without them, see below
+    plan = _plan("bilstm", "model.encoder=ast", "model.encoder_weights=ast.pth")
     train = _train(plan)
     assert (train["lr"], train["batch_size"], train["label_smoothing"]) == (1e-4, 32, 0.0)
     # lr halved after 3 epochs without validation-BLEU gain
@@ -124,6 +127,20 @@ def test_a_maac_backbone_without_weights_skips_the_frozen_epochs_and_says_why() 
     assert _changes(plan)["train.pretrain_frozen_epochs"] == (80, 0, "adapted")
     reason = next(c["reason"] for c in plan.recipe["changes"] if c["why"] == "adapted")
     assert "no pretrained weights" in reason
+
+
+def test_a_bilstm_over_filterbanks_trains_at_1e_3_and_says_why() -> None:
+    plan = _plan("bilstm")
+    assert _train(plan)["lr"] == 1e-3
+    assert _changes(plan)["train.lr"] == (1e-4, 1e-3, "adapted")
+    reason = next(c["reason"] for c in plan.recipe["changes"] if c["why"] == "adapted")
+    assert "no pretrained audio-event embeddings" in reason
+
+
+def test_a_bilstm_rate_set_for_the_run_is_kept() -> None:
+    plan = _plan("bilstm", "train.lr=2e-4")
+    assert _train(plan)["lr"] == 2e-4
+    assert _changes(plan)["train.lr"] == (1e-4, 2e-4, "set")
 
 
 def test_frozen_epochs_set_for_the_run_are_kept() -> None:
