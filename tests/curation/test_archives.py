@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import struct
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -119,8 +121,9 @@ def test_it_refuses_an_archive_with_too_many_members(tmp_path: Path, name: str) 
         unpack(archive, name=name, into=tmp_path / "out", max_members=4)
 
 
-def test_a_tar_is_listed_no_further_than_one_member_past_the_cap(tmp_path: Path) -> None:
-    archive = _tar(tmp_path / "a.tar.gz", {f"{i}.wav": WAV for i in range(50)})
+@contextlib.contextmanager
+def _tar_members_listed() -> Iterator[list[str]]:
+    """The names of the tar members read while the block runs, in reading order."""
     listed: list[str] = []
     real_next = tarfile.TarFile.next
 
@@ -132,8 +135,16 @@ def test_a_tar_is_listed_no_further_than_one_member_past_the_cap(tmp_path: Path)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tarfile.TarFile, "next", next_member)
-        with pytest.raises(ArchiveError, match="holds more than 4 members"):
-            unpack(archive, name="a.tar.gz", into=tmp_path / "out", max_members=4)
+        yield listed
+
+
+def test_a_tar_is_listed_no_further_than_one_member_past_the_cap(tmp_path: Path) -> None:
+    archive = _tar(tmp_path / "a.tar.gz", {f"{i}.wav": WAV for i in range(50)})
+    with (
+        _tar_members_listed() as listed,
+        pytest.raises(ArchiveError, match="holds more than 4 members"),
+    ):
+        unpack(archive, name="a.tar.gz", into=tmp_path / "out", max_members=4)
     assert sorted(set(listed)) == [f"{i}.wav" for i in range(5)]
 
 
@@ -304,25 +315,14 @@ def test_members_it_skips_count_towards_the_cap(tmp_path: Path) -> None:
 
 def test_a_compressed_tar_is_refused_at_the_first_member_over_the_cap(tmp_path: Path) -> None:
     archive = _tar(tmp_path / "a.tar.gz", {f"{i}.wav": bytes(4096) for i in range(50)})
-    listed: list[str] = []
-    real_next = tarfile.TarFile.next
-
-    def next_member(self: tarfile.TarFile) -> tarfile.TarInfo | None:
-        member = real_next(self)
-        if member is not None:
-            listed.append(member.name)
-        return member
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tarfile.TarFile, "next", next_member)
-        with pytest.raises(ArchiveError, match="unpacks to more than"):
-            unpack(
-                archive,
-                name="a.tar.gz",
-                into=tmp_path / "out",
-                max_unpacked_bytes=10_000,
-                max_expansion_ratio=1e6,
-            )
+    with _tar_members_listed() as listed, pytest.raises(ArchiveError, match="unpacks to more than"):
+        unpack(
+            archive,
+            name="a.tar.gz",
+            into=tmp_path / "out",
+            max_unpacked_bytes=10_000,
+            max_expansion_ratio=1e6,
+        )
     # 3 x 4,096 bytes > 10,000: the rest of the stream is never decompressed
     assert sorted(set(listed)) == ["0.wav", "1.wav", "2.wav"]
 

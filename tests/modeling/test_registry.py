@@ -77,11 +77,11 @@ def test_no_module_under_modeling_ml_imports_django():
     assert offenders == []
 
 
-def test_importing_the_captioning_core_loads_no_django():
+def _loaded_in_a_fresh_process(modules: str, packages: tuple[str, ...]) -> str:
+    """The modules of `packages` that a fresh interpreter holds after importing `modules`."""
     code = (
-        "import sys, modeling.ml.registry, modeling.ml.trainer, modeling.ml.decoding, "
-        "modeling.ml.checkpoint, modeling.ml.data, modeling.ml.video; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+        f"import sys, {modules}; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -91,24 +91,23 @@ def test_importing_the_captioning_core_loads_no_django():
         check=True,
         env={"PATH": "/usr/bin:/bin"},
     )
-    assert out.stdout.strip() == "[]"
+    return out.stdout.strip()
+
+
+def test_importing_the_captioning_core_loads_no_django():
+    modules = (
+        "modeling.ml.registry, modeling.ml.trainer, modeling.ml.decoding, "
+        "modeling.ml.checkpoint, modeling.ml.data, modeling.ml.video"
+    )
+    assert _loaded_in_a_fresh_process(modules, ("django",)) == "[]"
 
 
 def test_the_settings_modules_load_no_torch():
     """Run planning reads these in the web process, which must not load torch (see
     tests/test_import_graph.py)."""
-    code = (
-        "import sys, modeling.ml.catalog, modeling.ml.config, modeling.ml.config_av, "
+    modules = (
+        "modeling.ml.catalog, modeling.ml.config, modeling.ml.config_av, "
         "modeling.ml.config_encoders, modeling.ml.config_features, modeling.ml.config_video, "
-        "modeling.ml.presets; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))"
+        "modeling.ml.presets"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ML_DIR.parents[1],
-        check=True,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    assert out.stdout.strip() == "[]"
+    assert _loaded_in_a_fresh_process(modules, ("torch", "numpy")) == "[]"
