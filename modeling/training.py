@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from core.models import Job
 from core.progress import ProgressFn, no_progress
+from core.reconnect import with_reconnect
 from core.services import JobCancelled, JobLost
 from modeling import datasets
 from modeling.models import TrainingRun
@@ -143,6 +144,14 @@ def _cancel_by_trainer(progress: ProgressFn) -> ProgressFn:
     return report
 
 
+def _cancel_requested(job: Job) -> bool:
+    """Polled at every batch and while scoring; a dropped connection is retried."""
+    return with_reconnect(
+        lambda: Job.objects.filter(pk=job.pk, cancel_requested=True).exists(),
+        what=f"checking job #{job.pk} for a cancel",
+    )
+
+
 def _holds(run: TrainingRun, job: Job | None) -> bool:
     """Whether this execution still owns the run: it trains for the run's current job, and
     that job is still held by the execution this process started (not swept, failed or
@@ -187,14 +196,18 @@ def _store_checkpoint(run: TrainingRun, path: Path, *, job: Job | None) -> None:
     """Makes `path` the run's stored checkpoint (see above); raises JobLost, storing nothing,
     when this execution no longer owns the run."""
     name = _upload_checkpoint(run, path)
-    with transaction.atomic():
-        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        if not _holds(locked, job):
-            run.checkpoint.storage.delete(name)
-            raise JobLost(f"Run #{run.pk} belongs to another execution now.")
-        old = locked.checkpoint.name
-        TrainingRun.objects.filter(pk=run.pk).update(checkpoint=name)
-        _delete_replaced(run, old, name)
+
+    def switch() -> None:
+        with transaction.atomic():
+            locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+            if not _holds(locked, job):
+                run.checkpoint.storage.delete(name)
+                raise JobLost(f"Run #{run.pk} belongs to another execution now.")
+            old = locked.checkpoint.name
+            TrainingRun.objects.filter(pk=run.pk).update(checkpoint=name)
+            _delete_replaced(run, old, name)
+
+    with_reconnect(switch, what=f"storing run #{run.pk}'s checkpoint")
     run.checkpoint.name = name
 
 
@@ -301,7 +314,7 @@ def _train(
         return {"score": score, plateau_metric: float(scored.scores[plateau_metric] or 0.0)}
 
     def cancelled() -> bool:
-        return job is not None and Job.objects.filter(pk=job.pk, cancel_requested=True).exists()
+        return job is not None and _cancel_requested(job)
 
     recorder = RunRecorder(run, progress)
     callbacks = recorder.callbacks()
@@ -351,7 +364,14 @@ def _store_result(
     job: Job | None = None,
 ) -> TrainingRun:
     """Scores the best checkpoint on val and test (unless cancelled) and stores it, the
-    scores and the training record in the run row, while this execution owns the run."""
+    scores and the training record in the run row, while this execution owns the run.
+
+    Scoring (beam search and the metrics over two splits) can take long, and the trainer no
+    longer polls the job: a cancel requested before or while scoring stops it before the
+    next split, or drops the scores when it came during the last, and the run ends
+    cancelled like one cancelled while training, keeping its last checkpoint. Resumed, it
+    has nothing left to train (an early-stopped run one more epoch) and is scored with
+    those last weights."""
     from modeling.ml.checkpoint import load_checkpoint
     from modeling.ml.runtime import pick_device
 
@@ -363,47 +383,60 @@ def _store_result(
     model.prepare(trained.train_items)
     metrics: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
+
+    def cancel_requested() -> bool:
+        return job is not None and _cancel_requested(job)
+
     cancelled = result.stopped == "cancelled"
-    if not cancelled:
-        for split in ("val", "test"):
-            scored_data = data.splits.get(split)
-            if scored_data is None or not scored_data.clips:
-                continue
-            progress(1, 1, f"scoring {split}")
-            scored = score_split(
-                model,
-                vocab,
-                scored_data,
-                metrics=FINAL_METRICS,
-                attributes=trained.attributes,
-                beam_size=data.run_config.decoding.beam_size,
-            )
-            metrics[split] = scored.scores
-            unavailable.update(scored.unavailable)
+    for split in ("val", "test"):
+        scored_data = data.splits.get(split)
+        if scored_data is None or not scored_data.clips:
+            continue
+        cancelled = cancelled or cancel_requested()
+        if cancelled:
+            break
+        progress(1, 1, f"scoring {split}")
+        scored = score_split(
+            model,
+            vocab,
+            scored_data,
+            metrics=FINAL_METRICS,
+            attributes=trained.attributes,
+            beam_size=data.run_config.decoding.beam_size,
+        )
+        metrics[split] = scored.scores
+        unavailable.update(scored.unavailable)
+    cancelled = cancelled or cancel_requested()
+    if cancelled:
+        metrics, unavailable = {}, {}
     state = TrainingRun.State.CANCELLED if cancelled else TrainingRun.State.SUCCEEDED
     # a cancelled run keeps its last checkpoint, so it can resume
     keep = result.last_checkpoint if state == TrainingRun.State.CANCELLED else best
     stored = _upload_checkpoint(run, Path(keep))
-    with transaction.atomic():
-        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        if not _holds(locked, job):
-            run.checkpoint.storage.delete(stored)
-            raise JobLost(f"Run #{run.pk} belongs to another execution now.")
-        _delete_replaced(run, locked.checkpoint.name, stored)
-        locked.checkpoint.name = stored
-        locked.state = state
-        locked.metrics = metrics
-        locked.metrics_unavailable = unavailable
-        locked.stopped = result.stopped
-        locked.steps = result.steps
-        locked.best_score = result.best_score
-        locked.learning_curve = run.learning_curve
-        locked.history = run.history
-        locked.code_version = checkpoint.code_version
-        locked.duration_seconds = (run.duration_seconds or 0) + time.perf_counter() - started
-        locked.finished_at = timezone.now()
-        locked.save()
-    return locked
+
+    def record() -> TrainingRun:
+        with transaction.atomic():
+            locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+            if not _holds(locked, job):
+                run.checkpoint.storage.delete(stored)
+                raise JobLost(f"Run #{run.pk} belongs to another execution now.")
+            _delete_replaced(run, locked.checkpoint.name, stored)
+            locked.checkpoint.name = stored
+            locked.state = state
+            locked.metrics = metrics
+            locked.metrics_unavailable = unavailable
+            locked.stopped = "cancelled" if cancelled else result.stopped
+            locked.steps = result.steps
+            locked.best_score = result.best_score
+            locked.learning_curve = run.learning_curve
+            locked.history = run.history
+            locked.code_version = checkpoint.code_version
+            locked.duration_seconds = (run.duration_seconds or 0) + time.perf_counter() - started
+            locked.finished_at = timezone.now()
+            locked.save()
+        return locked
+
+    return with_reconnect(record, what=f"recording run #{run.pk}'s result")
 
 
 def _device_text(device: torch.device) -> str:
