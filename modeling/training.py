@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.db import DatabaseError, transaction
 from django.utils import timezone
@@ -328,6 +329,13 @@ def _train(
             resume_from = last if last.is_file() else None
         elif run.checkpoint and datasets.copy_from_storage(run.checkpoint, last):
             resume_from = last
+    # a run started from another's checkpoint takes its weights, until it has its own
+    start_weights = None
+    if resume_from is None and run.started_from_id is not None:
+        start = work / START_WEIGHTS
+        if launched is None:
+            _copy_start_weights(run, start)
+        start_weights = start
     device = pick_device(run_config.train.device)
     if distributed.world_from_env().is_main:
         TrainingRun.objects.filter(pk=run.pk).update(device=_device_text(device))
@@ -348,10 +356,24 @@ def _train(
             else None
         ),
         checkpoint_every_seconds=60 * settings.TRAIN_CHECKPOINT_MINUTES or None,
+        start_weights=start_weights,
     )
     if distributed.world_from_env().is_main:
         recorder.flush(force=True)
     return _Trained(result=result, vocab=vocab, train_items=train_items, attributes=attributes)
+
+
+START_WEIGHTS = "start.pt"  # in a run's work folder: the checkpoint it starts from
+
+
+def _copy_start_weights(run: TrainingRun, target: Path) -> None:
+    """The checkpoint of the run `run` starts from (`run_start_from`), copied to `target`."""
+    source = TrainingRun.objects.get(continued_by=run)
+    if not (source.checkpoint and datasets.copy_from_storage(source.checkpoint, target)):
+        raise ValidationError(
+            f"Run #{source.pk}'s checkpoint, which run #{run.pk} starts from, is missing "
+            "from storage."
+        )
 
 
 def _store_result(
@@ -501,6 +523,8 @@ def run_execute_torchrun(
     try:
         if resume and run.checkpoint:
             datasets.copy_from_storage(run.checkpoint, work / "last.pt")
+        if run.started_from_id is not None:
+            _copy_start_weights(run, work / START_WEIGHTS)
         command = _torchrun_command(nproc=nproc, run=run, job=job, work=work, resume=resume)
         log.info("run %s: %s", run.pk, " ".join(command))
         done = subprocess.run(
