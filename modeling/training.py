@@ -38,6 +38,7 @@ from modeling import datasets
 from modeling.models import TrainingRun
 from modeling.run_recorder import RunRecorder
 from modeling.scoring import FINAL_METRICS, score_split, validation_metrics
+from modeling.signals import run_succeeded
 
 if TYPE_CHECKING:
     from modeling.ml.data import CaptionItem
@@ -569,6 +570,8 @@ def run_execute_job(
     if finished.state == TrainingRun.State.CANCELLED:
         # the job ends cancelled too (not succeeded); the run keeps its checkpoint
         raise JobCancelled("Cancelled on request.")
+    if finished.state == TrainingRun.State.SUCCEEDED:
+        run_succeeded.send(sender=TrainingRun, run=finished)
     return {
         "run": finished.pk,
         "state": finished.state,

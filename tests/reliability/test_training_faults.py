@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from active.models import CurvePoint, PromotionDecision, Retrain
 from core.models import Job, Project
 from core.services import JobCancelled, job_cancel, job_create, job_run, jobs_fail_lost
 from core.tasks import run_job
@@ -94,6 +95,62 @@ def test_a_run_whose_job_was_lost_fails_with_it_and_can_resume(
     )
     resumed = services.run_resume(run=run, user=None)
     assert resumed.state == TrainingRun.State.QUEUED
+
+
+@pytest.mark.django_db
+def test_a_retrain_whose_worker_died_still_promotes_if_better_once_its_run_resumes(
+    project: Project, snapshot: Snapshot, no_broker: list[tuple[Any, ...]]
+) -> None:
+    run = start_tiny_run(project, snapshot, "lstm", [*TINY_RUN, "train.epochs=1"])
+    retrain = Retrain.objects.create(
+        project=project,
+        trigger=Retrain.Trigger.MANUAL,
+        reason="test",
+        approved_captions=16,
+        snapshot=snapshot,
+        run=run,
+    )
+    retrain.job = job_create(kind="active_retrain", params={"retrain_id": retrain.pk})
+    retrain.save(update_fields=["job"])
+    TrainingRun.objects.filter(pk=run.pk).update(job=retrain.job, state=TrainingRun.State.RUNNING)
+    Job.objects.filter(pk=retrain.job.pk).update(  # the gpu worker died mid-training
+        state=Job.State.RUNNING,
+        worker="gpu@dead",
+        execution="gone",
+        runner_pid=4242,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    assert jobs_fail_lost() == 1
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.FAILED
+
+    resumed = services.run_resume(run=run, user=None)
+    assert resumed.job is not None
+    job = job_run(job_id=resumed.job.pk)
+
+    run.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert run.state == TrainingRun.State.SUCCEEDED
+    decision = PromotionDecision.objects.get(retrain=retrain)
+    assert decision.run == run
+    assert decision.promoted  # no run suggested before
+    assert decision.run_score is not None
+    assert CurvePoint.objects.get(project=project, source=CurvePoint.Source.LIVE).run == run
+
+
+@pytest.mark.django_db
+def test_a_run_of_no_retrain_is_not_promoted_when_it_succeeds(
+    project: Project, snapshot: Snapshot
+) -> None:
+    run = _run_with_job(project, snapshot, epochs=1)
+    assert run.job is not None
+
+    job_run(job_id=run.job.pk)
+
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.SUCCEEDED
+    assert not PromotionDecision.objects.exists()
+    assert run.promoted_at is None
 
 
 @pytest.mark.django_db
