@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import Error, InterfaceError, OperationalError, connection
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +28,16 @@ BACKOFF = (0.5, 1.0, 2.0, 4.0)
 
 
 def connection_lost(exc: BaseException) -> bool:
-    """Whether `exc` (or what it was raised from) is the database connection breaking."""
+    """Whether `exc`, or an error it was raised from (`raise … from`), is the database
+    connection breaking. An error merely raised while one was being handled is not: its
+    handler decided what it means."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, (OperationalError, InterfaceError)):
             return True
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        current = current.__cause__
     return False
 
 
@@ -43,7 +45,7 @@ def with_reconnect(
     work: Callable[[], _T],
     *,
     what: str,
-    retry_on: Callable[[DatabaseError], bool] = connection_lost,
+    retry_on: Callable[[Error], bool] = connection_lost,
 ) -> _T:
     """Runs `work`; when it fails with an error `retry_on` accepts, closes this thread's
     connection (Django opens a fresh one at the next query) and runs it again after each of
@@ -53,7 +55,7 @@ def with_reconnect(
     for wait in (*BACKOFF, None):
         try:
             return work()
-        except DatabaseError as exc:
+        except Error as exc:  # the DB-API's root: InterfaceError is no DatabaseError
             if wait is None or connection.in_atomic_block or not retry_on(exc):
                 raise
             log.warning("%s failed (%s); retrying on a fresh connection in %g s", what, exc, wait)

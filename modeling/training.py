@@ -27,7 +27,7 @@ import torch
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files import File
-from django.db import DatabaseError, transaction
+from django.db import Error, transaction
 from django.utils import timezone
 
 from core.models import Job
@@ -125,7 +125,7 @@ def run_execute(
                     finished_at=timezone.now(),
                     duration_seconds=(run.duration_seconds or 0) + time.perf_counter() - started,
                 )
-        except DatabaseError:  # the database went away too: the run follows its job later
+        except Error:  # the database went away too: the run follows its job later
             log.exception("run %s: could not record how it ended", run.pk)
         raise
     finally:

@@ -27,8 +27,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import (
-    DatabaseError,
     DataError,
+    Error,
     IntegrityError,
     connection,
     connections,
@@ -132,7 +132,7 @@ class Progress:
                 rows = self._rows(settings.PROGRESS_DB)
                 if rows.update(**fields):
                     return rows.filter(cancel_requested=True).exists()
-            except DatabaseError:
+            except Error:  # DatabaseError, or InterfaceError on a connection that died
                 pass
 
         def write() -> bool:
@@ -186,7 +186,7 @@ class _LeaseKeeper:
                     Job.objects.filter(
                         pk=self.job_id, state=Job.State.RUNNING, execution=self.execution
                     ).update(lease_expires_at=_lease_end())
-                except DatabaseError as exc:  # the database may be briefly away: try again
+                except Error as exc:  # the database may be briefly away: try again
                     log.warning("job %s: could not renew its lease: %s", self.job_id, exc)
                     connection.close()
         finally:
@@ -201,7 +201,7 @@ def _retrying(write: Callable[[], _T], *, what: str) -> _T:
     return with_reconnect(write, what=what, retry_on=_not_bad_data)
 
 
-def _not_bad_data(exc: DatabaseError) -> bool:
+def _not_bad_data(exc: Error) -> bool:
     return not isinstance(exc, (IntegrityError, DataError))
 
 
