@@ -108,7 +108,8 @@ def run_start_from(
     """Records and queues a new run that starts from a succeeded run's checkpoint: the same
     model, settings, recipe and snapshot, its weights taken from the checkpoint (the
     optimizer, schedule and epochs start afresh), trained for `epochs` caption epochs
-    (default the source's). The source row keeps its steps, scores and checkpoint."""
+    (default the source's; its other stages as the source's). The source row keeps its
+    steps, scores and checkpoint."""
     if run.state != TrainingRun.State.SUCCEEDED or not run.checkpoint:
         raise ValidationError(
             f"Run #{run.pk} is {run.state}; a new run starts from a succeeded run's checkpoint."

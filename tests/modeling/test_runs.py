@@ -28,7 +28,9 @@ from tests.conftest import login
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
 from tests.modeling.factories import (
     TINY_RUN,
+    make_run,
     media_root_fixture,  # noqa: F401 (fixture)
+    ready_snapshot,
     scenes_fixture,  # noqa: F401 (fixture)
     snapshot_fixture,  # noqa: F401 (fixture)
     start_tiny_run,
@@ -350,6 +352,16 @@ def test_the_train_command_runs_and_reports(project: Project, snapshot: Snapshot
     run = TrainingRun.objects.get()
     assert run.state == TrainingRun.State.SUCCEEDED
     assert run.overrides == TINY
+
+
+def test_the_train_run_command_will_not_resume_a_succeeded_run(project: Project) -> None:
+    run = make_run(project, ready_snapshot(project))
+
+    with pytest.raises(CommandError, match=f"Run #{run.pk} succeeded; a finished run does not"):
+        call_command("train_run", str(run.pk), "--resume")
+
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.SUCCEEDED
 
 
 def test_the_train_commands_help_lists_every_models_recipe() -> None:
