@@ -6,6 +6,7 @@ from django.apps import AppConfig
 
 if TYPE_CHECKING:
     from annotation.models import Assignment
+    from modeling.models import TrainingRun
 
 
 class ActiveConfig(AppConfig):
@@ -15,10 +16,12 @@ class ActiveConfig(AppConfig):
     def ready(self) -> None:
         from annotation.prefill import provider_register
         from annotation.signals import assignment_submitted
+        from modeling.signals import run_succeeded
 
         assignment_submitted.connect(
             _assignment_submitted, dispatch_uid="active.assignment_submitted"
         )
+        run_succeeded.connect(_run_succeeded, dispatch_uid="active.run_succeeded")
         provider_register(name="active.presuggestions", provider=_presuggested_texts)
 
 
@@ -26,6 +29,12 @@ def _assignment_submitted(sender: type, *, assignment: Assignment, **kwargs: Any
     from active.services import assignment_submitted
 
     assignment_submitted(assignment=assignment)
+
+
+def _run_succeeded(sender: type, *, run: TrainingRun, **kwargs: Any) -> None:
+    from active.services import retrain_run_finished
+
+    retrain_run_finished(run=run)
 
 
 def _presuggested_texts(assignment: Assignment) -> dict[int, str]:

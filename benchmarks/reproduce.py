@@ -38,11 +38,8 @@ import datetime
 import os
 import platform
 import resource
-import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from benchmarks import captioning
+from benchmarks._measure import GpuUtilisation
 
 ALL_MODELS = ("nn", "lstm", "tempatt", "topdown", "act", "bilstm", "vact", "maac", "crossmodal")
 METRICS = ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D")
@@ -89,41 +87,6 @@ class Row:
     peak_memory_mb: float
     gpu_utilisation: float | None
     example: str
-
-
-class GpuUtilisation:
-    """Mean GPU utilisation (%) sampled every `interval` s by nvidia-smi while it runs;
-    None where there is no nvidia-smi (or no CUDA device)."""
-
-    def __init__(self, device: torch.device, interval: float = 0.5) -> None:
-        self.index = device.index or 0
-        self.interval = interval
-        self.samples: list[float] = []
-        self.enabled = device.type == "cuda" and shutil.which("nvidia-smi") is not None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        command = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                   "-i", str(self.index)]  # fmt: skip
-        while not self._stop.wait(self.interval):
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode == 0 and done.stdout.strip():
-                self.samples.append(float(done.stdout.split()[0]))
-
-    def __enter__(self) -> GpuUtilisation:
-        if self.enabled:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._stop.set()
-            self._thread.join()
-
-    @property
-    def mean(self) -> float | None:
-        return sum(self.samples) / len(self.samples) if self.samples else None
 
 
 def _django() -> None:

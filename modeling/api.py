@@ -1,5 +1,6 @@
 """Modeling API (mounted on /api/ by earmark.api): training runs — list, start, status,
-cancel, resume, promote — and the captions a run suggests.
+cancel, resume, a new run from a finished one's checkpoint, promote — and the captions a run
+suggests.
 
 As on the pages: a project you are not in is a 404; researchers and reviewers read;
 researchers start and change runs.
@@ -68,6 +69,7 @@ class RunOut(Schema):
     warnings: list[str]  # clips left out because their audio could not be read
     job_id: int | None
     promoted: bool
+    started_from: int | None  # the run whose checkpoint this one started from
     created_at: datetime
     finished_at: datetime | None
 
@@ -79,6 +81,10 @@ class CurvePointOut(Schema):
     lr: float | None = None
     val_loss: float | None = None
     score: float | None = None
+
+
+class StartFromIn(Schema):
+    epochs: int | None = None  # caption epochs of the new run; None: the source run's
 
 
 class SuggestIn(Schema):
@@ -125,6 +131,7 @@ def _out(run: TrainingRun) -> dict[str, Any]:
         "warnings": run.warnings,
         "job_id": run.job_id,
         "promoted": run.promoted_at is not None,
+        "started_from": run.started_from_id,
         "created_at": run.created_at,
         "finished_at": run.finished_at,
     }
@@ -194,6 +201,25 @@ def run_resume(request: HttpRequest, slug: str, run_id: int) -> Any:
         return Status(200, _out(services.run_resume(run=run, user=signed_in_user(request))))
     except ValidationError as exc:
         return Status(409, {"detail": _messages(exc)})
+
+
+@router.post(
+    "/projects/{slug}/runs/{run_id}/start-from",
+    response={201: RunOut, 400: ErrorOut, 409: ErrorOut},
+)
+def run_start_from(request: HttpRequest, slug: str, run_id: int, payload: StartFromIn) -> Any:
+    """A new run from this succeeded run's checkpoint (a finished run does not resume)."""
+    run = _run(project_for_api(request, slug, *WRITE, refusals=REFUSALS), run_id)
+    if run.state != TrainingRun.State.SUCCEEDED:
+        detail = f"Run #{run.pk} is {run.state}; a new run starts from a succeeded run."
+        return Status(409, {"detail": detail})
+    try:
+        new = services.run_start_from(
+            run=run, created_by=signed_in_user(request), epochs=payload.epochs
+        )
+    except ValidationError as exc:
+        return Status(400, {"detail": _messages(exc)})
+    return Status(201, _out(new))
 
 
 @router.post("/projects/{slug}/runs/{run_id}/promote", response={200: RunOut, 409: ErrorOut})

@@ -82,6 +82,14 @@ class RunForm(forms.Form):
         return lines
 
 
+class StartFromForm(forms.Form):
+    """A new run from a succeeded run's checkpoint (modeling.services.run_start_from)."""
+
+    epochs = forms.IntegerField(
+        min_value=1, required=False, help_text="Caption epochs; empty: the run's own."
+    )
+
+
 class SuggestForm(forms.Form):
     subset = forms.ModelChoiceField(
         queryset=Subset.objects.none(), help_text="Caption every ready clip of it."

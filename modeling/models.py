@@ -19,7 +19,8 @@ from django.utils import timezone
 class TrainingRun(models.Model):
     """One training of one captioner on one snapshot: what it trained on, with which
     settings, where and how long, its learning curve, its scores per split and its
-    checkpoint. A resumed run is the same row, trained further."""
+    checkpoint. A resumed run is the same row, trained further; a finished run is never
+    trained again, but a new run may start from its checkpoint (`started_from`)."""
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -70,6 +71,11 @@ class TrainingRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # the run whose model suggests captions for the project (the active-learning loop)
     promoted_at = models.DateTimeField(null=True, blank=True)
+    # a finished run whose checkpoint's weights this run starts from (`run_start_from`);
+    # kept while such a run exists, which still needs it to train or resume
+    started_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.RESTRICT, related_name="continued_by"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

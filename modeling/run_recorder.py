@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from core.progress import ProgressFn
+from core.reconnect import with_reconnect
 from modeling.models import TrainingRun
 
 if TYPE_CHECKING:
@@ -33,11 +34,15 @@ class RunRecorder:
                 steps = [r for r in curve if "loss" in r]
                 keep = {id(r) for r in steps[::2]}
                 self.run.learning_curve = [r for r in curve if "loss" not in r or id(r) in keep]
-            TrainingRun.objects.filter(pk=self.run.pk).update(
-                learning_curve=self.run.learning_curve,
-                history=self.run.history,
-                best_score=self.run.best_score,
-                steps=self.run.steps,
+            # a dropped connection mid-epoch is retried on a fresh one (core.reconnect)
+            with_reconnect(
+                lambda: TrainingRun.objects.filter(pk=self.run.pk).update(
+                    learning_curve=self.run.learning_curve,
+                    history=self.run.history,
+                    best_score=self.run.best_score,
+                    steps=self.run.steps,
+                ),
+                what=f"recording run #{self.run.pk}'s progress",
             )
             self.last_flush = now
 

@@ -1,5 +1,6 @@
 """Training runs: recording a run and queuing its training (`run_start`), queuing a stopped
-run again (`run_resume`), and choosing the project's suggesting run (`run_promote`).
+run again (`run_resume`), a new run from a finished one's checkpoint (`run_start_from`), and
+choosing the project's suggesting run (`run_promote`).
 
 What a run trains is `modeling.planning` (`run_plan`); training it on a gpu worker is
 `modeling.training` (the `training_run` job); scoring a checkpoint is `modeling.scoring`,
@@ -9,6 +10,7 @@ planning import no torch: the web process starts runs (tests/test_import_graph.p
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 from django.contrib.auth.models import User
@@ -73,7 +75,14 @@ def run_start(
 def run_resume(*, run: TrainingRun, user: User | None) -> TrainingRun:
     """Queues a cancelled or failed run again; training continues from its last stored
     checkpoint. A run still marked queued or running whose job has ended (a row from before
-    runs followed their jobs) counts as stopped."""
+    runs followed their jobs) counts as stopped. A run that succeeded never resumes: that
+    would overwrite its steps and scores from its best checkpoint; `run_start_from` trains
+    a new run from that checkpoint instead."""
+    if run.state == TrainingRun.State.SUCCEEDED:
+        raise ValidationError(
+            f"Run #{run.pk} succeeded; a finished run does not resume. Start a new run from "
+            "its checkpoint instead."
+        )
     stopped = run.state in (TrainingRun.State.CANCELLED, TrainingRun.State.FAILED) or (
         run.job is not None and run.job.is_finished
     )
@@ -91,6 +100,48 @@ def run_resume(*, run: TrainingRun, user: User | None) -> TrainingRun:
         )
         run.save(update_fields=["state", "error", "job"])
     return run
+
+
+def run_start_from(
+    *, run: TrainingRun, created_by: User | None, epochs: int | None = None
+) -> TrainingRun:
+    """Records and queues a new run that starts from a succeeded run's checkpoint: the same
+    model, settings, recipe and snapshot, its weights taken from the checkpoint (the
+    optimizer, schedule and epochs start afresh), trained for `epochs` caption epochs
+    (default the source's; its other stages as the source's). The source row keeps its
+    steps, scores and checkpoint."""
+    if run.state != TrainingRun.State.SUCCEEDED or not run.checkpoint:
+        raise ValidationError(
+            f"Run #{run.pk} is {run.state}; a new run starts from a succeeded run's checkpoint."
+        )
+    if epochs is not None and epochs < 1:
+        raise ValidationError(f"epochs={epochs}: a run trains at least 1 epoch.")
+    config = copy.deepcopy(run.config)
+    overrides = list(run.overrides)
+    if epochs is not None:
+        config["run"]["train"]["epochs"] = epochs
+        overrides = [o for o in overrides if not o.strip().startswith("train.epochs=")]
+        overrides.append(f"train.epochs={epochs}")
+    with transaction.atomic():
+        new = TrainingRun.objects.create(
+            project=run.project,
+            model_name=run.model_name,
+            config=config,
+            recipe=run.recipe,
+            overrides=overrides,
+            snapshot=run.snapshot,
+            created_by=created_by,
+            started_from=run,
+        )
+        new.job = job_enqueue(
+            kind="training_run",
+            params={"run_id": new.pk},
+            project=run.project,
+            created_by=created_by,
+            label=f"Train {run.model_name} from run #{run.pk}'s checkpoint (run #{new.pk})",
+        )
+        new.save(update_fields=["job"])
+    return new
 
 
 def run_promote(*, run: TrainingRun) -> TrainingRun:

@@ -25,17 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.files import File
-from django.db import DatabaseError, transaction
+from django.db import Error, transaction
 from django.utils import timezone
 
 from core.models import Job
 from core.progress import ProgressFn, no_progress
+from core.reconnect import with_reconnect
 from core.services import JobCancelled, JobLost
 from modeling import datasets
 from modeling.models import TrainingRun
 from modeling.run_recorder import RunRecorder
 from modeling.scoring import FINAL_METRICS, score_split, validation_metrics
+from modeling.signals import run_succeeded
 
 if TYPE_CHECKING:
     from modeling.ml.data import CaptionItem
@@ -122,7 +125,7 @@ def run_execute(
                     finished_at=timezone.now(),
                     duration_seconds=(run.duration_seconds or 0) + time.perf_counter() - started,
                 )
-        except DatabaseError:  # the database went away too: the run follows its job later
+        except Error:  # the database went away too: the run follows its job later
             log.exception("run %s: could not record how it ended", run.pk)
         raise
     finally:
@@ -141,6 +144,14 @@ def _cancel_by_trainer(progress: ProgressFn) -> ProgressFn:
             progress(done, total, message)
 
     return report
+
+
+def _cancel_requested(job: Job) -> bool:
+    """Polled at every batch and while scoring; a dropped connection is retried."""
+    return with_reconnect(
+        lambda: Job.objects.filter(pk=job.pk, cancel_requested=True).exists(),
+        what=f"checking job #{job.pk} for a cancel",
+    )
 
 
 def _holds(run: TrainingRun, job: Job | None) -> bool:
@@ -187,14 +198,18 @@ def _store_checkpoint(run: TrainingRun, path: Path, *, job: Job | None) -> None:
     """Makes `path` the run's stored checkpoint (see above); raises JobLost, storing nothing,
     when this execution no longer owns the run."""
     name = _upload_checkpoint(run, path)
-    with transaction.atomic():
-        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        if not _holds(locked, job):
-            run.checkpoint.storage.delete(name)
-            raise JobLost(f"Run #{run.pk} belongs to another execution now.")
-        old = locked.checkpoint.name
-        TrainingRun.objects.filter(pk=run.pk).update(checkpoint=name)
-        _delete_replaced(run, old, name)
+
+    def switch() -> None:
+        with transaction.atomic():
+            locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+            if not _holds(locked, job):
+                run.checkpoint.storage.delete(name)
+                raise JobLost(f"Run #{run.pk} belongs to another execution now.")
+            old = locked.checkpoint.name
+            TrainingRun.objects.filter(pk=run.pk).update(checkpoint=name)
+            _delete_replaced(run, old, name)
+
+    with_reconnect(switch, what=f"storing run #{run.pk}'s checkpoint")
     run.checkpoint.name = name
 
 
@@ -301,7 +316,7 @@ def _train(
         return {"score": score, plateau_metric: float(scored.scores[plateau_metric] or 0.0)}
 
     def cancelled() -> bool:
-        return job is not None and Job.objects.filter(pk=job.pk, cancel_requested=True).exists()
+        return job is not None and _cancel_requested(job)
 
     recorder = RunRecorder(run, progress)
     callbacks = recorder.callbacks()
@@ -315,6 +330,13 @@ def _train(
             resume_from = last if last.is_file() else None
         elif run.checkpoint and datasets.copy_from_storage(run.checkpoint, last):
             resume_from = last
+    # a run started from another's checkpoint takes its weights, until it has its own
+    start_weights = None
+    if resume_from is None and run.started_from_id is not None:
+        start = work / START_WEIGHTS
+        if launched is None:
+            _copy_start_weights(run, start)
+        start_weights = start
     device = pick_device(run_config.train.device)
     if distributed.world_from_env().is_main:
         TrainingRun.objects.filter(pk=run.pk).update(device=_device_text(device))
@@ -335,10 +357,24 @@ def _train(
             else None
         ),
         checkpoint_every_seconds=60 * settings.TRAIN_CHECKPOINT_MINUTES or None,
+        start_weights=start_weights,
     )
     if distributed.world_from_env().is_main:
         recorder.flush(force=True)
     return _Trained(result=result, vocab=vocab, train_items=train_items, attributes=attributes)
+
+
+START_WEIGHTS = "start.pt"  # in a run's work folder: the checkpoint it starts from
+
+
+def _copy_start_weights(run: TrainingRun, target: Path) -> None:
+    """The checkpoint of the run `run` starts from (`run_start_from`), copied to `target`."""
+    source = TrainingRun.objects.get(continued_by=run)
+    if not (source.checkpoint and datasets.copy_from_storage(source.checkpoint, target)):
+        raise ValidationError(
+            f"Run #{source.pk}'s checkpoint, which run #{run.pk} starts from, is missing "
+            "from storage."
+        )
 
 
 def _store_result(
@@ -351,7 +387,14 @@ def _store_result(
     job: Job | None = None,
 ) -> TrainingRun:
     """Scores the best checkpoint on val and test (unless cancelled) and stores it, the
-    scores and the training record in the run row, while this execution owns the run."""
+    scores and the training record in the run row, while this execution owns the run.
+
+    Scoring (beam search and the metrics over two splits) can take long, and the trainer no
+    longer polls the job: a cancel requested before or while scoring stops it before the
+    next split, or drops the scores when it came during the last, and the run ends
+    cancelled like one cancelled while training, keeping its last checkpoint. Resumed, it
+    has nothing left to train (an early-stopped run one more epoch) and is scored with
+    those last weights."""
     from modeling.ml.checkpoint import load_checkpoint
     from modeling.ml.runtime import pick_device
 
@@ -363,47 +406,60 @@ def _store_result(
     model.prepare(trained.train_items)
     metrics: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
+
+    def cancel_requested() -> bool:
+        return job is not None and _cancel_requested(job)
+
     cancelled = result.stopped == "cancelled"
-    if not cancelled:
-        for split in ("val", "test"):
-            scored_data = data.splits.get(split)
-            if scored_data is None or not scored_data.clips:
-                continue
-            progress(1, 1, f"scoring {split}")
-            scored = score_split(
-                model,
-                vocab,
-                scored_data,
-                metrics=FINAL_METRICS,
-                attributes=trained.attributes,
-                beam_size=data.run_config.decoding.beam_size,
-            )
-            metrics[split] = scored.scores
-            unavailable.update(scored.unavailable)
+    for split in ("val", "test"):
+        scored_data = data.splits.get(split)
+        if scored_data is None or not scored_data.clips:
+            continue
+        cancelled = cancelled or cancel_requested()
+        if cancelled:
+            break
+        progress(1, 1, f"scoring {split}")
+        scored = score_split(
+            model,
+            vocab,
+            scored_data,
+            metrics=FINAL_METRICS,
+            attributes=trained.attributes,
+            beam_size=data.run_config.decoding.beam_size,
+        )
+        metrics[split] = scored.scores
+        unavailable.update(scored.unavailable)
+    cancelled = cancelled or cancel_requested()
+    if cancelled:
+        metrics, unavailable = {}, {}
     state = TrainingRun.State.CANCELLED if cancelled else TrainingRun.State.SUCCEEDED
     # a cancelled run keeps its last checkpoint, so it can resume
     keep = result.last_checkpoint if state == TrainingRun.State.CANCELLED else best
     stored = _upload_checkpoint(run, Path(keep))
-    with transaction.atomic():
-        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        if not _holds(locked, job):
-            run.checkpoint.storage.delete(stored)
-            raise JobLost(f"Run #{run.pk} belongs to another execution now.")
-        _delete_replaced(run, locked.checkpoint.name, stored)
-        locked.checkpoint.name = stored
-        locked.state = state
-        locked.metrics = metrics
-        locked.metrics_unavailable = unavailable
-        locked.stopped = result.stopped
-        locked.steps = result.steps
-        locked.best_score = result.best_score
-        locked.learning_curve = run.learning_curve
-        locked.history = run.history
-        locked.code_version = checkpoint.code_version
-        locked.duration_seconds = (run.duration_seconds or 0) + time.perf_counter() - started
-        locked.finished_at = timezone.now()
-        locked.save()
-    return locked
+
+    def record() -> TrainingRun:
+        with transaction.atomic():
+            locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+            if not _holds(locked, job):
+                run.checkpoint.storage.delete(stored)
+                raise JobLost(f"Run #{run.pk} belongs to another execution now.")
+            _delete_replaced(run, locked.checkpoint.name, stored)
+            locked.checkpoint.name = stored
+            locked.state = state
+            locked.metrics = metrics
+            locked.metrics_unavailable = unavailable
+            locked.stopped = "cancelled" if cancelled else result.stopped
+            locked.steps = result.steps
+            locked.best_score = result.best_score
+            locked.learning_curve = run.learning_curve
+            locked.history = run.history
+            locked.code_version = checkpoint.code_version
+            locked.duration_seconds = (run.duration_seconds or 0) + time.perf_counter() - started
+            locked.finished_at = timezone.now()
+            locked.save()
+        return locked
+
+    return with_reconnect(record, what=f"recording run #{run.pk}'s result")
 
 
 def _device_text(device: torch.device) -> str:
@@ -468,6 +524,8 @@ def run_execute_torchrun(
     try:
         if resume and run.checkpoint:
             datasets.copy_from_storage(run.checkpoint, work / "last.pt")
+        if run.started_from_id is not None:
+            _copy_start_weights(run, work / START_WEIGHTS)
         command = _torchrun_command(nproc=nproc, run=run, job=job, work=work, resume=resume)
         log.info("run %s: %s", run.pk, " ".join(command))
         done = subprocess.run(
@@ -512,6 +570,8 @@ def run_execute_job(
     if finished.state == TrainingRun.State.CANCELLED:
         # the job ends cancelled too (not succeeded); the run keeps its checkpoint
         raise JobCancelled("Cancelled on request.")
+    if finished.state == TrainingRun.State.SUCCEEDED:
+        run_succeeded.send(sender=TrainingRun, run=finished)
     return {
         "run": finished.pk,
         "state": finished.state,

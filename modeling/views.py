@@ -17,7 +17,7 @@ from core.access import project_for_page, signed_in_user
 from core.models import Job, Project, Role
 from core.services import job_cancel, job_enqueue
 from modeling import services
-from modeling.forms import RunForm, SuggestForm, recipe_rows
+from modeling.forms import RunForm, StartFromForm, SuggestForm, recipe_rows
 from modeling.models import TrainingRun
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
@@ -186,6 +186,25 @@ def run_resume(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     else:
         messages.success(request, "Resuming from the last checkpoint.")
     return redirect(run)
+
+
+@login_required
+@require_POST
+def run_start_from(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    run, _ = _run_for(request, slug, pk, *WRITE)
+    form = StartFromForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Epochs: a whole number of at least 1, or empty.")
+        return redirect(run)
+    try:
+        new = services.run_start_from(
+            run=run, created_by=signed_in_user(request), epochs=form.cleaned_data["epochs"]
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(run)
+    messages.success(request, f"Run #{new.pk} starts from run #{run.pk}'s checkpoint.")
+    return redirect(new)
 
 
 @login_required

@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 
 from synthscenes.scenes import Scene
 from synthscenes.video import VIDEO_FPS, render_video
@@ -14,6 +13,10 @@ from synthscenes.video import VIDEO_FPS, render_video
 
 def write_wav(path: Path | str, waveform: np.ndarray, sample_rate: int) -> Path:
     """16-bit PCM mono WAV; samples are clipped to [-1, 1]."""
+    # imported here: generating scenes in memory (benchmarks/gpu_check.py on a machine
+    # without soundfile) writes no file
+    import soundfile as sf
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(path), np.clip(waveform, -1.0, 1.0), sample_rate, subtype="PCM_16")

@@ -270,17 +270,35 @@ def retrain_execute(
     Retrain.objects.filter(pk=retrain.pk).update(run=run)
     run = run_execute(run=run, progress=progress, job=job).run
     retrain.refresh_from_db()
+    return _retrain_decide(retrain=retrain, run=run)
+
+
+def _retrain_decide(*, retrain: Retrain, run: TrainingRun) -> PromotionDecision:
+    """A retrain's last step: promote its run if better, and plot its score on the
+    project's learning curve."""
     decision = run_promote_if_better(run=run, retrain=retrain)
     if decision.run_score is not None:
+        counts = run.snapshot.counts.get("train", {})
         CurvePoint.objects.create(
-            project=project,
+            project=run.project,
             source=CurvePoint.Source.LIVE,
             strategy="mixed",
-            captions=snapshot.counts.get("train", {}).get("captions", retrain.approved_captions),
+            captions=counts.get("captions", retrain.approved_captions),
             value=decision.run_score,
             run=run,
         )
     return decision
+
+
+def retrain_run_finished(*, run: TrainingRun) -> PromotionDecision | None:
+    """modeling.signals.run_succeeded: a retrain's run that finished training outside its
+    retrain's job (the worker running the retrain died, the run failed with it, and someone
+    resumed the run) still gets the retrain's promote-if-better step, which that job never
+    reached. None when the run is no retrain's or its retrain has decided already."""
+    retrain = Retrain.objects.filter(run=run).first()
+    if retrain is None or retrain.decisions.exists():
+        return None
+    return _retrain_decide(retrain=retrain, run=run)
 
 
 def retrain_execute_job(*, job: Job, progress: ProgressFn, retrain_id: int) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import (
-    DatabaseError,
     DataError,
+    Error,
     IntegrityError,
     connection,
     connections,
@@ -40,6 +40,7 @@ from django.utils import timezone
 from core.execution import RUNNER_INSTANCE, job_finished
 from core.jobs import job_kind
 from core.models import Job, Project, WorkerHeartbeat
+from core.reconnect import connection_lost, with_reconnect
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,10 @@ class Progress:
         PROGRESS_DB connection. That connection cannot see a job row that is itself
         uncommitted, or may fail; then the write falls back to the handler's own connection.
         (Test settings define no PROGRESS_DB: test cases may query only "default".)
+
+        Outside a transaction a report that meets a dropped connection is made again on a
+        fresh one (core.reconnect): a training run reports at every step, and one broken
+        connection must not end hours of work.
         """
         if self.job.execution:
             fields["lease_expires_at"] = _lease_end()
@@ -127,17 +132,23 @@ class Progress:
                 rows = self._rows(settings.PROGRESS_DB)
                 if rows.update(**fields):
                     return rows.filter(cancel_requested=True).exists()
-            except DatabaseError:
+            except Error:  # DatabaseError, or InterfaceError on a connection that died
                 pass
-        rows = self._rows()
-        if not rows.update(**fields):
-            raise JobLost(f"Job #{self.job.pk} is no longer held by this execution.")
-        return rows.filter(cancel_requested=True).exists()
+
+        def write() -> bool:
+            rows = self._rows()
+            if not rows.update(**fields):
+                raise JobLost(f"Job #{self.job.pk} is no longer held by this execution.")
+            return rows.filter(cancel_requested=True).exists()
+
+        return with_reconnect(write, what=f"reporting job #{self.job.pk}'s progress")
 
     def log(self, line: str) -> None:
         stamp = timezone.now().strftime("%H:%M:%S")
         self.job.log += f"[{stamp}] {line}\n"
-        self._rows().update(log=self.job.log)
+        with_reconnect(
+            lambda: self._rows().update(log=self.job.log), what=f"logging to job #{self.job.pk}"
+        )
         if self.echo:
             self.echo(line)
 
@@ -175,30 +186,23 @@ class _LeaseKeeper:
                     Job.objects.filter(
                         pk=self.job_id, state=Job.State.RUNNING, execution=self.execution
                     ).update(lease_expires_at=_lease_end())
-                except DatabaseError as exc:  # the database may be briefly away: try again
+                except Error as exc:  # the database may be briefly away: try again
                     log.warning("job %s: could not renew its lease: %s", self.job_id, exc)
                     connection.close()
         finally:
             connection.close()  # this thread's own connection
 
 
-def _retrying(write: Callable[[], _T], *, what: str, attempts: int = 5) -> _T:
+def _retrying(write: Callable[[], _T], *, what: str) -> _T:
     """Runs a job's bookkeeping write, on a fresh connection when the last one broke: the
     handler may have lost it (database restarted, backend terminated) and the outcome must
-    still be recorded. Retries with backoff (0.5 s, 1 s, 2 s, 4 s) while the database is
-    away; inside a transaction nothing can be retried, so the error goes up at once."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return write()
-        except (IntegrityError, DataError):
-            raise  # the write itself is wrong: retrying gives the same answer
-        except DatabaseError as exc:
-            if connection.in_atomic_block or attempt == attempts:
-                raise
-            log.warning("%s failed (%s); retrying on a fresh connection", what, exc)
-            connection.close()
-            time.sleep(0.5 * 2 ** (attempt - 1))
-    raise AssertionError("unreachable")  # the last attempt returned or raised
+    still be recorded. Any database error but bad data is retried (a closed SQLite handle
+    raises ProgrammingError), with core.reconnect's backoff."""
+    return with_reconnect(write, what=what, retry_on=_not_bad_data)
+
+
+def _not_bad_data(exc: Error) -> bool:
+    return not isinstance(exc, (IntegrityError, DataError))
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -462,6 +466,10 @@ def job_run(*, job_id: int, worker: str = "", echo: Callable[[str], None] | None
         except JobCancelled:
             outcome = {"state": Job.State.CANCELLED, "error": "Cancelled on request."}
         except Exception as exc:
+            if connection_lost(exc):
+                requeued = _job_requeue(job, exc)
+                if requeued is not None:
+                    return requeued
             if isinstance(exc, ValidationError):
                 # bad input, which the message names (file and line): a traceback in the
                 # log (a command's output) would only hide it; the job keeps one
@@ -489,6 +497,26 @@ def job_run(*, job_id: int, worker: str = "", echo: Callable[[str], None] | None
     if interrupted is not None:
         raise interrupted
     return finished
+
+
+def _job_requeue(job: Job, exc: Exception) -> Job | None:
+    """A job whose handler lost its database connection goes back to its queue, when its
+    kind is safe to run again and attempts remain (`_may_run_again`), instead of failing:
+    running it again gives the same outcome, and a worker takes it once the database is
+    back. Returns the row, or None when the job may not run again (it is recorded failed)."""
+
+    def write() -> Job | None:
+        with transaction.atomic():
+            row = Job.objects.select_for_update().get(pk=job.pk)
+            if row.state != Job.State.RUNNING or row.execution != job.execution:
+                return row  # swept or taken over meanwhile: not this runner's to end
+            if not _may_run_again(row):
+                return None
+            log.warning("job %s (%s) lost its database connection: %s", job.pk, job.kind, exc)
+            reason = f"Its database connection was lost ({_describe(exc)})."
+            return _end_lost(row, reason=reason, now=timezone.now())
+
+    return _retrying(write, what=f"queuing job #{job.pk} again")
 
 
 def _describe(exc: BaseException) -> str:

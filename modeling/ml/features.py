@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 import torch
 import torch.nn.functional as F
 import torchaudio
@@ -184,6 +183,10 @@ def load_npy(path: Path) -> np.ndarray:
 
 def _read_samples(path: Path | str) -> tuple[np.ndarray, int]:
     """`(samples,)` mono, int16 for 16-bit PCM files and float32 otherwise, and the rate."""
+    # imported here: features computed from waveforms in memory (benchmarks/gpu_check.py on
+    # a machine without soundfile) need no decoder
+    import soundfile as sf
+
     try:
         with sf.SoundFile(str(path)) as handle:
             pcm16 = handle.subtype == "PCM_16" and handle.channels == 1

@@ -770,21 +770,27 @@ def train(
     resume_from: str | Path | None = None,
     reward_fn: ClipRewardFn | None = None,
     checkpoint_every_seconds: float | None = None,
+    start_weights: str | Path | None = None,
 ) -> TrainResult:
     """Build ``run.model_name`` for ``vocab``, train it on ``train_items`` and return the result.
 
     The entry point for the Django glue and the benchmarks: seeds everything from
-    ``run.train.seed`` first, so the same inputs give the same run.
+    ``run.train.seed`` first, so the same inputs give the same run. ``resume_from``
+    continues a checkpoint exactly (weights, optimizer, position); ``start_weights`` takes
+    only a checkpoint's weights (same model, same vocabulary) and trains afresh from them.
     """
     seed_everything(run.train.seed)
     model = build_model(run.model_name, run.model, vocab_size=len(vocab))
-    if isinstance(model, EncodedCaptioner) and resume_from is None:
-        # a resumed run has the (maybe fine-tuned) encoder weights in its checkpoint
+    # a resumed run, or one started from a checkpoint, has the (maybe fine-tuned) encoder
+    # weights and trained embeddings in that checkpoint
+    pretrained = resume_from is None and start_weights is None
+    if isinstance(model, EncodedCaptioner) and pretrained:
         model.load_encoder_weights()
     word_vectors = run.model.word_vectors_file()
-    if word_vectors and resume_from is None:
-        # likewise the trained embeddings
+    if word_vectors and pretrained:
         model.load_word_vectors(word_vectors, vocab)
+    if start_weights is not None and resume_from is None:
+        _load_start_weights(model, start_weights, model_name=run.model_name, vocab=vocab)
     run = dataclasses.replace(run, model=model.config)
     trainer = Trainer(
         model,
@@ -805,3 +811,21 @@ def train(
         for fn in fns:
             trainer.add_callback(event, fn)
     return trainer.fit(resume_from)
+
+
+def _load_start_weights(
+    model: Captioner, path: str | Path, *, model_name: str, vocab: Vocabulary
+) -> None:
+    """Loads a checkpoint's weights strictly into `model`, refusing one of another model or
+    vocabulary (its embedding rows would mean other words)."""
+    payload = read_checkpoint(path)
+    if payload["model_name"] != model_name:
+        raise ValueError(
+            f"{path}: checkpoint of model '{payload['model_name']}', not '{model_name}'"
+        )
+    if payload["vocab"] != vocab.to_dict():
+        raise ValueError(
+            f"{path}: the checkpoint's vocabulary differs from this run's; a run starts from "
+            "a checkpoint of the same vocabulary (the same snapshot and vocabulary settings)"
+        )
+    model.load_state_dict(payload["state_dict"], strict=True)

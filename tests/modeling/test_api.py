@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from core.models import Job, Project
 from core.services import api_token_create
@@ -242,3 +243,68 @@ def test_the_schema_documents_the_run_endpoints(db: None) -> None:
     schema = Client().get("/api/openapi.json").json()
     assert "/api/projects/{slug}/runs" in schema["paths"]
     assert "/api/projects/{slug}/runs/{run_id}/suggest" in schema["paths"]
+
+
+def _succeeded_with_finished_job(project: Project, snapshot: Snapshot) -> TrainingRun:
+    job = Job.objects.create(
+        kind="training_run",
+        label="t",
+        params={},
+        project=project,
+        state=Job.State.SUCCEEDED,
+        finished_at=timezone.now(),
+    )
+    return _run(project, snapshot, job=job)
+
+
+def test_resume_refuses_a_succeeded_run(project: Project, snapshot: Snapshot, alice: Any) -> None:
+    run = _succeeded_with_finished_job(project, snapshot)
+
+    response = _post(_client(alice), f"/api/projects/sounds/runs/{run.pk}/resume")
+
+    assert response.status_code == 409
+    assert "Start a new run from its checkpoint instead" in response.json()["detail"]
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.SUCCEEDED
+    assert Job.objects.count() == 1
+
+
+def test_a_new_run_starts_from_a_succeeded_runs_checkpoint(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    run = _succeeded_with_finished_job(project, snapshot)
+
+    response = _post(_client(alice), f"/api/projects/sounds/runs/{run.pk}/start-from", {})
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["id"] != run.pk
+    assert body["started_from"] == run.pk
+    assert body["state"] == "queued"
+    run.refresh_from_db()  # the config as stored (JSON)
+    assert body["config"] == run.config
+    job = Job.objects.get(pk=body["job_id"])
+    assert job.params == {"run_id": body["id"]}
+    assert job.queue == "gpu"
+
+
+def test_a_new_run_starts_only_from_a_succeeded_run(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    run = _run(project, snapshot, state=TrainingRun.State.CANCELLED)
+
+    response = _post(_client(alice), f"/api/projects/sounds/runs/{run.pk}/start-from", {})
+
+    assert response.status_code == 409
+    assert TrainingRun.objects.count() == 1
+
+
+def test_reviewers_cannot_start_a_run_from_a_checkpoint(
+    project: Project, snapshot: Snapshot, rey: Any
+) -> None:
+    run = _run(project, snapshot)
+
+    response = _post(_client(rey), f"/api/projects/sounds/runs/{run.pk}/start-from", {})
+
+    assert response.status_code == 403
+    assert TrainingRun.objects.count() == 1

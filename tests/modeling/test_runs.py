@@ -19,6 +19,7 @@ from corpus.models import Snapshot
 from corpus.services import snapshot_build, snapshot_create
 from curation.models import Clip, Subset
 from modeling import datasets, planning, scoring, services, suggestions, training
+from modeling.ml import trainer as trainer_module
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.data import CaptionItem, collate
 from modeling.ml.vocab import tokenize
@@ -27,7 +28,9 @@ from tests.conftest import login
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
 from tests.modeling.factories import (
     TINY_RUN,
+    make_run,
     media_root_fixture,  # noqa: F401 (fixture)
+    ready_snapshot,
     scenes_fixture,  # noqa: F401 (fixture)
     snapshot_fixture,  # noqa: F401 (fixture)
     start_tiny_run,
@@ -155,6 +158,50 @@ def test_a_cancelled_run_keeps_its_checkpoint_and_resumes(
     finished = training.run_execute(run=resumed, resume=True).run
     assert finished.state == TrainingRun.State.SUCCEEDED, finished.error
     assert [row["epoch"] for row in finished.history] == [1, 2, 3]  # three in all, not more
+
+
+def test_a_new_run_from_a_succeeded_runs_checkpoint_trains_from_its_weights(
+    project: Project, snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _train(project, snapshot, "lstm", overrides=[*TINY_RUN, "train.epochs=1"])
+    assert source.state == TrainingRun.State.SUCCEEDED, source.error
+    source_file = Path(source.checkpoint.path).read_bytes()
+    started_with: list[bytes] = []
+    load = trainer_module._load_start_weights
+
+    def spy(model: Any, path: Path, **kwargs: Any) -> None:
+        started_with.append(Path(path).read_bytes())
+        load(model, path, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "_load_start_weights", spy)
+
+    new = services.run_start_from(run=source, created_by=None, epochs=2)
+    finished = training.run_execute(run=new).run
+
+    assert finished.state == TrainingRun.State.SUCCEEDED, finished.error
+    assert started_with == [source_file]  # the source's checkpoint, once
+    assert [row["epoch"] for row in finished.history] == [1, 2]  # its own epochs, afresh
+    source.refresh_from_db()
+    assert Path(source.checkpoint.path).read_bytes() == source_file  # left as it was
+    assert finished.checkpoint.name != source.checkpoint.name
+
+
+def test_a_start_checkpoint_of_another_vocabulary_is_refused(
+    project: Project, snapshot: Snapshot
+) -> None:
+    source = _train(project, snapshot, "lstm", overrides=[*TINY_RUN, "train.epochs=1"])
+    new = services.run_start_from(run=source, created_by=None)
+    config = new.config
+    config["run"]["vocab"]["min_count"] = 3  # the rarer words drop out
+    TrainingRun.objects.filter(pk=new.pk).update(config=config)
+    new.refresh_from_db()
+
+    with pytest.raises(ValueError, match="vocabulary differs"):
+        training.run_execute(run=new)
+
+    new.refresh_from_db()
+    assert new.state == TrainingRun.State.FAILED
+    assert "the checkpoint's vocabulary differs from this run's" in new.error
 
 
 def test_a_failing_run_keeps_the_reason(project: Project, snapshot: Snapshot) -> None:
@@ -305,6 +352,16 @@ def test_the_train_command_runs_and_reports(project: Project, snapshot: Snapshot
     run = TrainingRun.objects.get()
     assert run.state == TrainingRun.State.SUCCEEDED
     assert run.overrides == TINY
+
+
+def test_the_train_run_command_will_not_resume_a_succeeded_run(project: Project) -> None:
+    run = make_run(project, ready_snapshot(project))
+
+    with pytest.raises(CommandError, match=f"Run #{run.pk} succeeded; a finished run does not"):
+        call_command("train_run", str(run.pk), "--resume")
+
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.SUCCEEDED
 
 
 def test_the_train_commands_help_lists_every_models_recipe() -> None:

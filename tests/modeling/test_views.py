@@ -46,6 +46,7 @@ PAGES: dict[str, URL] = {
 ACTIONS: dict[str, URL] = {
     "run_cancel": lambda r: reverse("run_cancel", args=[r.project.slug, r.pk]),
     "run_resume": lambda r: reverse("run_resume", args=[r.project.slug, r.pk]),
+    "run_start_from": lambda r: reverse("run_start_from", args=[r.project.slug, r.pk]),
     "run_promote": lambda r: reverse("run_promote", args=[r.project.slug, r.pk]),
     "run_suggest": lambda r: reverse("run_suggest", args=[r.project.slug, r.pk]),
 }
@@ -242,10 +243,74 @@ def test_promoting_marks_the_run(run: TrainingRun, alice: Any) -> None:
     assert run.promoted_at is not None
 
 
-def test_resume_refuses_a_finished_run(run: TrainingRun, alice: Any) -> None:
-    response = login(alice).post(ACTIONS["run_resume"](run), follow=True)
-    assert "only a stopped run resumes" in response.content.decode()
+def test_resume_refuses_a_succeeded_run_and_offers_a_new_run_from_its_checkpoint(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    job = Job.objects.create(
+        kind="training_run",
+        label="t",
+        params={},
+        project=project,
+        state=Job.State.SUCCEEDED,
+        finished_at=timezone.now(),
+    )
+    succeeded = _run(project, snapshot, job=job, steps=40)
+
+    response = login(alice).post(ACTIONS["run_resume"](succeeded), follow=True)
+
+    page = response.content.decode()
+    assert f"Run #{succeeded.pk} succeeded; a finished run does not resume." in page
+    assert 'data-testid="start-from"' in page
+    succeeded.refresh_from_db()
+    assert succeeded.state == TrainingRun.State.SUCCEEDED
+    assert succeeded.steps == 40
+    assert Job.objects.count() == 1  # nothing queued
+
+
+def test_a_new_run_starts_from_a_succeeded_runs_checkpoint(run: TrainingRun, alice: Any) -> None:
+    response = login(alice).post(ACTIONS["run_start_from"](run), {"epochs": "4"})
+
+    new = TrainingRun.objects.exclude(pk=run.pk).get()
+    assert response.status_code == 302
+    assert response["Location"] == new.get_absolute_url()
+    assert new.started_from == run
+    assert new.state == TrainingRun.State.QUEUED
+    assert new.snapshot == run.snapshot
+    assert new.config["run"]["train"]["epochs"] == 4
+    assert new.overrides == [*run.overrides, "train.epochs=4"]
+    assert new.job is not None
+    assert new.job.kind == "training_run"
+    assert new.job.params == {"run_id": new.pk}
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.SUCCEEDED  # the source row is left as it was
+    assert run.checkpoint.name == "checkpoints/run.pt"
+
+
+def test_a_new_run_starts_only_from_a_succeeded_run(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    failed = _run(project, snapshot, state=TrainingRun.State.FAILED)
+
+    response = login(alice).post(ACTIONS["run_start_from"](failed), follow=True)
+
+    assert "a new run starts from a succeeded run" in response.content.decode()
+    assert TrainingRun.objects.count() == 1
     assert not Job.objects.exists()
+
+
+def test_a_new_run_from_a_checkpoint_refuses_zero_epochs(run: TrainingRun, alice: Any) -> None:
+    response = login(alice).post(ACTIONS["run_start_from"](run), {"epochs": "0"}, follow=True)
+
+    assert "at least 1" in response.content.decode()
+    assert TrainingRun.objects.count() == 1
+
+
+def test_the_detail_page_links_the_run_it_started_from(run: TrainingRun, alice: Any) -> None:
+    new = _run(run.project, run.snapshot, started_from=run)
+
+    page = login(alice).get(PAGES["run_detail"](new)).content.decode()
+
+    assert f'{PAGES["run_detail"](run)}">run #{run.pk}</a>' in page
 
 
 def test_suggesting_queues_a_gpu_job_for_the_subset(

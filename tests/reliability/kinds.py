@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from django.conf import settings
 from django.db import connection, connections
 
 from core.jobs import JOB_KINDS, JobKind
@@ -22,8 +24,10 @@ KINDS = {
     "rel_sleep_rerun": ("sleep", True),
     # the same, not safe to run again: a lost runner fails it
     "rel_sleep_once": ("sleep", False),
-    # terminates its own database connection, then fails on it or returns
+    # terminates its own database connection, then fails on it, reports progress or returns
     "rel_break_db": ("break_db", False),
+    # the same, safe to run again: a lost connection queues it again
+    "rel_break_db_rerun": ("break_db", True),
     # builds a snapshot and stops between writing its archive and committing it
     "rel_snapshot_stall": ("snapshot_stall_before_commit", False),
 }
@@ -37,6 +41,15 @@ def sleep(*, job: Job, progress: Progress, seconds: float) -> dict[str, Any]:
         time.sleep(max(0.0, min(0.1, end - time.monotonic())))
     progress(steps, steps, "woke up")
     return {"slept": seconds}
+
+
+# SQLite has no server connection to terminate: closing its file handle under Django (what
+# terminate_own_connection does there) raises ProgrammingError, not the OperationalError a
+# dropped connection raises, so what rides out a dropped connection is tested on PostgreSQL.
+postgresql_only = pytest.mark.skipif(
+    settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql",
+    reason="needs PostgreSQL: SQLite has no server connection to terminate (pg_terminate_backend)",
+)
 
 
 def terminate_own_connection() -> None:
@@ -67,6 +80,8 @@ def break_db(*, job: Job, progress: Progress, then: str) -> dict[str, Any]:
         # the handler's next query meets the dead connection, as a job's work would
         Job.objects.filter(pk=job.pk).count()
         raise AssertionError("the query on a terminated connection should have failed")
+    if then == "report":
+        progress(3, 3, "reported after the outage")  # final: written however soon
     return {"then": then}
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
+from active.models import CurvePoint, PromotionDecision, Retrain
 from core.models import Job, Project
 from core.services import JobCancelled, job_cancel, job_create, job_run, jobs_fail_lost
 from core.tasks import run_job
@@ -25,6 +27,8 @@ from modeling import services, training
 from modeling.ml.checkpoint import read_checkpoint
 from modeling.ml.trainer import Trainer
 from modeling.models import TrainingRun
+from modeling.run_recorder import RunRecorder
+from modeling.scoring import FINAL_METRICS
 from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
 from tests.modeling.factories import (
     TINY_RUN,
@@ -34,6 +38,7 @@ from tests.modeling.factories import (
     start_tiny_run,
 )
 from tests.reliability import processes
+from tests.reliability.kinds import postgresql_only, terminate_own_connection
 from tests.reliability.processes import LEASE_SECONDS
 
 
@@ -93,6 +98,62 @@ def test_a_run_whose_job_was_lost_fails_with_it_and_can_resume(
 
 
 @pytest.mark.django_db
+def test_a_retrain_whose_worker_died_still_promotes_if_better_once_its_run_resumes(
+    project: Project, snapshot: Snapshot, no_broker: list[tuple[Any, ...]]
+) -> None:
+    run = start_tiny_run(project, snapshot, "lstm", [*TINY_RUN, "train.epochs=1"])
+    retrain = Retrain.objects.create(
+        project=project,
+        trigger=Retrain.Trigger.MANUAL,
+        reason="test",
+        approved_captions=16,
+        snapshot=snapshot,
+        run=run,
+    )
+    retrain.job = job_create(kind="active_retrain", params={"retrain_id": retrain.pk})
+    retrain.save(update_fields=["job"])
+    TrainingRun.objects.filter(pk=run.pk).update(job=retrain.job, state=TrainingRun.State.RUNNING)
+    Job.objects.filter(pk=retrain.job.pk).update(  # the gpu worker died mid-training
+        state=Job.State.RUNNING,
+        worker="gpu@dead",
+        execution="gone",
+        runner_pid=4242,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    assert jobs_fail_lost() == 1
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.FAILED
+
+    resumed = services.run_resume(run=run, user=None)
+    assert resumed.job is not None
+    job = job_run(job_id=resumed.job.pk)
+
+    run.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert run.state == TrainingRun.State.SUCCEEDED
+    decision = PromotionDecision.objects.get(retrain=retrain)
+    assert decision.run == run
+    assert decision.promoted  # no run suggested before
+    assert decision.run_score is not None
+    assert CurvePoint.objects.get(project=project, source=CurvePoint.Source.LIVE).run == run
+
+
+@pytest.mark.django_db
+def test_a_run_of_no_retrain_is_not_promoted_when_it_succeeds(
+    project: Project, snapshot: Snapshot
+) -> None:
+    run = _run_with_job(project, snapshot, epochs=1)
+    assert run.job is not None
+
+    job_run(job_id=run.job.pk)
+
+    run.refresh_from_db()
+    assert run.state == TrainingRun.State.SUCCEEDED
+    assert not PromotionDecision.objects.exists()
+    assert run.promoted_at is None
+
+
+@pytest.mark.django_db
 def test_cancelling_a_queued_runs_job_cancels_the_run(project: Project, snapshot: Snapshot) -> None:
     run = _run_with_job(project, snapshot, epochs=1)
     assert run.job is not None
@@ -101,6 +162,49 @@ def test_cancelling_a_queued_runs_job_cancels_the_run(project: Project, snapshot
 
     run.refresh_from_db()
     assert run.state == TrainingRun.State.CANCELLED
+
+
+# A dropped database connection mid-epoch ------------------------------------------------
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_connection_is_terminated_mid_epoch_finishes_without_a_resume(
+    project: Project,
+    snapshot: Snapshot,
+    media_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    resumed_from: list[int],
+) -> None:
+    run = _run_with_job(project, snapshot, epochs=2)
+    assert run.job is not None
+    cut_at: list[int] = []
+    on_step = RunRecorder.on_step
+
+    def cut_then_record(recorder: RunRecorder, trainer: Trainer, info: dict[str, Any]) -> None:
+        if not cut_at and info["step"] == 2:  # the first epoch has more steps to come
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                cut_at.append(cursor.fetchone()[0])
+            terminate_own_connection()
+        on_step(recorder, trainer, info)
+
+    monkeypatch.setattr(RunRecorder, "on_step", cut_then_record)
+
+    job = job_run(job_id=run.job.pk)
+
+    run.refresh_from_db()
+    assert cut_at
+    assert run.history[0]["step"] > 2  # cut mid-epoch
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert run.state == TrainingRun.State.SUCCEEDED, run.error
+    assert job.attempts == 1  # the same execution finished it
+    assert run.job_id == job.pk
+    assert resumed_from == []
+    assert [row["epoch"] for row in run.history] == [1, 2]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != cut_at[0]  # it reconnected
 
 
 # Checkpoints in storage, cancel ---------------------------------------------------------
@@ -172,6 +276,33 @@ def test_a_cancelled_runs_job_ends_cancelled_not_succeeded(
     run.refresh_from_db()
     assert job.state == Job.State.CANCELLED
     assert run.state == TrainingRun.State.CANCELLED
+
+
+@pytest.mark.django_db
+def test_a_cancel_sent_while_the_run_is_scoring_cancels_it(
+    project: Project, snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _run_with_job(project, snapshot, epochs=1)
+    assert run.job is not None
+    job_id = run.job.pk
+    score = training.score_split
+
+    def cancel_while_scoring(*args: Any, **kwargs: Any) -> Any:
+        scored = score(*args, **kwargs)
+        if kwargs["metrics"] == FINAL_METRICS:  # the final scoring, not a validation
+            Job.objects.filter(pk=job_id).update(cancel_requested=True)
+        return scored
+
+    monkeypatch.setattr(training, "score_split", cancel_while_scoring)
+
+    job = job_run(job_id=job_id)
+
+    run.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+    assert run.state == TrainingRun.State.CANCELLED
+    assert run.stopped == "cancelled"
+    assert run.metrics == {}
+    assert run.checkpoint  # kept, so it can resume
 
 
 # A run killed mid-training resumes from its stored checkpoint ---------------------------

@@ -40,6 +40,12 @@ class Command(BaseCommand):
         found = TrainingRun.objects.select_related("snapshot", "project").filter(pk=run).first()
         if found is None:
             raise CommandError(f"No training run with id {run}.")
+        if resume and found.state == TrainingRun.State.SUCCEEDED:
+            # as modeling.services.run_resume: resuming would overwrite its steps and scores
+            raise CommandError(
+                f"Run #{run} succeeded; a finished run does not resume. Start a new run from "
+                "its checkpoint instead."
+            )
         the_job = Job.objects.filter(pk=job).first() if job is not None else None
         if job is not None and the_job is None:
             raise CommandError(f"No job with id {job}.")
