@@ -12,20 +12,20 @@ def assignments_expire() -> int:
 
 @shared_task(name="annotation.tasks.mturk_reviews_send")
 def mturk_reviews_send() -> dict[str, int]:
-    from annotation.mturk import mturk_reviews_send as send
+    from annotation.platforms.mturk.reviews import mturk_reviews_send as send
 
     return send()
 
 
 @shared_task(name="annotation.tasks.mturk_returns_sync")
 def mturk_returns_sync() -> dict[str, int]:
-    from annotation.mturk import mturk_returns_sync as sync
+    from annotation.platforms.mturk.reviews import mturk_returns_sync as sync
 
     return sync()
 
 
 @shared_task(name="annotation.tasks.mturk_qualifications_sync")
 def mturk_qualifications_sync() -> dict[str, int]:
-    from annotation.mturk_qualifications import mturk_qualifications_sync as sync
+    from annotation.platforms.mturk.qualifications import mturk_qualifications_sync as sync
 
     return sync()

@@ -108,7 +108,9 @@ JOB_KINDS: dict[str, JobKind] = {
         "gpu",
     ),
     "mturk_publish": JobKind(
-        "Publish a batch on MTurk", "annotation.mturk.batch_mturk_publish_job", "default"
+        "Publish a batch on MTurk",
+        "annotation.platforms.mturk.publish.batch_mturk_publish_job",
+        "default",
     ),
 }
 

@@ -1,6 +1,6 @@
 """Usernames a person may choose.
 
-Names starting with a reserved prefix are given by the site itself: annotation.mturk
+Names starting with a reserved prefix are given by the site itself: annotation.platforms.mturk
 names the account of each MTurk worker `mturk-<WorkerId>`. A person signing up as
 `mturk-A1…` would pass for that worker on the review and worker pages, so every form
 that sets a username refuses them. Identity never comes from the name: the MTurk worker

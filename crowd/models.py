@@ -135,9 +135,6 @@ class Qualification(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
-    # MTurk mode (annotation.mturk): the qualification type standing for this test there,
-    # made when an MTurk batch first requires it
-    mturk_qualification_type_id = models.CharField(max_length=255, blank=True)
 
     class Meta:
         ordering = ["name", "id"]
@@ -195,10 +192,6 @@ class QualificationAttempt(models.Model):
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     feedback = models.TextField(blank=True)
-    # MTurk mode: the qualification request the attempt came from (an MTurk worker took
-    # the test there), and when the grade went back (Accept/RejectQualificationRequest)
-    mturk_request_id = models.CharField(max_length=255, blank=True)
-    mturk_decision_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -225,11 +218,6 @@ class QualificationAttempt(models.Model):
                 fields=["qualification", "worker"],
                 condition=Q(state__in=["submitted", "approved"]),
                 name="qualattempt_one_live",
-            ),
-            models.UniqueConstraint(
-                fields=["mturk_request_id"],
-                condition=~Q(mturk_request_id=""),
-                name="qualattempt_mturk_request_once",
             ),
         ]
 

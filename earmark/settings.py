@@ -365,7 +365,7 @@ FETCH_RATE_LIMIT_SECONDS = env_float("FETCH_RATE_LIMIT_SECONDS", 1.0, minimum=0.
 # A clip whose fetch failed this many times stays failed; fetch runs skip it from then on.
 FETCH_MAX_ATTEMPTS = env_int("FETCH_MAX_ATTEMPTS", 3, minimum=1)
 
-# Amazon Mechanical Turk (optional; annotation.mturk) ----------------------------------
+# Amazon Mechanical Turk (optional; annotation.platforms.mturk) -----------------------------
 # boto3 reaches MTurk here: the requester sandbox unless set to the production endpoint
 # (https://mturk-requester.us-east-1.amazonaws.com). Credentials: the AWS_* variables.
 MTURK_ENDPOINT_URL = env_str(
@@ -381,7 +381,7 @@ MTURK_SUBMIT_HOSTS = env_list(
 )
 # The MTurk page's requests that ask MTurk or write (opening an assignment, submitting
 # one) allowed per client address and per HIT in each window; past either, 429. Counted
-# in Django's cache (annotation.mturk.page_rate_check).
+# in Django's cache (annotation.platforms.mturk.page.page_rate_check).
 MTURK_PAGE_LIMIT_PER_ADDRESS = env_int("MTURK_PAGE_LIMIT_PER_ADDRESS", 120, minimum=1)
 MTURK_PAGE_LIMIT_PER_HIT = env_int("MTURK_PAGE_LIMIT_PER_HIT", 60, minimum=1)
 MTURK_PAGE_LIMIT_WINDOW_SECONDS = env_int("MTURK_PAGE_LIMIT_WINDOW_SECONDS", 600, minimum=1)

@@ -34,6 +34,7 @@ from annotation.models import (
     ClipReport,
     Hit,
     HitClip,
+    Platform,
 )
 from annotation.signals import assignment_approved, assignment_submitted
 from core.models import Membership, Role
@@ -74,7 +75,8 @@ def claimable_hits(
             batch__expires_at__gt=now,
             batch__project__in=annotated,
             taken__lt=F("max_assignments"),
-            batch__mturk_hit_type_id="",  # MTurk hands out a batch on MTurk (annotation.mturk)
+            # a crowd platform hands out the HITs of a batch on it (annotation.platforms)
+            batch__platform=Platform.LOCAL,
         )
         .exclude(pk__in=worked_hits)
         .exclude(pk__in=reported_hits)

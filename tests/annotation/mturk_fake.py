@@ -2,7 +2,7 @@
 
 It speaks the JSON protocol boto3 uses for MTurk (AWS JSON 1.1: POST / with
 `X-Amz-Target: MTurkRequesterServiceV20170117.<Operation>`) for the operations
-annotation.mturk calls, records every call, and can be told to refuse an operation after
+annotation.platforms.mturk calls, records every call, and can be told to refuse an operation after
 a number of successes. Signatures are not checked.
 
 Assignments live as on MTurk: a worker accepts one (accept), works on it, and either
