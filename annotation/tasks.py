@@ -29,3 +29,12 @@ def mturk_qualifications_sync() -> dict[str, int]:
     from annotation.platforms.mturk.qualifications import mturk_qualifications_sync as sync
 
     return sync()
+
+
+@shared_task(name="annotation.tasks.mturk_identity_sync")
+def mturk_identity_sync() -> dict[str, int]:
+    from annotation.platforms.mturk.blocks import mturk_blocks_sync
+    from annotation.platforms.mturk.confirm import mturk_submissions_confirm
+
+    # confirmation first, so a mismatch's block is mirrored in the same run
+    return {**mturk_submissions_confirm(), **mturk_blocks_sync()}

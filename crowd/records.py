@@ -96,14 +96,15 @@ def review_record(
     now: datetime,
 ) -> Review:
     """Stores the decision on a locked, just-reviewed assignment; an approval also books
-    the batch's reward. `reviewer` None is the batch's auto-approval."""
+    the batch's reward. `reviewer` None is the batch's auto-approval, or for a rejection
+    a crowd platform's verdict (annotation.platforms: work under a claimed id)."""
     review = Review(
         assignment=assignment,
         decision=Review.Decision.APPROVED if approve else Review.Decision.REJECTED,
         reason=reason,
         feedback=feedback,
         reviewer=reviewer,
-        automatic=reviewer is None,
+        automatic=reviewer is None and approve,
         created_at=now,
     )
     review.full_clean(exclude=["assignment"])

@@ -310,7 +310,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "active-retrain-watch": {"task": "active.tasks.retrain_watch", "schedule": 300.0},
     # exports: snapshots left building by a stopped build fail; what it left is removed
     "snapshots-sweep": {"task": "corpus.tasks.snapshots_sweep", "schedule": 600.0},
-    # MTurk mode: reviews of MTurk assignments go to MTurk (nothing to do without any)
+    # MTurk mode: page submissions are confirmed as their worker's (or rejected there and
+    # the real worker blocked), and local blocks are mirrored there
+    "mturk-identity-sync": {"task": "annotation.tasks.mturk_identity_sync", "schedule": 120.0},
+    # … reviews of MTurk assignments go to MTurk (nothing to do without any)
     "mturk-reviews-send": {"task": "annotation.tasks.mturk_reviews_send", "schedule": 300.0},
     # … and local slots of assignments returned or abandoned on MTurk are freed
     "mturk-returns-sync": {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0},

@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 
 from annotation import rules
 from annotation.models import Assignment, Batch, Caption, Hit, MTurkWorker, PlatformRef
@@ -31,12 +32,14 @@ from annotation.platforms.mturk import (
     mturk_returns_sync,
     mturk_reviews_send,
 )
+from annotation.platforms.mturk.blocks import mturk_blocks_sync
 from annotation.platforms.mturk.client import assignment_by_mturk_id, mturk_hits
+from annotation.platforms.mturk.confirm import mturk_submissions_confirm
 from annotation.platforms.mturk.qualifications import mturk_qualifications_sync
 from annotation.presets import BATCH_PRESETS
 from annotation.services import caption_limits, hit_claim
 from core.models import Job, Membership, Role
-from crowd.models import QualificationAttempt, RejectReason
+from crowd.models import Block, LedgerEntry, QualificationAttempt, RejectReason
 from crowd.services import (
     batch_requirements_set,
     qualification_create,
@@ -44,7 +47,9 @@ from crowd.services import (
     review_approve,
     review_reject,
     worker_block,
+    worker_unblock,
 )
+from crowd.services.review import assignments_auto_approve
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
 from tests.conftest import make_user, streamed, wav_bytes
@@ -787,21 +792,121 @@ def test_a_submit_mturk_cannot_confirm_keeps_the_captions_typed(
     assert not Caption.objects.exists()
 
 
-def test_a_review_is_not_sent_for_an_assignment_mturk_gives_another_worker(
-    on_mturk: Batch, mturk: FakeMTurk, rey: Any, caplog: pytest.LogCaptureFixture
+def test_a_submission_is_provisional_until_mturk_names_its_worker(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
 ) -> None:
     hit = _hit(on_mturk)
-    # AEVIL1's real assignment, in progress: MTurk names no worker for it until submitted
-    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AEVIL1")
-    client, token = _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AVICTIM1")
+    client, token = _accept(mturk, hit)
     _send(client, hit, token)
+    assignment = _assignment("ASSIGN0001")
+    with pytest.raises(ValidationError, match="not yet confirmed who submitted"):
+        review_approve(assignment=assignment, reviewer=rey)
+    assert mturk_submissions_confirm() == {"confirmed": 0, "mismatched": 0, "waiting": 1}
+    mturk.submit("ASSIGN0001")  # the worker's browser posts on to MTurk
+    assert mturk_submissions_confirm() == {"confirmed": 1, "mismatched": 0, "waiting": 0}
+    review_approve(assignment=assignment, reviewer=rey)
+    assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
+
+
+def test_a_provisional_submission_is_not_auto_approved(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    _send(client, hit, token)
+    later = timezone.now() + on_mturk.auto_approve_delay + timedelta(minutes=1)
+    assert assignments_auto_approve(now=later) == 0
+    assert _state("ASSIGN0001") == Assignment.State.SUBMITTED
+
+
+def _impersonated(mturk: FakeMTurk, hit: Hit, victim: str = "AVICTIM1") -> Assignment:
+    """AEVIL1 accepts for real, opens the page claiming `victim`'s id, submits, and their
+    browser posts on to MTurk, which then names AEVIL1."""
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AEVIL1")
+    client, token = _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id=victim)
+    assert _send(client, hit, token).status_code == 200
     mturk.submit("ASSIGN0001")
-    review_approve(assignment=Assignment.objects.get(), reviewer=rey)
-    assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 1}
-    assert not mturk.of("ApproveAssignment")
+    return _assignment("ASSIGN0001")
+
+
+def test_work_submitted_under_another_workers_id_is_rejected_on_mturk(
+    on_mturk: Batch, mturk: FakeMTurk, caplog: pytest.LogCaptureFixture
+) -> None:
+    assignment = _impersonated(mturk, _hit(on_mturk))
+    assert mturk_submissions_confirm() == {"confirmed": 0, "mismatched": 1, "waiting": 0}
+    [rejected] = mturk.of("RejectAssignment")
+    assert rejected["AssignmentId"] == "ASSIGN0001"
+    assert "under another worker's id (AVICTIM1)" in rejected["RequesterFeedback"]
+    assert mturk.reviews == {"ASSIGN0001": "rejected"}  # MTurk's auto-approval pays nothing
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.REJECTED
+    assert not LedgerEntry.objects.exists()
     assert "MTurk has it as worker AEVIL1's" in caplog.text
-    with pytest.raises(CommandError, match="under another worker's id"):
-        call_command("mturk_send_reviews")
+    # sent once: the decision is MTurk's now
+    assert mturk_submissions_confirm() == {"confirmed": 0, "mismatched": 0, "waiting": 0}
+    assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
+
+
+def test_the_block_moves_to_the_worker_mturk_named(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    assignment = _impersonated(mturk, hit)
+    victim = assignment.worker
+    # a reviewer, reading the work, blocks the account it was filed under
+    worker_block(project=on_mturk.project, worker=victim, by=rey, reason="Nonsense captions.")
+    mturk_submissions_confirm()
+    evil = MTurkWorker.objects.get(worker_id="AEVIL1").user
+    assert Block.objects.active().filter(project=on_mturk.project, worker=evil).exists()
+    assert not Block.objects.active().filter(worker=victim).exists()
+    assert mturk_blocks_sync() == {"blocked": 1, "lifted": 0, "refused": 0}
+    assert set(mturk.blocked) == {"AEVIL1"}
+
+
+def test_a_blocked_worker_under_a_fresh_id_is_caught_and_kept_out(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    first = _submitted(mturk, hit, "ASSIGN0000", "AEVIL1")
+    worker_block(project=on_mturk.project, worker=first.worker, by=rey, reason="Copies hints.")
+    mturk_blocks_sync()  # mirrored: MTurk shows AEVIL1 none of our HITs any more
+    with pytest.raises(NotQualified, match="blocked"):
+        mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AEVIL1")
+    mturk.blocked.clear()  # say the block came too late: they hold a real assignment
+    _impersonated(mturk, hit, victim="AFRESH1")
+    assert mturk_submissions_confirm()["mismatched"] == 1
+    assert mturk.reviews["ASSIGN0001"] == "rejected"
+
+
+def test_local_blocks_are_mirrored_on_mturk_and_lifted_there(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    worker = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1").worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    assert mturk_blocks_sync() == {"blocked": 1, "lifted": 0, "refused": 0}
+    [sent] = mturk.of("CreateWorkerBlock")
+    assert sent["WorkerId"] == "AWORKER1"
+    assert "Copies the hints." in sent["Reason"]
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 0, "refused": 0}  # once
+    worker_unblock(project=on_mturk.project, worker=worker, by=rey)
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 1, "refused": 0}
+    assert [b["WorkerId"] for b in mturk.of("DeleteWorkerBlock")] == ["AWORKER1"]
+    assert not mturk.blocked
+
+
+def test_a_block_mturk_refuses_is_sent_again(on_mturk: Batch, mturk: FakeMTurk, rey: Any) -> None:
+    worker = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1").worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    mturk.refuse_after["CreateWorkerBlock"] = 0
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 0, "refused": 1}
+    del mturk.refuse_after["CreateWorkerBlock"]
+    assert mturk_blocks_sync() == {"blocked": 1, "lifted": 0, "refused": 0}
+
+
+def test_local_workers_blocks_stay_local(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any, ann: Any
+) -> None:
+    worker_block(project=on_mturk.project, worker=ann, by=rey, reason="Copies the hints.")
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 0, "refused": 0}
+    assert not mturk.of("CreateWorkerBlock")
 
 
 # Request limits -----------------------------------------------------------------------------
@@ -830,12 +935,39 @@ def test_too_many_requests_for_one_hit_are_refused(
 ) -> None:
     settings.MTURK_PAGE_LIMIT_PER_HIT = 2
     hit = _hit(on_mturk)
-    for n in range(2):
-        Client(REMOTE_ADDR=f"192.0.2.{n}").get(_page_url(hit, assignment_id=f"MADEUP000{n}"))
     mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
-    response = Client(REMOTE_ADDR="192.0.2.9").get(_page_url(hit))
+    for n in range(2):  # confirmed requests: an open and a reload
+        assert Client(REMOTE_ADDR=f"192.0.2.{n}").get(_page_url(hit)).status_code == 200
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0002", "AWORKER2")
+    response = Client(REMOTE_ADDR="192.0.2.9").get(_page_url(hit, "ASSIGN0002", "AWORKER2"))
     assert response.status_code == 429
-    assert _nothing_made()
+    assert Assignment.objects.count() == 1
+
+
+def test_made_up_ids_do_not_lock_a_hit_for_its_workers(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any
+) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_HIT = 2
+    hit = _hit(on_mturk)
+    for n in range(5):  # forged page requests from many addresses: MTurk refuses each
+        forged = Client(REMOTE_ADDR=f"192.0.2.{n}").get(_page_url(hit, f"MADEUP000{n}"))
+        assert forged.status_code == 409
+    _accept(mturk, hit)
+
+
+def test_requests_over_the_address_limit_count_nowhere_else(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any
+) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_ADDRESS = 1
+    settings.MTURK_PAGE_LIMIT_PER_HIT = 2
+    hit = _hit(on_mturk)
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
+    flooding = Client(REMOTE_ADDR="192.0.2.66")
+    assert flooding.get(_page_url(hit)).status_code == 200  # counted for the HIT: 1
+    for _ in range(10):  # refused at the address: the HIT's count stays at 1
+        assert flooding.get(_page_url(hit)).status_code == 429
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0002", "AWORKER2")
+    assert _accept(mturk, hit, "ASSIGN0002", "AWORKER2")
 
 
 def test_previews_are_not_counted(on_mturk: Batch, mturk: FakeMTurk, settings: Any) -> None:
@@ -868,6 +1000,7 @@ def _submitted(mturk: FakeMTurk, hit: Hit, assignment_id: str, worker_id: str) -
     response = _send(client, hit, token)
     assert response.status_code == 200, response.content
     mturk.submit(assignment_id)  # the worker's browser posts the form on to MTurk
+    mturk_submissions_confirm()  # the periodic job: MTurk names the same worker
     return _assignment(assignment_id)
 
 

@@ -84,12 +84,16 @@ def submit_to_checked(turk_submit_to: str) -> str:
 # - The page is asked again on submit (the form's signed token names the local
 #   assignment): MTurk must still have it in progress, or submitted by this worker on
 #   this HIT.
-# - Once the worker's browser has posted to MTurk, GetAssignment names the HIT and the
-#   worker: mturk_reviews_send checks them before it sends a decision, and an assignment
-#   submitted here under another worker's id is logged and never reviewed there.
+# - An assignment in progress names no worker there, so the page cannot tell a worker
+#   who opened it under someone else's workerId: the submission stays provisional (its
+#   PlatformRef unconfirmed; no approval, no pay) until, once the worker's browser has
+#   posted to MTurk, GetAssignment names the HIT and the worker (confirm.py). On a
+#   mismatch it is rejected there with the reason, and the block lands on the WorkerId
+#   MTurk named.
 # - Until MTurk backs a request nothing is written: no account, membership or assignment.
 #   The page's requests that may reach MTurk (opening an assignment, submitting one) are
-#   counted per client address and per HIT in Django's cache (page_rate_check).
+#   counted per client address, and once MTurk confirmed them per HIT, in Django's cache
+#   (page_rate_check, page_confirmed).
 
 IN_PROGRESS = "in progress"
 FINISHED = ("Submitted", "Approved", "Rejected")
@@ -97,27 +101,39 @@ IN_PROGRESS_WORDING = "can be called with a status of"
 
 
 def page_rate_check(*, address: str, hit: Hit) -> None:
-    """Counts a request of the MTurk page that may reach MTurk or write rows, per client
-    address and per HIT, over a fixed window (MTURK_PAGE_LIMIT_*); TooManyRequests past
-    either limit. The counts live in Django's cache, so several web processes share them
-    only through a shared cache backend."""
+    """Before a request of the MTurk page asks MTurk or writes rows: counts it against
+    the client address, and refuses it (TooManyRequests) past the address's limit, or
+    while the HIT has had its limit of requests MTurk confirmed (page_confirmed) in this
+    window (MTURK_PAGE_LIMIT_*). A request refused here counts nowhere else, and one
+    MTurk then refuses (a made-up or another worker's id) counts against its address
+    only: no one without a real assignment can make a HIT unopenable for its workers.
+    The counts live in Django's cache, so several web processes share them only through
+    a shared cache backend."""
     window = settings.MTURK_PAGE_LIMIT_WINDOW_SECONDS
     bucket = int(time.time() // window)
-    over = [
-        what
-        for what, key, limit in (
-            ("address", f"ip:{address}", settings.MTURK_PAGE_LIMIT_PER_ADDRESS),
-            ("HIT", f"hit:{hit.pk}", settings.MTURK_PAGE_LIMIT_PER_HIT),
-        )
-        if _counted(f"mturk-page:{key}:{bucket}", window) > limit
-    ]
+    over = ""
+    if (
+        _counted(f"mturk-page:ip:{address}:{bucket}", window)
+        > settings.MTURK_PAGE_LIMIT_PER_ADDRESS
+    ):
+        over = "address"
+    elif (cache.get(_hit_key(hit, bucket)) or 0) >= settings.MTURK_PAGE_LIMIT_PER_HIT:
+        over = "HIT"
     if over:
-        logger.warning(
-            "MTurk page of HIT #%s: too many requests per %s", hit.pk, " and ".join(over)
-        )
+        logger.warning("MTurk page of HIT #%s: too many requests per %s", hit.pk, over)
         raise TooManyRequests(
             "Too many requests for this HIT just now; please wait a few minutes and reload."
         )
+
+
+def page_confirmed(*, hit: Hit) -> None:
+    """Counts a request of the page MTurk confirmed against the HIT (page_rate_check)."""
+    window = settings.MTURK_PAGE_LIMIT_WINDOW_SECONDS
+    _counted(_hit_key(hit, int(time.time() // window)), window)
+
+
+def _hit_key(hit: Hit, bucket: int) -> str:
+    return f"mturk-page:hit:{hit.pk}:{bucket}"
 
 
 def _counted(key: str, window: int) -> int:

@@ -43,8 +43,9 @@ def mturk_reviews_send(*, batch: Batch | None = None, client: Any = None) -> dic
     )
     if batch is not None:
         decided = decided.filter(hit__batch=batch)
+    # a provisional submission (confirm.py) waits: its worker is not known yet
     pending = refs.refs(platform=MTURK, kind=Kind.ASSIGNMENT).filter(
-        reported_at__isnull=True, local_id__in=decided.values("pk")
+        reported_at__isnull=True, confirmed_at__isnull=False, local_id__in=decided.values("pk")
     )
     counts = {"sent": 0, "refused": 0, "mismatched": 0}
     if not pending.exists():

@@ -124,6 +124,7 @@ def mturk_hit(request: HttpRequest, hit_id: int) -> HttpResponse:
         assignment = mturk.mturk_assignment_start(
             hit=hit, assignment_id=assignment_id, worker_id=params.get("workerId", "")
         )
+        mturk.page_confirmed(hit=hit)
     except ValidationError as exc:
         status = _refusal_status(exc, 409)
         return _page(request, hit, problem=" ".join(exc.messages), status=status)
@@ -151,6 +152,7 @@ def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
         mturk.page_rate_check(address=client_ip(request), hit=hit)
         if assignment.state == Assignment.State.ACCEPTED:  # else assignment_submit says why
             mturk.mturk_submit_check(assignment=assignment)
+            mturk.page_confirmed(hit=hit)
     except ValidationError as exc:
         status = _refusal_status(exc, 409)
         if status == 409:
