@@ -91,6 +91,10 @@ class Batch(models.Model):
     # Set when the batch goes to a crowd platform (annotation.platforms); from then on the
     # platform decides who works on it, and hit_claim no longer offers it
     platform = models.CharField(max_length=16, choices=Platform.choices, default=Platform.LOCAL)
+    # Platforms that pay by the hour (Prolific) check the reward against it
+    estimated_minutes = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="how long one HIT takes a worker, in minutes"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -560,6 +564,7 @@ class PlatformRef(models.Model):
         ATTEMPT = "attempt", "qualification attempt (MTurk qualification request)"
         WORKER = "worker", "worker (Prolific participant)"
         BLOCK = "block", "block mirrored on the platform"
+        PAYMENT = "payment", "ledger entry paid there (a Prolific bonus payment)"
 
     platform = models.CharField(max_length=16, choices=Platform.choices)
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -588,6 +593,7 @@ class PlatformRef(models.Model):
                         "attempt",
                         "worker",
                         "block",
+                        "payment",
                     ]
                 ),
                 name="platformref_kind_valid",

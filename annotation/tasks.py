@@ -38,3 +38,10 @@ def mturk_identity_sync() -> dict[str, int]:
 
     # confirmation first, so a mismatch's block is mirrored in the same run
     return {**mturk_submissions_confirm(), **mturk_blocks_sync()}
+
+
+@shared_task(name="annotation.tasks.prolific_sync")
+def prolific_sync() -> dict[str, int]:
+    from annotation.platforms.prolific.sync import prolific_sync as sync
+
+    return sync()

@@ -14,6 +14,7 @@ urlpatterns = [
     path("", include("core.urls")),
     path("", include("annotation.urls")),
     path("", include("annotation.platforms.mturk.urls")),  # the ExternalQuestion page MTurk frames
+    path("", include("annotation.platforms.prolific.urls")),  # the page Prolific sends to
     path("", include("curation.urls")),
     path("", include("crowd.urls")),
     path("", include("postprocessing.urls")),

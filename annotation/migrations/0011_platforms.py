@@ -72,6 +72,13 @@ class Migration(migrations.Migration):
                 max_length=16,
             ),
         ),
+        migrations.AddField(
+            model_name="batch",
+            name="estimated_minutes",
+            field=models.PositiveSmallIntegerField(
+                blank=True, help_text="how long one HIT takes a worker, in minutes", null=True
+            ),
+        ),
         migrations.CreateModel(
             name="PlatformRef",
             fields=[
@@ -98,6 +105,7 @@ class Migration(migrations.Migration):
                             ("attempt", "qualification attempt (MTurk qualification request)"),
                             ("worker", "worker (Prolific participant)"),
                             ("block", "block mirrored on the platform"),
+                            ("payment", "ledger entry paid there (a Prolific bonus payment)"),
                         ],
                         max_length=16,
                     ),

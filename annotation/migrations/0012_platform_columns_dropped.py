@@ -48,7 +48,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='platformref',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['batch', 'hit', 'assignment', 'qualification', 'attempt', 'worker', 'block'])), name='platformref_kind_valid'),
+            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['batch', 'hit', 'assignment', 'qualification', 'attempt', 'worker', 'block', 'payment'])), name='platformref_kind_valid'),
         ),
         migrations.AddConstraint(
             model_name='platformref',

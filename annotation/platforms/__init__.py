@@ -18,6 +18,7 @@ from annotation.platforms.base import CrowdPlatform
 PLATFORMS: dict[str, str] = {
     Platform.LOCAL: "annotation.platforms.local.LocalPlatform",
     Platform.MTURK: "annotation.platforms.mturk.platform.MTurkPlatform",
+    Platform.PROLIFIC: "annotation.platforms.prolific.platform.ProlificPlatform",
 }
 
 

@@ -41,6 +41,7 @@ from annotation.platforms.mturk.client import (
     mturk_error,
 )
 from annotation.platforms.mturk.workers import mturk_worker, mturk_worker_user, worker_id_checked
+from annotation.platforms.slots import released_there
 from crowd.models import Block
 
 PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -385,18 +386,3 @@ def page_token_read(token: str, *, max_age: int) -> tuple[Assignment, str]:
     if assignment is None or not assignment_mturk_id(assignment):
         raise ValidationError("This page's assignment no longer exists.")
     return assignment, data["s"]
-
-
-def released_there(assignment: Assignment, now: datetime) -> bool:
-    """Frees the slot of a local assignment MTurk no longer has in progress: returned by
-    its worker there, or abandoned (its time there ran out). False when it left the
-    accepted state meanwhile (submitted through the page, expired by the sweep)."""
-    from annotation.services.assignments import assignment_locked, slot_release
-
-    with transaction.atomic():
-        locked = assignment_locked(assignment)
-        if locked.state != Assignment.State.ACCEPTED:
-            return False
-        late = locked.is_late(now)
-        slot_release(locked, Assignment.State.ABANDONED if late else Assignment.State.RETURNED, now)
-    return True

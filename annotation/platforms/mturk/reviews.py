@@ -20,7 +20,7 @@ from annotation.platforms.mturk.client import (
     mturk_error,
     mturk_hits,
 )
-from annotation.platforms.mturk.page import released_there
+from annotation.platforms.slots import released_there
 
 logger = logging.getLogger(__name__)
 
