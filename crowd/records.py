@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django_countries import countries
 
 from annotation.models import Assignment, Batch, Caption
+from annotation.platforms import platform_currency
 from crowd.models import (
     BatchRequirements,
     Flag,
@@ -113,6 +114,8 @@ def review_record(
         batch = assignment.hit.batch
         LedgerEntry.objects.create(
             kind=LedgerEntry.Kind.REWARD,
+            platform=batch.platform,
+            currency=platform_currency(batch.platform),
             project_id=batch.project_id,
             worker_id=assignment.worker_id,
             batch=batch,

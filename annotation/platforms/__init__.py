@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from django.conf import settings
+
 from annotation.models import Platform
 from annotation.platforms.base import CrowdPlatform
 
@@ -33,6 +35,12 @@ def platform_get(name: str) -> CrowdPlatform:
     module, _, cls = path.rpartition(".")
     platform: CrowdPlatform = getattr(import_module(module), cls)()
     return platform
+
+
+def platform_currency(name: str) -> str:
+    """The currency a platform pays in: its `<NAME>_CURRENCY` setting (PROLIFIC_CURRENCY),
+    US dollars where it has none (MTurk, and local work, as the ledger always was)."""
+    return str(getattr(settings, f"{name.upper()}_CURRENCY", "USD"))
 
 
 def platforms_sync() -> dict[str, dict[str, int]]:

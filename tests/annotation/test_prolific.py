@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.urls import reverse
 
 from annotation.models import Assignment, Batch, Caption, Platform, PlatformRef
 from annotation.platforms import platform_get
@@ -24,7 +25,7 @@ from annotation.platforms.prolific.client import study_id
 from annotation.platforms.prolific.publish import batch_prolific_publish, completion_code
 from annotation.platforms.prolific.sync import prolific_sync
 from annotation.services import hit_claim
-from crowd.models import RejectReason
+from crowd.models import LedgerDiscrepancy, LedgerEntry, RejectReason
 from crowd.services import (
     batch_requirements_set,
     bonus_pay,
@@ -35,7 +36,7 @@ from crowd.services import (
 )
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.prolific_fake import TOKEN, WORKSPACE, FakeProlific, fake_prolific
-from tests.conftest import streamed, wav_bytes
+from tests.conftest import login, streamed, wav_bytes
 
 SITE = "https://earmark.example.org"
 COMPLETE = "https://app.prolific.com/submissions/complete"
@@ -478,3 +479,113 @@ def test_the_check_without_a_token_says_so(settings: Any) -> None:
     assert prolific_check(echo=lambda _: None) == [
         "Set PROLIFIC_TOKEN to a Prolific API token first."
     ]
+
+
+# One ledger, reconciled -----------------------------------------------------------------
+
+
+def test_the_ledger_says_prolific_paid_in_its_currency(
+    on_prolific: Batch, prolific: FakeProlific, rey: Any
+) -> None:
+    review_approve(assignment=_submitted(prolific, on_prolific, "PARTICIPANT1"), reviewer=rey)
+    entry = LedgerEntry.objects.get()
+    assert (entry.platform, entry.currency, entry.amount_cents) == ("prolific", "GBP", 100)
+
+
+def test_a_submission_prolific_approved_without_a_reward_here_is_listed(
+    on_prolific: Batch, prolific: FakeProlific, alice: Any
+) -> None:
+    assignment = _submitted(prolific, on_prolific, "PARTICIPANT1")
+    prolific.submissions[_session(assignment)]["status"] = "APPROVED"  # approved there only
+    assert prolific_sync()["money_discrepancies"] == 1
+    [found] = LedgerDiscrepancy.objects.all()
+    assert "approved (paid) on Prolific, with no reward in the ledger" in found.problem
+    page = login(alice).get(reverse("ledger", args=[on_prolific.project.slug]))
+    assert "approved (paid) on Prolific" in page.content.decode()
+
+
+def test_a_bonus_prolific_did_not_pay_is_listed_until_paid(
+    on_prolific: Batch, prolific: FakeProlific, rey: Any
+) -> None:
+    assignment = _submitted(prolific, on_prolific, "PARTICIPANT1")
+    review_approve(assignment=assignment, reviewer=rey)
+    bonus_pay(
+        project=on_prolific.project,
+        worker=assignment.worker,
+        by=rey,
+        amount_cents=50,
+        reason="Vivid captions.",
+        idempotency_key="bonus-1",
+        assignment=assignment,
+    )
+    prolific.fail["/bulk-bonus-payments/"] = 500
+    assert prolific_sync()["money_discrepancies"] == 1
+    assert "not paid on Prolific" in LedgerDiscrepancy.objects.get().problem
+    del prolific.fail["/bulk-bonus-payments/"]
+    assert prolific_sync()["money_discrepancies"] == 0
+    assert not LedgerDiscrepancy.objects.exists()
+
+
+def test_a_study_prolific_does_not_list_keeps_its_discrepancies(
+    on_prolific: Batch, prolific: FakeProlific
+) -> None:
+    assignment = _submitted(prolific, on_prolific, "PARTICIPANT1")
+    prolific.submissions[_session(assignment)]["status"] = "APPROVED"
+    prolific_sync()
+    prolific.fail[f"/studies/{study_id(on_prolific)}/submissions/"] = 503
+    assert prolific_sync()["money_failed"] == 1
+    assert LedgerDiscrepancy.objects.count() == 1
+
+
+# End to end ----------------------------------------------------------------------------------
+
+
+def test_a_study_from_publishing_to_a_clean_reconciliation(
+    make_batch: MakeBatch, prolific: FakeProlific, alice: Any, rey: Any
+) -> None:
+    batch = _ready(make_batch(clips=2, captions_per_clip=1))  # two places
+    batch_prolific_publish(batch=batch, by=alice)
+    batch.refresh_from_db()
+    study = study_id(batch)
+    # participants arrive; one claims another's session and is refused, nothing written
+    first_client, first, first_token = _arrive(prolific, batch, "PARTICIPANT1")
+    second_client, second, second_token = _arrive(prolific, batch, "PARTICIPANT2")
+    forged = Client().get(_url(batch, "FORGED1", first))
+    assert forged.status_code == 409
+    assert not get_user_model().objects.filter(username__startswith="prolific-FORGED").exists()
+    # they submit, and go back to Prolific with the completion code
+    for client, session, token in (
+        (first_client, first, first_token),
+        (second_client, second, second_token),
+    ):
+        response = _send(client, batch, session, token)
+        assert response["Location"] == f"{COMPLETE}?cc={completion_code(batch)}"
+        prolific.complete(session, parse_qs(urlsplit(response["Location"]).query)["cc"][0])
+    # review: one approved with a bonus, one rejected
+    good, bad = _assignment(first), _assignment(second)
+    review_approve(assignment=good, reviewer=rey)
+    review_reject(assignment=bad, reviewer=rey, reason=RejectReason.OFF_TOPIC)
+    bonus_pay(
+        project=batch.project,
+        worker=good.worker,
+        by=rey,
+        amount_cents=25,
+        reason="Vivid captions.",
+        idempotency_key="e2e-bonus",
+        assignment=good,
+    )
+    result = prolific_sync()
+    assert result["decisions_sent"] == 2
+    assert result["bonuses_paid"] == 1
+    assert result["money_discrepancies"] == 0
+    assert prolific.submissions[first]["status"] == "APPROVED"
+    assert prolific.submissions[second]["rejection_category"] == "LOW_EFFORT"
+    [set_up] = prolific.bonuses.values()
+    assert (set_up["study"], set_up["rows"]) == (study, [["PARTICIPANT1", "0.25"]])
+    assert prolific.paid == [set_up["id"]]
+    # the ledger: Prolific's reward and bonus in pounds, and nothing differs there
+    paid = LedgerEntry.objects.filter(platform="prolific", currency="GBP")
+    assert sorted(paid.values_list("kind", "amount_cents")) == [("bonus", 25), ("reward", 100)]
+    page = login(alice).get(reverse("ledger", args=[batch.project.slug]))
+    assert 'data-testid="no-discrepancies"' in page.content.decode()
+    assert prolific_sync()["decisions_sent"] == 0  # nothing sent twice

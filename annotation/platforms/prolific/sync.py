@@ -26,6 +26,7 @@ from annotation.platforms.prolific.client import (
     ProlificError,
     prolific_client,
 )
+from annotation.platforms.prolific.reconcile import prolific_reconcile
 from annotation.platforms.slots import released_there
 from crowd.models import LedgerEntry, Review
 
@@ -186,8 +187,10 @@ def prolific_sync(*, client: ProlificClient | None = None) -> dict[str, int]:
     if not refs.refs(platform=PROLIFIC, kind=Kind.BATCH).exists():
         return {}
     client = client or prolific_client()
+    # decisions and bonuses first, so the reconciliation compares what was meant to be sent
     return {
         **{f"decisions_{k}": v for k, v in prolific_decisions_send(client=client).items()},
         **{f"bonuses_{k}": v for k, v in prolific_bonuses_send(client=client).items()},
         **{f"returns_{k}": v for k, v in prolific_returns_sync(client=client).items()},
+        **{f"money_{k}": v for k, v in prolific_reconcile(client=client).items()},
     }
