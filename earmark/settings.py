@@ -408,6 +408,10 @@ PROLIFIC_COMPLETE_URL = env_str(
 # hundredths (publishing below it is refused).
 PROLIFIC_CURRENCY = env_str("PROLIFIC_CURRENCY", "GBP")
 PROLIFIC_MIN_HOURLY_CENTS = env_int("PROLIFIC_MIN_HOURLY_CENTS", 600, minimum=1)
+# The Prolific page's requests that ask Prolific (an arrival, a submit) allowed per client
+# address in each window; past it, 429 (annotation.platforms.prolific.page).
+PROLIFIC_PAGE_LIMIT_PER_ADDRESS = env_int("PROLIFIC_PAGE_LIMIT_PER_ADDRESS", 120, minimum=1)
+PROLIFIC_PAGE_LIMIT_WINDOW_SECONDS = env_int("PROLIFIC_PAGE_LIMIT_WINDOW_SECONDS", 600, minimum=1)
 
 # External tools -----------------------------------------------------------------------
 FFMPEG_BINARY = env_str("FFMPEG_BINARY", "ffmpeg")

@@ -41,8 +41,3 @@ def platform_currency(name: str) -> str:
     """The currency a platform pays in: its `<NAME>_CURRENCY` setting (PROLIFIC_CURRENCY),
     US dollars where it has none (MTurk, and local work, as the ledger always was)."""
     return str(getattr(settings, f"{name.upper()}_CURRENCY", "USD"))
-
-
-def platforms_sync() -> dict[str, dict[str, int]]:
-    """Every platform's periodic work (the beat's platforms-sync task)."""
-    return {name: platform_get(name).sync() for name in PLATFORMS}

@@ -20,10 +20,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from annotation import rules
 from annotation.models import Assignment, Batch, Caption, Hit, MTurkWorker, PlatformRef
+from annotation.platforms import platform_get
 from annotation.platforms.mturk import (
     PREVIEW,
     batch_mturk_publish,
@@ -39,7 +41,13 @@ from annotation.platforms.mturk.qualifications import mturk_qualifications_sync
 from annotation.presets import BATCH_PRESETS
 from annotation.services import caption_limits, hit_claim
 from core.models import Job, Membership, Role
-from crowd.models import Block, LedgerEntry, QualificationAttempt, RejectReason
+from crowd.models import (
+    Block,
+    LedgerDiscrepancy,
+    LedgerEntry,
+    QualificationAttempt,
+    RejectReason,
+)
 from crowd.services import (
     batch_requirements_set,
     qualification_create,
@@ -52,7 +60,7 @@ from crowd.services import (
 from crowd.services.review import assignments_auto_approve
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
-from tests.conftest import make_user, streamed, wav_bytes
+from tests.conftest import login, make_user, streamed, wav_bytes
 
 SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
@@ -1040,6 +1048,34 @@ def test_a_decision_mturk_already_took_is_not_sent(
     assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
     assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
     assert not mturk.of("ApproveAssignment")
+
+
+def test_a_decision_mturk_took_otherwise_is_listed_on_the_ledger_page(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any, alice: Any
+) -> None:
+    assignment = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    review_reject(assignment=assignment, reviewer=rey, reason=RejectReason.OFF_TOPIC)
+    mturk.set_status("ASSIGN0001", "Approved")  # MTurk's auto-approval paid it first
+    assert mturk_reviews_send()["sent"] == 1
+    [found] = LedgerDiscrepancy.objects.all()
+    assert (found.platform, found.assignment_id) == ("mturk", assignment.pk)
+    assert "rejected here but approved on MTurk" in found.problem
+    page = login(alice).get(reverse("ledger", args=[on_mturk.project.slug]))
+    assert "MTurk paid its reward" in page.content.decode()
+
+
+def test_the_platform_interface_runs_mturks_periodic_work(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    _send(client, hit, token)
+    mturk.submit("ASSIGN0001")
+    result = platform_get("mturk").sync()
+    assert result["submissions_confirmed"] == 1
+    review_approve(assignment=_assignment("ASSIGN0001"), reviewer=rey)
+    assert platform_get("mturk").sync()["reviews_sent"] == 1
+    assert platform_get("local").sync() == {}
 
 
 def test_a_status_mturk_will_not_give_leaves_the_review_for_later(

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
@@ -44,6 +45,7 @@ COMPLETE = "https://app.prolific.com/submissions/complete"
 
 @pytest.fixture
 def prolific(settings: Any) -> Iterator[FakeProlific]:
+    cache.clear()  # the page's request counts
     with fake_prolific() as fake:
         settings.PROLIFIC_API_URL = fake.url
         settings.PROLIFIC_TOKEN = TOKEN
@@ -271,6 +273,24 @@ def test_prolific_out_of_reach_refuses_for_now(on_prolific: Batch, prolific: Fak
     response = Client().get(_url(on_prolific, "PARTICIPANT1", session))
     assert response.status_code == 503
     assert _nothing_made()
+
+
+def test_too_many_requests_from_one_address_are_refused_without_asking_prolific(
+    on_prolific: Batch, prolific: FakeProlific, settings: Any
+) -> None:
+    settings.PROLIFIC_PAGE_LIMIT_PER_ADDRESS = 2
+    for n in range(2):
+        Client().get(_url(on_prolific, "FORGED1", f"MADEUP000{n}"))
+    asked = len(prolific.calls)
+    session = prolific.start(study_id(on_prolific), "PARTICIPANT1")
+    response = Client().get(_url(on_prolific, "PARTICIPANT1", session))
+    assert response.status_code == 429
+    assert len(prolific.calls) == asked
+    assert _nothing_made()
+    assert (
+        Client(REMOTE_ADDR="192.0.2.7").get(_url(on_prolific, "PARTICIPANT1", session)).status_code
+        == 200
+    )
 
 
 def test_a_reload_finds_the_same_assignment(on_prolific: Batch, prolific: FakeProlific) -> None:

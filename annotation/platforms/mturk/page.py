@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Hit, MTurkWorker, Platform
 from annotation.platforms import refs
+from annotation.platforms.limits import counted
 from annotation.platforms.mturk.client import (
     MTURK,
     Kind,
@@ -113,10 +114,7 @@ def page_rate_check(*, address: str, hit: Hit) -> None:
     window = settings.MTURK_PAGE_LIMIT_WINDOW_SECONDS
     bucket = int(time.time() // window)
     over = ""
-    if (
-        _counted(f"mturk-page:ip:{address}:{bucket}", window)
-        > settings.MTURK_PAGE_LIMIT_PER_ADDRESS
-    ):
+    if counted(f"mturk-page:ip:{address}:{bucket}", window) > settings.MTURK_PAGE_LIMIT_PER_ADDRESS:
         over = "address"
     elif (cache.get(_hit_key(hit, bucket)) or 0) >= settings.MTURK_PAGE_LIMIT_PER_HIT:
         over = "HIT"
@@ -130,20 +128,11 @@ def page_rate_check(*, address: str, hit: Hit) -> None:
 def page_confirmed(*, hit: Hit) -> None:
     """Counts a request of the page MTurk confirmed against the HIT (page_rate_check)."""
     window = settings.MTURK_PAGE_LIMIT_WINDOW_SECONDS
-    _counted(_hit_key(hit, int(time.time() // window)), window)
+    counted(_hit_key(hit, int(time.time() // window)), window)
 
 
 def _hit_key(hit: Hit, bucket: int) -> str:
     return f"mturk-page:hit:{hit.pk}:{bucket}"
-
-
-def _counted(key: str, window: int) -> int:
-    cache.add(key, 0, timeout=window)
-    try:
-        return cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=window)
-        return 1
 
 
 def assignment_verify(*, client: Any, hit: Hit, assignment_id: str, worker_id: str) -> str:

@@ -21,6 +21,7 @@ from annotation.platforms.mturk.client import (
     mturk_hits,
 )
 from annotation.platforms.slots import released_there
+from crowd.models import LedgerDiscrepancy, LedgerEntry
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def mturk_reviews_send(*, batch: Batch | None = None, client: Any = None) -> dic
     by_pk = {ref.local_id: ref for ref in pending}
     assignments = (
         Assignment.objects.filter(pk__in=list(by_pk))
-        .select_related("hit", "worker__mturk_worker")
+        .select_related("hit__batch", "worker__mturk_worker")
         .order_by("reviewed_at", "pk")
     )
     for assignment in assignments.iterator(chunk_size=200):
@@ -137,7 +138,8 @@ def _review_send(client: Any, assignment: Assignment, there_id: str) -> None:
 
 def _decided_there(there: dict[str, Any], assignment: Assignment) -> bool:
     """Whether MTurk already holds a final decision; nothing more can be sent then. A
-    decision other than ours is logged: MTurk's stands."""
+    decision other than ours is logged and listed on the ledger page: MTurk's stands, so
+    MTurk paid work the ledger does not (its auto-approval came first), or the reverse."""
     decided = there.get("AssignmentStatus")
     if decided not in ("Approved", "Rejected"):
         return False
@@ -147,6 +149,17 @@ def _decided_there(there: dict[str, Any], assignment: Assignment) -> bool:
             assignment.pk,
             assignment.state,
             decided,
+        )
+        LedgerDiscrepancy.objects.create(
+            project_id=assignment.hit.batch.project_id,
+            platform=MTURK,
+            assignment=assignment,
+            entry=LedgerEntry.objects.filter(
+                assignment=assignment, kind=LedgerEntry.Kind.REWARD
+            ).first(),
+            problem=f"assignment #{assignment.pk} is {assignment.state} here but "
+            f"{decided.lower()} on MTurk, whose decision stands"
+            + (" (MTurk paid its reward)." if decided == "Approved" else " (MTurk paid nothing)."),
         )
     return True
 

@@ -12,8 +12,10 @@ code, and the review's decision follows through the API (sync.py).
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core import signing
 from django.core.exceptions import ValidationError
@@ -23,6 +25,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Batch, Hit, Platform, PlatformRef
 from annotation.platforms import refs
+from annotation.platforms.limits import counted
 from annotation.platforms.prolific.client import (
     PROLIFIC,
     Kind,
@@ -39,6 +42,20 @@ from crowd.models import Block
 
 TOKEN_SALT = "annotation.prolific"
 ACTIVE = "ACTIVE"
+
+
+class TooManyRequests(ValidationError):
+    """The page was asked too often from one address."""
+
+
+def arrival_rate_check(*, address: str) -> None:
+    """Counts a request of the page that asks Prolific (an arrival, a submit) against the
+    client address: past PROLIFIC_PAGE_LIMIT_PER_ADDRESS in a window, TooManyRequests, so
+    forged links cannot spend the site's API quota there."""
+    window = settings.PROLIFIC_PAGE_LIMIT_WINDOW_SECONDS
+    key = f"prolific-page:ip:{address}:{int(time.time() // window)}"
+    if counted(key, window) > settings.PROLIFIC_PAGE_LIMIT_PER_ADDRESS:
+        raise TooManyRequests("Too many requests just now; please wait a few minutes and reload.")
 
 
 def _id_checked(value: str, what: str) -> str:

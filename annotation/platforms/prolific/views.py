@@ -24,6 +24,7 @@ from annotation.models import Assignment, Batch, HitClip, Platform
 from annotation.platforms.prolific import page as prolific
 from annotation.platforms.prolific.client import ProlificUnconfirmed
 from annotation.platforms.prolific.publish import completion_code
+from core.throttling import client_ip
 from curation.serving import clip_audio_response
 
 # a page's token outlives any time allotted; the assignment's own deadline still applies
@@ -66,6 +67,14 @@ def _page(
     return render(request, "annotation/prolific_hit.html", context, status=status)
 
 
+def _status(exc: ValidationError) -> int:
+    if isinstance(exc, prolific.TooManyRequests):
+        return 429
+    if isinstance(exc, ProlificUnconfirmed):
+        return 503
+    return 409
+
+
 def _batch(batch_id: int) -> Batch:
     batches = Batch.objects.select_related("project").filter(platform=Platform.PROLIFIC)
     return get_object_or_404(batches, pk=batch_id)
@@ -79,6 +88,7 @@ def prolific_arrive(request: HttpRequest, batch_id: int) -> HttpResponse:
         return _submit(request, batch)
     params = request.GET
     try:
+        prolific.arrival_rate_check(address=client_ip(request))
         assignment = prolific.prolific_assignment_start(
             batch=batch,
             participant_id=params.get("PROLIFIC_PID", ""),
@@ -86,8 +96,7 @@ def prolific_arrive(request: HttpRequest, batch_id: int) -> HttpResponse:
             session_id=params.get("SESSION_ID", ""),
         )
     except ValidationError as exc:
-        status = 503 if isinstance(exc, ProlificUnconfirmed) else 409
-        return _page(request, batch, problem=" ".join(exc.messages), status=status)
+        return _page(request, batch, problem=" ".join(exc.messages), status=_status(exc))
     if assignment.state != Assignment.State.ACCEPTED:
         problem = f"This work is already {assignment.get_state_display().lower()}."
         return _page(request, batch, problem=problem, status=409)
@@ -110,11 +119,13 @@ def _submit(request: HttpRequest, batch: Batch) -> HttpResponse:
     }
     keep: dict[str, Any] = {"assignment": assignment, "token": token, "texts": captions}
     try:
+        prolific.arrival_rate_check(address=client_ip(request))
         if assignment.state == Assignment.State.ACCEPTED:  # else assignment_submit says why
             prolific.prolific_submit_check(assignment=assignment)
     except ValidationError as exc:
-        if isinstance(exc, ProlificUnconfirmed):  # the form stays, to send again
-            return _page(request, batch, problem=" ".join(exc.messages), status=503, **keep)
+        status = _status(exc)
+        if status != 409:  # a refusal for now: the form stays, to send again
+            return _page(request, batch, problem=" ".join(exc.messages), status=status, **keep)
         return _page(request, batch, problem=" ".join(exc.messages), status=409)
     try:
         # the shared submit: the same rules and gates as the HIT page and the API
