@@ -165,9 +165,11 @@ CSV_HEADER = [
     "batch_id",
     "batch",
     "assignment_id",
-    "amount_usd",
+    "amount",  # in `currency`: one ledger, several platforms
     "reason",
     "paid_by",
+    "currency",
+    "platform",
 ]
 
 
@@ -207,5 +209,7 @@ def ledger_csv(*, project: Project, user: User) -> Iterable[str]:
                 f"{e.amount_cents / 100:.2f}",
                 _cell(e.reason),
                 _cell(e.paid_by.get_username()) if e.paid_by else "",
+                e.currency,
+                e.platform,
             ]
         )
