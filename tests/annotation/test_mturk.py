@@ -1072,10 +1072,9 @@ def test_the_platform_interface_runs_mturks_periodic_work(
     _send(client, hit, token)
     mturk.submit("ASSIGN0001")
     result = platform_get("mturk").sync()
-    assert result["submissions_confirmed"] == 1
+    assert result["confirm_confirmed"] == 1
     review_approve(assignment=_assignment("ASSIGN0001"), reviewer=rey)
-    assert platform_get("mturk").sync()["reviews_sent"] == 1
-    assert platform_get("local").sync() == {}
+    assert platform_get("mturk").sync()["decisions_send_sent"] == 1
 
 
 def test_a_status_mturk_will_not_give_leaves_the_review_for_later(

@@ -8,9 +8,7 @@ from Django's cookie-based CSRF check as the MTurk page's is.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
@@ -23,7 +21,7 @@ from annotation import rules, services
 from annotation.models import Assignment, Batch, HitClip, Platform
 from annotation.platforms.prolific import page as prolific
 from annotation.platforms.prolific.client import ProlificUnconfirmed
-from annotation.platforms.prolific.publish import completion_code
+from annotation.platforms.prolific.platform import ProlificPlatform
 from core.throttling import client_ip
 from curation.serving import clip_audio_response
 
@@ -136,8 +134,9 @@ def _submit(request: HttpRequest, batch: Batch) -> HttpResponse:
         if not hasattr(exc, "error_dict"):  # late, blocked or already submitted
             return _page(request, batch, problem=" ".join(exc.messages), status=409)
         return _page(request, batch, errors=exc.message_dict, status=400, **keep)
-    query = urlencode({"cc": completion_code(batch)})
-    return HttpResponseRedirect(f"{settings.PROLIFIC_COMPLETE_URL}?{query}")
+    return HttpResponseRedirect(
+        ProlificPlatform().completion_url(assignment=assignment, params=request.GET)
+    )
 
 
 @require_GET
