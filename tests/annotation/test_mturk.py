@@ -809,11 +809,37 @@ def test_a_submission_is_provisional_until_mturk_names_its_worker(
     assignment = _assignment("ASSIGN0001")
     with pytest.raises(ValidationError, match="not yet confirmed who submitted"):
         review_approve(assignment=assignment, reviewer=rey)
-    assert mturk_submissions_confirm() == {"confirmed": 0, "mismatched": 0, "waiting": 1}
+    assert mturk_submissions_confirm() == {
+        "confirmed": 0,
+        "mismatched": 0,
+        "waiting": 1,
+        "gone": 0,
+    }
     mturk.submit("ASSIGN0001")  # the worker's browser posts on to MTurk
-    assert mturk_submissions_confirm() == {"confirmed": 1, "mismatched": 0, "waiting": 0}
+    assert mturk_submissions_confirm() == {
+        "confirmed": 1,
+        "mismatched": 0,
+        "waiting": 0,
+        "gone": 0,
+    }
     review_approve(assignment=assignment, reviewer=rey)
     assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
+
+
+def test_work_never_posted_to_mturk_is_rejected_and_its_slot_freed(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    _send(client, hit, token)
+    mturk.give_back("ASSIGN0001")  # returned there before the browser posted it
+    assert mturk_submissions_confirm()["gone"] == 1
+    assignment = _assignment("ASSIGN0001")
+    assert assignment.state == Assignment.State.REJECTED
+    assert "never submitted on MTurk" in assignment.feedback
+    hit.refresh_from_db()
+    assert hit.taken == 0
+    assert not mturk.of("RejectAssignment")  # nothing there to reject
 
 
 def test_a_provisional_submission_is_not_auto_approved(on_mturk: Batch, mturk: FakeMTurk) -> None:
@@ -839,7 +865,7 @@ def test_work_submitted_under_another_workers_id_is_rejected_on_mturk(
     on_mturk: Batch, mturk: FakeMTurk, caplog: pytest.LogCaptureFixture
 ) -> None:
     assignment = _impersonated(mturk, _hit(on_mturk))
-    assert mturk_submissions_confirm() == {"confirmed": 0, "mismatched": 1, "waiting": 0}
+    assert mturk_submissions_confirm()["mismatched"] == 1
     [rejected] = mturk.of("RejectAssignment")
     assert rejected["AssignmentId"] == "ASSIGN0001"
     assert "under another worker's id (AVICTIM1)" in rejected["RequesterFeedback"]
@@ -849,7 +875,12 @@ def test_work_submitted_under_another_workers_id_is_rejected_on_mturk(
     assert not LedgerEntry.objects.exists()
     assert "MTurk has it as worker AEVIL1's" in caplog.text
     # sent once: the decision is MTurk's now
-    assert mturk_submissions_confirm() == {"confirmed": 0, "mismatched": 0, "waiting": 0}
+    assert mturk_submissions_confirm() == {
+        "confirmed": 0,
+        "mismatched": 0,
+        "waiting": 0,
+        "gone": 0,
+    }
     assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
 
 

@@ -25,12 +25,17 @@ from django.utils import timezone
 from annotation.models import Assignment, MTurkWorker, PlatformRef
 from annotation.platforms import refs
 from annotation.platforms.mturk.client import MTURK, Kind, mturk_client, mturk_error
+from annotation.platforms.mturk.page import IN_PROGRESS_WORDING
 from annotation.platforms.mturk.workers import mturk_worker
 from annotation.services import assignment_review
 from core.models import Project
 from crowd.models import Block
 
 FINISHED = ("Submitted", "Approved", "Rejected")
+NEVER_SUBMITTED = (
+    "Your captions were saved here, but the assignment was never submitted on MTurk (it was "
+    "returned or its time ran out there), so MTurk cannot pay for it."
+)
 IMPERSONATION = (
     "This assignment was submitted on our page under another worker's id ({claimed}). "
     "Work must be done under your own worker id; it is rejected and you are blocked from "
@@ -53,17 +58,22 @@ def mturk_submissions_confirm(*, client: Any = None) -> dict[str, int]:
         .filter(confirmed_at__isnull=True, local_id__in=submitted.values("pk"))
         .order_by("pk")
     )
-    counts = {"confirmed": 0, "mismatched": 0, "waiting": 0}
+    counts = {"confirmed": 0, "mismatched": 0, "waiting": 0, "gone": 0}
     if not pending:
         return counts
     client = client or mturk_client()
     for ref in pending:
         try:
             there = client.get_assignment(AssignmentId=ref.external_id).get("Assignment", {})
-        except (ClientError, BotoCoreError) as exc:  # not posted there yet, or unreachable
-            logger.info(
-                "MTurk has not confirmed assignment %s: %s", ref.external_id, mturk_error(exc)
-            )
+        except ClientError as exc:
+            if _gone_there(exc):
+                _never_submitted_there(ref)
+                counts["gone"] += 1
+            else:  # still in progress there: the worker's browser has not posted it yet
+                counts["waiting"] += 1
+            continue
+        except BotoCoreError as exc:  # unreachable: asked again next run
+            logger.info("MTurk did not say how %s stands: %s", ref.external_id, exc)
             counts["waiting"] += 1
             continue
         if there.get("AssignmentStatus") not in FINISHED:
@@ -84,6 +94,33 @@ def mturk_submissions_confirm(*, client: Any = None) -> dict[str, int]:
         else:
             counts["waiting"] += 1
     return counts
+
+
+def _gone_there(exc: ClientError) -> bool:
+    """MTurk has no such assignment any more: it was returned or abandoned there without
+    ever being posted (GetAssignment's RequestError other than the in-progress refusal;
+    see page.py for why that wording is what tells them apart)."""
+    code = exc.response.get("Error", {}).get("Code", "")
+    return code == "RequestError" and IN_PROGRESS_WORDING not in mturk_error(exc)
+
+
+def _never_submitted_there(ref: PlatformRef) -> None:
+    """Work stored here whose assignment never reached MTurk (the worker's browser did not
+    post it before it was returned or timed out there): MTurk pays no one for it, so it is
+    rejected here with the reason, and its slot goes back to the HIT."""
+    assignment = Assignment.objects.select_related("hit__batch__project").get(pk=ref.local_id)
+    now = timezone.now()
+    with transaction.atomic():
+        if assignment.state == Assignment.State.SUBMITTED:
+            assignment_review(
+                assignment=assignment,
+                reviewer=None,
+                approve=False,
+                feedback=NEVER_SUBMITTED,
+                now=now,
+                by_platform=True,
+            )
+        PlatformRef.objects.filter(pk=ref.pk).update(confirmed_at=now, reported_at=now)
 
 
 def _impostor_handle(
