@@ -107,3 +107,27 @@ def test_it_keeps_when_decisions_reached_mturk(made: dict[str, int]) -> None:
 def test_a_batch_with_a_hit_type_is_on_mturk_and_the_others_local(made: dict[str, int]) -> None:
     assert Batch.objects.get(pk=made["on_mturk"]).platform == Platform.MTURK
     assert Batch.objects.get(pk=made["local"]).platform == Platform.LOCAL
+
+
+# outside a transaction (SQLite alters tables only there); the last test of the module, as
+# a transactional test empties the tables after it
+@pytest.mark.django_db(transaction=True)
+def test_migrating_back_puts_every_id_back_in_its_column(made: dict[str, int]) -> None:
+    apps = _migrate(BEFORE)
+    try:
+        model = apps.get_model
+        assert model("annotation", "Batch").objects.get(pk=made["on_mturk"]).mturk_hit_type_id == (
+            "TYPE1"
+        )
+        assert model("annotation", "Hit").objects.get(pk=made["hit"]).mturk_hit_id == "HIT1"
+        assignment = model("annotation", "Assignment").objects.get(pk=made["assignment"])
+        assert (assignment.mturk_assignment_id, assignment.mturk_review_sent_at) == (
+            "ASSIGN1",
+            SENT,
+        )
+        test = model("crowd", "Qualification").objects.get(pk=made["test"])
+        assert test.mturk_qualification_type_id == "QTYPE1"
+        attempt = model("crowd", "QualificationAttempt").objects.get(pk=made["attempt"])
+        assert attempt.mturk_request_id == "QREQ1"
+    finally:
+        _migrate()
