@@ -65,6 +65,14 @@ class BatchForm(forms.Form):
     lifetime_hours = forms.IntegerField(
         min_value=1, max_value=MAX_LIFETIME // timedelta(hours=1), initial=7 * 24
     )
+    estimated_minutes = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_TIME_ALLOTTED // timedelta(minutes=1),
+        required=False,
+        label="Estimated minutes per HIT",
+        help_text="How long one HIT takes a worker. Prolific pays by the hour and refuses a "
+        "reward below its minimum hourly rate; empty: not estimated.",
+    )
     auto_approve_days = forms.IntegerField(
         min_value=0, max_value=MAX_AUTO_APPROVE_DELAY.days, initial=3
     )
@@ -142,6 +150,7 @@ class BatchForm(forms.Form):
             "min_words": data["min_words"],
             "max_words": data["max_words"],
             "bonus_cap_cents": data["bonus_cap_cents"],
+            "estimated_minutes": data["estimated_minutes"],
             "requirements": Requirements(
                 qualifications=tuple(data["qualifications"]),
                 min_approval_percent=data["min_approval_percent"] or 0,

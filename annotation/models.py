@@ -22,6 +22,16 @@ from django.utils import timezone
 from curation.models import Clip, Split
 
 
+class Platform(models.TextChoices):
+    """Where a batch's workers come from. Each crowd platform is a package in
+    annotation/platforms/ (its registry names it); local batches are handed out by
+    hit_claim to the project's own annotators."""
+
+    LOCAL = "local", "Earmark (the project's annotators)"
+    MTURK = "mturk", "Amazon Mechanical Turk"
+    PROLIFIC = "prolific", "Prolific"
+
+
 class Batch(models.Model):
     class State(models.TextChoices):
         DRAFT = "draft", "Draft"
@@ -78,8 +88,13 @@ class Batch(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)
-    # MTurk mode (annotation.mturk): the HIT type its HITs were created with there
-    mturk_hit_type_id = models.CharField(max_length=64, blank=True)
+    # Set when the batch goes to a crowd platform (annotation.platforms); from then on the
+    # platform decides who works on it, and hit_claim no longer offers it
+    platform = models.CharField(max_length=16, choices=Platform.choices, default=Platform.LOCAL)
+    # Platforms that pay by the hour (Prolific) check the reward against it
+    estimated_minutes = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="how long one HIT takes a worker, in minutes"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -89,6 +104,9 @@ class Batch(models.Model):
                 name="batch_state_valid",
             ),
             models.CheckConstraint(condition=Q(mode__in=["caption"]), name="batch_mode_valid"),
+            models.CheckConstraint(
+                condition=Q(platform__in=Platform.values), name="batch_platform_valid"
+            ),
             models.CheckConstraint(condition=Q(split__in=Split.values), name="batch_split_valid"),
             models.CheckConstraint(
                 condition=Q(captions_per_clip__gte=1, clips_per_hit__gte=1),
@@ -185,8 +203,6 @@ class Hit(models.Model):
     clips: models.ManyToManyField[Clip, HitClip] = models.ManyToManyField(
         "curation.Clip", through="HitClip", related_name="hits"
     )
-    # MTurk mode: the HIT created for it there ("" while not on MTurk)
-    mturk_hit_id = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-priority", "id"]
@@ -204,10 +220,6 @@ class Hit(models.Model):
                 name="hit_taken_within_max",
             ),
             models.CheckConstraint(condition=Q(max_assignments__gte=1), name="hit_wants_someone"),
-            # also serves the ExternalQuestion page's lookup by MTurk's hitId
-            models.UniqueConstraint(
-                fields=["mturk_hit_id"], condition=~Q(mturk_hit_id=""), name="hit_mturk_id_once"
-            ),
         ]
 
     def __str__(self) -> str:
@@ -264,9 +276,6 @@ class Assignment(models.Model):
     reviewed_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
     feedback = models.TextField(blank=True)
-    # MTurk mode: MTurk's assignmentId, and when the review was sent there (approve/reject)
-    mturk_assignment_id = models.CharField(max_length=64, blank=True)
-    mturk_review_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-accepted_at", "-id"]
@@ -308,11 +317,6 @@ class Assignment(models.Model):
             # One HIT at a time per worker; also stops two tabs claiming twice at once.
             models.UniqueConstraint(
                 fields=["worker"], condition=Q(state="accepted"), name="assignment_one_open"
-            ),
-            models.UniqueConstraint(
-                fields=["mturk_assignment_id"],
-                condition=~Q(mturk_assignment_id=""),
-                name="assignment_mturk_id_once",
             ),
         ]
 
@@ -524,7 +528,7 @@ class ClipReport(models.Model):
 class MTurkWorker(models.Model):
     """The local account standing for one Amazon Mechanical Turk worker (MTurk mode).
 
-    Identity is this row, never the account's name: annotation.mturk finds a worker by
+    Identity is this row, never the account's name: annotation.platforms.mturk finds a worker by
     `worker_id` (which MTurk confirmed, see mturk_assignment_start) and names new accounts
     `mturk-<WorkerId>` only as a label, a prefix no sign-up form accepts
     (core.usernames)."""
@@ -543,3 +547,67 @@ class MTurkWorker(models.Model):
 
     def __str__(self) -> str:
         return f"MTurk worker {self.worker_id}"
+
+
+class PlatformRef(models.Model):
+    """An Earmark row's id on a crowd platform (annotation.platforms): an MTurk HIT type,
+    HIT or assignment, a Prolific study or submission, a participant, a block mirrored
+    there. One table for every platform and kind, so a new platform adds rows, not
+    columns; `local_id` is the pk of the row of `kind` (a Batch, Hit, Assignment,
+    crowd.Qualification, crowd.QualificationAttempt, crowd.Block, or the worker's User)."""
+
+    class Kind(models.TextChoices):
+        BATCH = "batch", "batch (MTurk HIT type, Prolific study)"
+        HIT = "hit", "HIT"
+        ASSIGNMENT = "assignment", "assignment (MTurk assignment, Prolific submission)"
+        QUALIFICATION = "qualification", "qualification test (MTurk qualification type)"
+        ATTEMPT = "attempt", "qualification attempt (MTurk qualification request)"
+        WORKER = "worker", "worker (Prolific participant)"
+        BLOCK = "block", "block mirrored on the platform"
+        PAYMENT = "payment", "ledger entry paid there (a Prolific bonus payment)"
+
+    platform = models.CharField(max_length=16, choices=Platform.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    local_id = models.PositiveBigIntegerField()
+    external_id = models.CharField(max_length=255)
+    # when the platform named the same worker as the row here (an MTurk submission is
+    # provisional until then)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    # when the local decision on the row (a review, a grade) reached the platform
+    reported_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(platform__in=[p for p in Platform.values if p != Platform.LOCAL]),
+                name="platformref_platform_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    kind__in=[
+                        "batch",
+                        "hit",
+                        "assignment",
+                        "qualification",
+                        "attempt",
+                        "worker",
+                        "block",
+                        "payment",
+                    ]
+                ),
+                name="platformref_kind_valid",
+            ),
+            models.CheckConstraint(condition=~Q(external_id=""), name="platformref_has_id"),
+            # one id per row and platform; also serves the lookups by row
+            models.UniqueConstraint(
+                fields=["platform", "kind", "local_id"], name="platformref_once_per_row"
+            ),
+            # also serves the lookups by the platform's id (the page's hitId, a submission)
+            models.UniqueConstraint(
+                fields=["platform", "kind", "external_id"], name="platformref_external_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.local_id} is {self.external_id} on {self.platform}"

@@ -107,8 +107,15 @@ JOB_KINDS: dict[str, JobKind] = {
         "active.services.suggestions.project_suggest_job",
         "gpu",
     ),
+    "prolific_publish": JobKind(
+        "Publish a batch on Prolific",
+        "annotation.platforms.prolific.publish.batch_prolific_publish_job",
+        "default",
+    ),
     "mturk_publish": JobKind(
-        "Publish a batch on MTurk", "annotation.mturk.batch_mturk_publish_job", "default"
+        "Publish a batch on MTurk",
+        "annotation.platforms.mturk.publish.batch_mturk_publish_job",
+        "default",
     ),
 }
 

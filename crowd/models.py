@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_countries.fields import CountryField
 
+from annotation.models import Platform
 from core.models import Role
 from curation.models import Clip
 
@@ -135,9 +136,6 @@ class Qualification(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
-    # MTurk mode (annotation.mturk): the qualification type standing for this test there,
-    # made when an MTurk batch first requires it
-    mturk_qualification_type_id = models.CharField(max_length=255, blank=True)
 
     class Meta:
         ordering = ["name", "id"]
@@ -195,10 +193,6 @@ class QualificationAttempt(models.Model):
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     feedback = models.TextField(blank=True)
-    # MTurk mode: the qualification request the attempt came from (an MTurk worker took
-    # the test there), and when the grade went back (Accept/RejectQualificationRequest)
-    mturk_request_id = models.CharField(max_length=255, blank=True)
-    mturk_decision_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -225,11 +219,6 @@ class QualificationAttempt(models.Model):
                 fields=["qualification", "worker"],
                 condition=Q(state__in=["submitted", "approved"]),
                 name="qualattempt_one_live",
-            ),
-            models.UniqueConstraint(
-                fields=["mturk_request_id"],
-                condition=~Q(mturk_request_id=""),
-                name="qualattempt_mturk_request_once",
             ),
         ]
 
@@ -390,6 +379,10 @@ class LedgerEntry(models.Model):
     paid_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # One ledger across platforms: who paid (the batch's platform when the entry was
+    # written) and in which currency (annotation.platforms.platform_currency)
+    platform = models.CharField(max_length=16, choices=Platform.choices, default=Platform.LOCAL)
+    currency = models.CharField(max_length=3, default="USD")
     idempotency_key = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -424,3 +417,29 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of {self.amount_cents}¢ to {self.worker}"
+
+
+class LedgerDiscrepancy(models.Model):
+    """A difference between the ledger and a crowd platform's own records, found by the
+    platform's periodic reconciliation (annotation.platforms) and listed on the ledger
+    page. Each run replaces the platform's open rows with what it finds now."""
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="+")
+    platform = models.CharField(max_length=16, choices=Platform.choices)
+    entry = models.ForeignKey(
+        LedgerEntry, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    assignment = models.ForeignKey(
+        "annotation.Assignment", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    problem = models.TextField()
+    found_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-found_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(problem=""), name="discrepancy_says_what"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform}: {self.problem}"

@@ -27,7 +27,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django_countries import countries
 
-from annotation.models import Assignment, Batch, Hit
+from annotation.models import Assignment, Batch, Hit, Platform
 from core.models import Membership, Profile, Project, Role
 from crowd.models import BatchRequirements, Block, QualificationAttempt, RequiredLocale
 
@@ -150,7 +150,7 @@ def requirements_refusals(
             batch__state=Batch.State.PUBLISHED,
             batch__expires_at__gt=now,
             batch__project__in=annotated,
-            batch__mturk_hit_type_id="",
+            batch__platform=Platform.LOCAL,
         )
         .select_related("batch__project")
         .prefetch_related("qualifications", "locales")

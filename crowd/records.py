@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django_countries import countries
 
 from annotation.models import Assignment, Batch, Caption
+from annotation.platforms import platform_currency
 from crowd.models import (
     BatchRequirements,
     Flag,
@@ -96,14 +97,15 @@ def review_record(
     now: datetime,
 ) -> Review:
     """Stores the decision on a locked, just-reviewed assignment; an approval also books
-    the batch's reward. `reviewer` None is the batch's auto-approval."""
+    the batch's reward. `reviewer` None is the batch's auto-approval, or for a rejection
+    a crowd platform's verdict (annotation.platforms: work under a claimed id)."""
     review = Review(
         assignment=assignment,
         decision=Review.Decision.APPROVED if approve else Review.Decision.REJECTED,
         reason=reason,
         feedback=feedback,
         reviewer=reviewer,
-        automatic=reviewer is None,
+        automatic=reviewer is None and approve,
         created_at=now,
     )
     review.full_clean(exclude=["assignment"])
@@ -112,6 +114,8 @@ def review_record(
         batch = assignment.hit.batch
         LedgerEntry.objects.create(
             kind=LedgerEntry.Kind.REWARD,
+            platform=batch.platform,
+            currency=platform_currency(batch.platform),
             project_id=batch.project_id,
             worker_id=assignment.worker_id,
             batch=batch,

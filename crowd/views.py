@@ -35,6 +35,7 @@ from crowd.models import (
     BatchRequirements,
     Block,
     Flag,
+    LedgerDiscrepancy,
     LedgerEntry,
     Qualification,
     QualificationAttempt,
@@ -357,6 +358,7 @@ def ledger(request: HttpRequest, slug: str) -> HttpResponse:
         "role": role,
         "totals": services.ledger_totals(project=project),
         "entries": Paginator(entries, 100).get_page(request.GET.get("page")),
+        "discrepancies": LedgerDiscrepancy.objects.filter(project=project)[:200],
     }
     return render(request, "crowd/ledger.html", context)
 

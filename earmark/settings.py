@@ -310,7 +310,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "active-retrain-watch": {"task": "active.tasks.retrain_watch", "schedule": 300.0},
     # exports: snapshots left building by a stopped build fail; what it left is removed
     "snapshots-sweep": {"task": "corpus.tasks.snapshots_sweep", "schedule": 600.0},
-    # MTurk mode: reviews of MTurk assignments go to MTurk (nothing to do without any)
+    # MTurk mode: page submissions are confirmed as their worker's (or rejected there and
+    # the real worker blocked), and local blocks are mirrored there
+    "mturk-identity-sync": {"task": "annotation.tasks.mturk_identity_sync", "schedule": 120.0},
+    # Prolific: decisions and bonuses go there, places given up there are freed, and the
+    # money is reconciled (nothing to do without a token)
+    "prolific-sync": {"task": "annotation.tasks.prolific_sync", "schedule": 300.0},
+    # … reviews of MTurk assignments go to MTurk (nothing to do without any)
     "mturk-reviews-send": {"task": "annotation.tasks.mturk_reviews_send", "schedule": 300.0},
     # … and local slots of assignments returned or abandoned on MTurk are freed
     "mturk-returns-sync": {"task": "annotation.tasks.mturk_returns_sync", "schedule": 300.0},
@@ -365,7 +371,7 @@ FETCH_RATE_LIMIT_SECONDS = env_float("FETCH_RATE_LIMIT_SECONDS", 1.0, minimum=0.
 # A clip whose fetch failed this many times stays failed; fetch runs skip it from then on.
 FETCH_MAX_ATTEMPTS = env_int("FETCH_MAX_ATTEMPTS", 3, minimum=1)
 
-# Amazon Mechanical Turk (optional; annotation.mturk) ----------------------------------
+# Amazon Mechanical Turk (optional; annotation.platforms.mturk) -----------------------------
 # boto3 reaches MTurk here: the requester sandbox unless set to the production endpoint
 # (https://mturk-requester.us-east-1.amazonaws.com). Credentials: the AWS_* variables.
 MTURK_ENDPOINT_URL = env_str(
@@ -381,10 +387,31 @@ MTURK_SUBMIT_HOSTS = env_list(
 )
 # The MTurk page's requests that ask MTurk or write (opening an assignment, submitting
 # one) allowed per client address and per HIT in each window; past either, 429. Counted
-# in Django's cache (annotation.mturk.page_rate_check).
+# in Django's cache (annotation.platforms.mturk.page.page_rate_check).
 MTURK_PAGE_LIMIT_PER_ADDRESS = env_int("MTURK_PAGE_LIMIT_PER_ADDRESS", 120, minimum=1)
 MTURK_PAGE_LIMIT_PER_HIT = env_int("MTURK_PAGE_LIMIT_PER_HIT", 60, minimum=1)
 MTURK_PAGE_LIMIT_WINDOW_SECONDS = env_int("MTURK_PAGE_LIMIT_WINDOW_SECONDS", 600, minimum=1)
+
+# Prolific (optional; annotation.platforms.prolific) -----------------------------------
+# Its REST API, a researcher's API token (Settings > API tokens there; publishing and the
+# sync do nothing without it) and the workspace studies are made in.
+PROLIFIC_API_URL = env_str("PROLIFIC_API_URL", "https://api.prolific.com/api/v1")
+PROLIFIC_TOKEN = env_str("PROLIFIC_TOKEN")
+PROLIFIC_WORKSPACE_ID = env_str("PROLIFIC_WORKSPACE_ID")
+# The https:// address participants reach this site at (the study URL's base).
+PROLIFIC_EXTERNAL_URL = env_str("PROLIFIC_EXTERNAL_URL")
+# Where a participant goes back to with the study's completion code.
+PROLIFIC_COMPLETE_URL = env_str(
+    "PROLIFIC_COMPLETE_URL", "https://app.prolific.com/submissions/complete"
+)
+# The currency rewards are paid in there, and Prolific's minimum hourly rate in its
+# hundredths (publishing below it is refused).
+PROLIFIC_CURRENCY = env_str("PROLIFIC_CURRENCY", "GBP")
+PROLIFIC_MIN_HOURLY_CENTS = env_int("PROLIFIC_MIN_HOURLY_CENTS", 600, minimum=1)
+# The Prolific page's requests that ask Prolific (an arrival, a submit) allowed per client
+# address in each window; past it, 429 (annotation.platforms.prolific.page).
+PROLIFIC_PAGE_LIMIT_PER_ADDRESS = env_int("PROLIFIC_PAGE_LIMIT_PER_ADDRESS", 120, minimum=1)
+PROLIFIC_PAGE_LIMIT_WINDOW_SECONDS = env_int("PROLIFIC_PAGE_LIMIT_WINDOW_SECONDS", 600, minimum=1)
 
 # External tools -----------------------------------------------------------------------
 FFMPEG_BINARY = env_str("FFMPEG_BINARY", "ffmpeg")

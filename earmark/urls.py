@@ -13,7 +13,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("core.urls")),
     path("", include("annotation.urls")),
-    path("", include("annotation.mturk_urls")),  # the ExternalQuestion page MTurk frames
+    path("", include("annotation.platforms.mturk.urls")),  # the ExternalQuestion page MTurk frames
+    path("", include("annotation.platforms.prolific.urls")),  # the page Prolific sends to
     path("", include("curation.urls")),
     path("", include("crowd.urls")),
     path("", include("postprocessing.urls")),

@@ -22,6 +22,7 @@ from annotation.services.assignments import (
     claimable_hits,
     hit_claim,
     slot_release,
+    submissions_provisional,
 )
 from annotation.services.batches import (
     DEFAULT_CAPTIONS_PER_CLIP,
@@ -75,6 +76,7 @@ __all__ = [
     "clip_seconds",
     "hit_claim",
     "slot_release",
+    "submissions_provisional",
     "video_hint_open",
     "worker_summary",
 ]

@@ -34,6 +34,8 @@ from annotation.models import (
     ClipReport,
     Hit,
     HitClip,
+    Platform,
+    PlatformRef,
 )
 from annotation.signals import assignment_approved, assignment_submitted
 from core.models import Membership, Role
@@ -74,7 +76,8 @@ def claimable_hits(
             batch__expires_at__gt=now,
             batch__project__in=annotated,
             taken__lt=F("max_assignments"),
-            batch__mturk_hit_type_id="",  # MTurk hands out a batch on MTurk (annotation.mturk)
+            # a crowd platform hands out the HITs of a batch on it (annotation.platforms)
+            batch__platform=Platform.LOCAL,
         )
         .exclude(pk__in=worked_hits)
         .exclude(pk__in=reported_hits)
@@ -413,16 +416,25 @@ def assignment_review(
     feedback: str = "",
     reason: str = "",
     now: datetime | None = None,
+    by_platform: bool = False,
 ) -> Assignment:
     """Approves or rejects a submitted assignment. A rejection re-opens its slot, for
     another worker: the rejected worker is kept off those clips. `reviewer` None is the
-    batch's auto-approval (a trusted caller); `reason` is a crowd.models.RejectReason.
-    The decision and, for an approval, the worker's reward are recorded in the same
+    batch's auto-approval, or with `by_platform` a crowd platform's verdict (trusted
+    callers); `reason` is a crowd.models.RejectReason. A submission a platform has not
+    yet confirmed as its worker's (PlatformRef.confirmed_at) is not approved. The
+    decision and, for an approval, the worker's reward are recorded in the same
     transaction (crowd.records)."""
-    if reviewer is None and not approve:
+    if reviewer is None and not approve and not by_platform:
         raise ValidationError("Only a reviewer can reject an assignment.")
     if reviewer is not None:
         require_role(assignment.hit.batch.project, reviewer, Role.RESEARCHER, Role.REVIEWER)
+    if approve and submissions_provisional().filter(local_id=assignment.pk).exists():
+        raise ValidationError(
+            "The crowd platform has not yet confirmed who submitted this work; it can be "
+            "approved once it has (checked every few minutes).",
+            code="provisional",
+        )
     now = now or timezone.now()
     with transaction.atomic():
         assignment = assignment_locked(assignment)
@@ -441,6 +453,11 @@ def assignment_review(
             now=now,
         )
     return assignment
+
+
+def submissions_provisional() -> QuerySet[PlatformRef]:
+    """Platform submissions not yet confirmed as their worker's: nothing approves them."""
+    return PlatformRef.objects.filter(kind=PlatformRef.Kind.ASSIGNMENT, confirmed_at__isnull=True)
 
 
 def assignments_expire(*, now: datetime | None = None) -> int:

@@ -57,6 +57,7 @@ def batch_publish(
     publish: bool = True,
     bonus_cap_cents: int | None = None,
     requirements: Requirements | None = None,
+    estimated_minutes: int | None = None,
 ) -> Batch:
     """Creates a batch with one HIT per `clips_per_hit` clips of the subset's split, and
     publishes it unless `publish` is false. A HIT pays `reward_cents`, set by hand; None
@@ -117,6 +118,7 @@ def batch_publish(
             min_words=min_words,
             max_words=max_words,
             created_by=created_by,
+            estimated_minutes=estimated_minutes,
         )
         if bonus_cap_cents is not None:
             batch.bonus_cap_cents = bonus_cap_cents

@@ -17,6 +17,7 @@ from django.db.models import (
 )
 
 from annotation.models import Assignment, Batch
+from annotation.platforms import platform_currency
 from core.models import Project, Role
 from core.services import require_role
 from crowd.models import (
@@ -80,6 +81,8 @@ def bonus_pay(
                 _bonus_cap_check(locked, amount_cents)
                 entry = LedgerEntry.objects.create(
                     kind=LedgerEntry.Kind.BONUS,
+                    platform=locked.platform,
+                    currency=platform_currency(locked.platform),
                     project=project,
                     worker=worker,
                     batch=locked,
@@ -137,9 +140,20 @@ def ledger_totals(*, project: Project) -> dict[str, Any]:
 
     per_worker = by("worker__username")
     per_batch = by("batch__name")
+    # one ledger, several platforms and currencies: what each paid, in its own currency
+    per_platform = [
+        {**row, "total": row["rewards"] + row["bonuses"]}
+        for row in entries.values("platform", "currency")
+        .annotate(
+            rewards=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.REWARD), default=0),
+            bonuses=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.BONUS), default=0),
+        )
+        .order_by("platform", "currency")
+    ]
     return {
         "per_worker": per_worker,
         "per_batch": per_batch,
+        "per_platform": per_platform,
         "total": sum(row["total"] for row in per_worker),
     }
 
@@ -151,9 +165,11 @@ CSV_HEADER = [
     "batch_id",
     "batch",
     "assignment_id",
-    "amount_usd",
+    "amount",  # in `currency`: one ledger, several platforms
     "reason",
     "paid_by",
+    "currency",
+    "platform",
 ]
 
 
@@ -193,5 +209,7 @@ def ledger_csv(*, project: Project, user: User) -> Iterable[str]:
                 f"{e.amount_cents / 100:.2f}",
                 _cell(e.reason),
                 _cell(e.paid_by.get_username()) if e.paid_by else "",
+                e.currency,
+                e.platform,
             ]
         )

@@ -24,7 +24,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from annotation.models import Assignment, Caption
-from annotation.services import assignment_review, caption_problem
+from annotation.services import assignment_review, caption_problem, submissions_provisional
 from core.models import Project
 from core.services import require_role
 from crowd.models import (
@@ -142,7 +142,8 @@ def worker_approve_all(
 def assignments_auto_approve(*, now: datetime | None = None) -> int:
     """Approves submitted assignments older than their batch's auto-approval delay, as
     MTurk does; returns how many. Rows held by a reviewer right now are left for the next
-    sweep, and each chunk commits on its own."""
+    sweep, and so are submissions a crowd platform has not confirmed as their worker's;
+    each chunk commits on its own."""
     now = now or timezone.now()
     due_at = ExpressionWrapper(
         F("submitted_at") + F("hit__batch__auto_approve_delay"), output_field=DateTimeField()
@@ -154,6 +155,7 @@ def assignments_auto_approve(*, now: datetime | None = None) -> int:
                 Assignment.objects.select_for_update(skip_locked=True, of=("self",))
                 .alias(due_at=due_at)
                 .filter(state=Assignment.State.SUBMITTED, due_at__lte=now)
+                .exclude(pk__in=submissions_provisional().values("local_id"))
                 .select_related("hit__batch")
                 .order_by("submitted_at", "id")[:AUTO_APPROVE_CHUNK]
             )

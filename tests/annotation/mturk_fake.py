@@ -2,7 +2,7 @@
 
 It speaks the JSON protocol boto3 uses for MTurk (AWS JSON 1.1: POST / with
 `X-Amz-Target: MTurkRequesterServiceV20170117.<Operation>`) for the operations
-annotation.mturk calls, records every call, and can be told to refuse an operation after
+annotation.platforms.mturk calls, records every call, and can be told to refuse an operation after
 a number of successes. Signatures are not checked.
 
 Assignments live as on MTurk: a worker accepts one (accept), works on it, and either
@@ -16,7 +16,8 @@ ListAssignmentsForHIT lists the finished ones.
 As MTurk does, accept refuses a worker who misses the HIT type's QualificationRequirements:
 the system ones (approval rate, approved HITs, Worker_Locale) read the worker's record
 (`workers`: a worker not listed is a US worker with a long, clean record), and a type of
-ours is met once the requester granted it. A worker takes a qualification type's test
+ours is met once the requester granted it; a worker the requester blocked
+(CreateWorkerBlock) accepts nothing. A worker takes a qualification type's test
 (take_test): MTurk keeps the answers as a pending request until the requester accepts
 (grants) or rejects it.
 """
@@ -103,6 +104,7 @@ class FakeMTurk:
     # by QualificationRequestId: the type, the worker, the answers, the status
     qualification_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     granted: dict[tuple[str, str], int] = field(default_factory=dict)  # (type, worker): value
+    blocked: dict[str, str] = field(default_factory=dict)  # WorkerId -> the block's reason
     # operation -> successes still allowed before it answers with a RequestError
     refuse_after: dict[str, int] = field(default_factory=dict)
     # operation -> successes still allowed before it answers with a ServiceFault (MTurk's
@@ -114,6 +116,8 @@ class FakeMTurk:
 
     def accept(self, hit_id: str, assignment_id: str, worker_id: str) -> None:
         with self.lock:
+            if worker_id in self.blocked:  # MTurk hides a blocking requester's HITs
+                raise NotQualified(f"{worker_id} is blocked: {self.blocked[worker_id]}")
             if unmet := self.unmet(hit_id, worker_id):
                 raise NotQualified(f"{worker_id} misses {unmet}")
             self.assignments[assignment_id] = FakeAssignment(hit_id, worker_id)
@@ -281,6 +285,16 @@ class FakeMTurk:
         if not body.get("RequesterFeedback"):
             return 400, {"__type": "ValidationException", "Message": "RequesterFeedback"}
         return self._decide(body, "Rejected")
+
+    def _CreateWorkerBlock(self, body: dict[str, Any]) -> Answer:
+        if not body.get("Reason"):
+            return 400, {"__type": "ValidationException", "Message": "Reason"}
+        self.blocked[body["WorkerId"]] = body["Reason"]
+        return 200, {}
+
+    def _DeleteWorkerBlock(self, body: dict[str, Any]) -> Answer:
+        self.blocked.pop(body["WorkerId"], None)  # as MTurk: lifting no block is no error
+        return 200, {}
 
     def _GetAssignment(self, body: dict[str, Any]) -> Answer:
         found = self._finished(body["AssignmentId"])

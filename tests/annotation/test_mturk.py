@@ -20,20 +20,34 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
 
 from annotation import rules
-from annotation.models import Assignment, Batch, Caption, Hit, MTurkWorker
-from annotation.mturk import (
+from annotation.models import Assignment, Batch, Caption, Hit, MTurkWorker, PlatformRef
+from annotation.platforms import platform_get
+from annotation.platforms.mturk import (
     PREVIEW,
     batch_mturk_publish,
+    hit_mturk_id,
+    hit_type_id,
     mturk_returns_sync,
     mturk_reviews_send,
 )
-from annotation.mturk_qualifications import mturk_qualifications_sync
+from annotation.platforms.mturk.blocks import mturk_blocks_sync
+from annotation.platforms.mturk.client import assignment_by_mturk_id, mturk_hits
+from annotation.platforms.mturk.confirm import mturk_submissions_confirm
+from annotation.platforms.mturk.qualifications import mturk_qualifications_sync
 from annotation.presets import BATCH_PRESETS
 from annotation.services import caption_limits, hit_claim
 from core.models import Job, Membership, Role
-from crowd.models import QualificationAttempt, RejectReason
+from crowd.models import (
+    Block,
+    LedgerDiscrepancy,
+    LedgerEntry,
+    QualificationAttempt,
+    RejectReason,
+)
 from crowd.services import (
     batch_requirements_set,
     qualification_create,
@@ -41,10 +55,12 @@ from crowd.services import (
     review_approve,
     review_reject,
     worker_block,
+    worker_unblock,
 )
+from crowd.services.review import assignments_auto_approve
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
-from tests.conftest import make_user, streamed, wav_bytes
+from tests.conftest import login, make_user, streamed, wav_bytes
 
 SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
@@ -88,12 +104,26 @@ def _page_url(hit: Hit, assignment_id: str = "ASSIGN0001", worker_id: str = "AWO
     query = urlencode(
         {
             "assignmentId": assignment_id,
-            "hitId": hit.mturk_hit_id,
+            "hitId": hit_mturk_id(hit),
             "workerId": worker_id,
             "turkSubmitTo": SANDBOX,
         }
     )
     return f"/mturk/hits/{hit.pk}/?{query}"
+
+
+def _assignment(assignment_id: str) -> Assignment:
+    found = assignment_by_mturk_id(assignment_id)
+    assert found is not None, assignment_id
+    return found
+
+
+def _type_id(test: Any) -> str:
+    return PlatformRef.objects.get(kind="qualification", local_id=test.pk).external_id
+
+
+def _reported_at(assignment: Assignment) -> Any:
+    return PlatformRef.objects.get(kind="assignment", local_id=assignment.pk).reported_at
 
 
 def _token(html: str) -> str:
@@ -107,7 +137,7 @@ def _accept(
 ) -> tuple[Client, str]:
     """The worker accepts the HIT on MTurk, whose frame then opens our page."""
     if assignment_id not in mturk.assignments:  # not a reload
-        mturk.accept(hit.mturk_hit_id, assignment_id, worker_id)
+        mturk.accept(hit_mturk_id(hit), assignment_id, worker_id)
     client = Client(enforce_csrf_checks=True)
     response = client.get(_page_url(hit, assignment_id, worker_id))
     assert response.status_code == 200, response.content
@@ -136,15 +166,15 @@ def test_it_publishes_a_hit_type_and_one_external_question_per_hit(
     hit = _hit(on_mturk)
     assert created["MaxAssignments"] == 2
     assert f"<ExternalURL>{SITE}/mturk/hits/{hit.pk}/</ExternalURL>" in created["Question"]
-    assert on_mturk.mturk_hit_type_id == created["HITTypeId"]
-    assert hit.mturk_hit_id == mturk.by_token[f"earmark-{on_mturk.pk}-{hit.pk}"]
+    assert hit_type_id(on_mturk) == created["HITTypeId"]
+    assert hit_mturk_id(hit) == mturk.by_token[f"earmark-{on_mturk.pk}-{hit.pk}"]
 
 
 def test_publishing_again_creates_nothing_more(
     on_mturk: Batch, mturk: FakeMTurk, alice: Any
 ) -> None:
     assert batch_mturk_publish(batch=on_mturk, by=alice) == {
-        "hit_type": on_mturk.mturk_hit_type_id,
+        "hit_type": hit_type_id(on_mturk),
         "created": 0,
     }
     assert len(mturk.of("CreateHITType")) == len(mturk.of("CreateHITWithHITType")) == 1
@@ -157,10 +187,10 @@ def test_a_refused_hit_stops_publishing_and_a_second_run_goes_on(
     mturk.refuse_after["CreateHITWithHITType"] = 1
     with pytest.raises(ValidationError, match="after 1 were created"):
         batch_mturk_publish(batch=batch, by=alice)
-    assert batch.hits.exclude(mturk_hit_id="").count() == 1
+    assert mturk_hits().filter(batch=batch).count() == 1
     del mturk.refuse_after["CreateHITWithHITType"]
     assert batch_mturk_publish(batch=batch, by=alice)["created"] == 2
-    assert not batch.hits.filter(mturk_hit_id="").exists()
+    assert not batch.hits.exclude(pk__in=mturk_hits()).exists()
     assert len(mturk.hits) == 3
 
 
@@ -243,13 +273,13 @@ def test_mturk_refuses_a_worker_outside_the_crowd(
 ) -> None:
     mturk.workers["AOUTSIDER"] = worker
     with pytest.raises(NotQualified):
-        mturk.accept(_hit(audiocaps_crowd).mturk_hit_id, "ASSIGN0001", "AOUTSIDER")
+        mturk.accept(hit_mturk_id(_hit(audiocaps_crowd)), "ASSIGN0001", "AOUTSIDER")
 
 
 def test_mturk_lets_a_worker_of_the_crowd_work(audiocaps_crowd: Batch, mturk: FakeMTurk) -> None:
     mturk.workers["AWORKER1"] = FakeWorker(country="NZ", percent_approved=95, hits_approved=1001)
     _accept(mturk, _hit(audiocaps_crowd))
-    assert Assignment.objects.filter(mturk_assignment_id="ASSIGN0001").exists()
+    assert assignment_by_mturk_id("ASSIGN0001") is not None
 
 
 @pytest.fixture
@@ -282,7 +312,7 @@ def test_a_required_qualification_test_becomes_an_mturk_qualification_type(
 ) -> None:
     _, test = gated_on_mturk
     [created] = mturk.of("CreateQualificationType")
-    assert test.mturk_qualification_type_id in mturk.qualification_types
+    assert _type_id(test) in mturk.qualification_types
     assert created["QualificationTypeStatus"] == "Active"
     assert "AnswerKey" not in created  # free-text captions: a reviewer grades them here
     for clip_id in test.items.values_list("clip_id", flat=True):
@@ -291,7 +321,7 @@ def test_a_required_qualification_test_becomes_an_mturk_qualification_type(
     [hit_type] = mturk.of("CreateHITType")
     assert hit_type["QualificationRequirements"] == [
         {
-            "QualificationTypeId": test.mturk_qualification_type_id,
+            "QualificationTypeId": _type_id(test),
             "Comparator": "Exists",
             "ActionsGuarded": "Accept",
         }
@@ -309,7 +339,7 @@ def test_the_qualification_type_is_made_once(
     batch_mturk_publish(batch=second, by=alice)
     assert len(mturk.of("CreateQualificationType")) == 1
     requirements = mturk.of("CreateHITType")[1]["QualificationRequirements"]
-    assert requirements[0]["QualificationTypeId"] == test.mturk_qualification_type_id
+    assert requirements[0]["QualificationTypeId"] == _type_id(test)
 
 
 def test_a_test_taken_on_mturk_is_graded_here_and_granted_there(
@@ -318,8 +348,8 @@ def test_a_test_taken_on_mturk_is_graded_here_and_granted_there(
     batch, test = gated_on_mturk
     hit = _hit(batch)
     with pytest.raises(NotQualified):  # no qualification yet
-        mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
-    mturk.take_test(test.mturk_qualification_type_id, "AWORKER1", _answers(test, "a cat meows"))
+        mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
+    mturk.take_test(_type_id(test), "AWORKER1", _answers(test, "a cat meows"))
 
     assert mturk_qualifications_sync()["imported"] == 1
     attempt = QualificationAttempt.objects.get()
@@ -330,7 +360,7 @@ def test_a_test_taken_on_mturk_is_graded_here_and_granted_there(
 
     qualification_grade(attempt=attempt, reviewer=rey, approve=True)
     assert mturk_qualifications_sync()["sent"] == 1
-    assert mturk.granted == {(test.mturk_qualification_type_id, "AWORKER1"): 1}
+    assert mturk.granted == {(_type_id(test), "AWORKER1"): 1}
     _accept(mturk, hit)  # MTurk now lets the worker take the HIT
     assert mturk_qualifications_sync()["sent"] == 0  # sent once
 
@@ -339,7 +369,7 @@ def test_a_failed_test_is_refused_there_with_the_reviewers_feedback(
     gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk, rey: Any
 ) -> None:
     _, test = gated_on_mturk
-    request_id = mturk.take_test(test.mturk_qualification_type_id, "AWORKER1", _answers(test))
+    request_id = mturk.take_test(_type_id(test), "AWORKER1", _answers(test))
     mturk_qualifications_sync()
     attempt = QualificationAttempt.objects.get()
     qualification_grade(attempt=attempt, reviewer=rey, approve=False, feedback="Describe sounds.")
@@ -355,7 +385,7 @@ def test_a_grade_mturk_refuses_is_sent_again(
     gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk, rey: Any
 ) -> None:
     _, test = gated_on_mturk
-    mturk.take_test(test.mturk_qualification_type_id, "AWORKER1", _answers(test))
+    mturk.take_test(_type_id(test), "AWORKER1", _answers(test))
     mturk_qualifications_sync()
     qualification_grade(attempt=QualificationAttempt.objects.get(), reviewer=rey, approve=True)
     mturk.fail_after["AcceptQualificationRequest"] = 0
@@ -455,10 +485,10 @@ def test_the_page_may_be_framed_by_mturk_only(on_mturk: Batch) -> None:
 
 def test_accepting_makes_a_local_worker_and_assignment(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
     client = Client()
     html = client.get(_page_url(hit)).content.decode()
-    assignment = Assignment.objects.get(mturk_assignment_id="ASSIGN0001")
+    assignment = _assignment("ASSIGN0001")
     assert assignment.worker.get_username() == "mturk-AWORKER1"
     assert not assignment.worker.has_usable_password()
     role = Membership.objects.get(user=assignment.worker, project=on_mturk.project).role
@@ -512,7 +542,7 @@ def test_the_migration_links_the_accounts_the_mturk_page_made(db: None) -> None:
 
 def test_a_wrong_hit_id_is_404(on_mturk: Batch) -> None:
     hit = _hit(on_mturk)
-    url = _page_url(hit).replace(hit.mturk_hit_id, "HITNOTOURS")
+    url = _page_url(hit).replace(hit_mturk_id(hit), "HITNOTOURS")
     assert Client().get(url).status_code == 404
     assert not Assignment.objects.exists()
 
@@ -537,7 +567,7 @@ def test_a_submit_posts_back_to_mturk_and_stores_the_captions_once(
     html = responses[-1].content.decode()
     assert f'action="{SANDBOX}/mturk/externalSubmit"' in html
     assert 'name="assignmentId" value="ASSIGN0001"' in html
-    assignment = Assignment.objects.get(mturk_assignment_id="ASSIGN0001")
+    assignment = _assignment("ASSIGN0001")
     assert assignment.state == Assignment.State.SUBMITTED
     assert list(assignment.captions.values_list("text", flat=True)) == [CAPTION, CAPTION]
 
@@ -591,7 +621,7 @@ def test_a_second_hit_waits_until_the_first_is_done(
 ) -> None:
     first, second = two_hits
     _accept(mturk, first, assignment_id="ASSIGN0001")
-    mturk.accept(second.mturk_hit_id, "ASSIGN0002", "AWORKER1")
+    mturk.accept(hit_mturk_id(second), "ASSIGN0002", "AWORKER1")
     response = Client().get(_page_url(second, assignment_id="ASSIGN0002"))
     assert response.status_code == 409
     assert "submit or return the other first" in response.content.decode()
@@ -647,7 +677,7 @@ def test_a_submitted_assignment_is_checked_against_its_worker_and_hit(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:
     hit = _hit(on_mturk)
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0005", "AWORKER5")
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0005", "AWORKER5")
     mturk.submit("ASSIGN0005")
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0005", worker_id="AWORKER6"))
     assert response.status_code == 409
@@ -659,7 +689,7 @@ def test_an_assignment_of_another_hit_takes_no_slot_here(
     two_hits: tuple[Hit, Hit], mturk: FakeMTurk
 ) -> None:
     first, second = two_hits
-    mturk.accept(first.mturk_hit_id, "ASSIGN0001", "AEVIL1")  # real, but on the first HIT
+    mturk.accept(hit_mturk_id(first), "ASSIGN0001", "AEVIL1")  # real, but on the first HIT
     response = Client().get(_page_url(second, assignment_id="ASSIGN0001", worker_id="AEVIL1"))
     assert response.status_code == 409
     assert "no assignment of this HIT in progress" in response.content.decode()
@@ -683,7 +713,7 @@ def test_a_page_under_the_id_of_a_worker_at_work_leaves_their_assignment_alone(
 ) -> None:
     hit = _hit(on_mturk)
     _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0002", "AEVIL1")  # a real assignment of their own
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0002", "AEVIL1")  # a real assignment of their own
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0002", worker_id="AWORKER1"))
     assert response.status_code == 409
     assert _state("ASSIGN0001") == Assignment.State.ACCEPTED
@@ -714,7 +744,7 @@ def test_a_blocked_worker_opens_no_new_assignment(
     _submitted(mturk, hit, "ASSIGN0001", "AWORKER1")
     worker = Assignment.objects.get().worker
     worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0002", "AWORKER1")
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0002", "AWORKER1")
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0002", worker_id="AWORKER1"))
     assert response.status_code == 409
     assert "blocked from this project" in response.content.decode()
@@ -725,7 +755,7 @@ def test_a_worker_refused_a_full_hit_gets_no_account(on_mturk: Batch, mturk: Fak
     hit = _hit(on_mturk)
     _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
     _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0003", "AWORKER3")  # MTurk let a third one in
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0003", "AWORKER3")  # MTurk let a third one in
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3"))
     assert response.status_code == 409
     assert "all the captions it wants" in response.content.decode()
@@ -737,7 +767,7 @@ def test_mturk_out_of_reach_refuses_for_now_and_creates_nothing(
     on_mturk: Batch, mturk: FakeMTurk
 ) -> None:
     hit = _hit(on_mturk)
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
     mturk.fail_after["GetAssignment"] = 0
     response = Client().get(_page_url(hit))
     assert response.status_code == 503
@@ -770,21 +800,152 @@ def test_a_submit_mturk_cannot_confirm_keeps_the_captions_typed(
     assert not Caption.objects.exists()
 
 
-def test_a_review_is_not_sent_for_an_assignment_mturk_gives_another_worker(
-    on_mturk: Batch, mturk: FakeMTurk, rey: Any, caplog: pytest.LogCaptureFixture
+def test_a_submission_is_provisional_until_mturk_names_its_worker(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
 ) -> None:
     hit = _hit(on_mturk)
-    # AEVIL1's real assignment, in progress: MTurk names no worker for it until submitted
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AEVIL1")
-    client, token = _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AVICTIM1")
+    client, token = _accept(mturk, hit)
     _send(client, hit, token)
+    assignment = _assignment("ASSIGN0001")
+    with pytest.raises(ValidationError, match="not yet confirmed who submitted"):
+        review_approve(assignment=assignment, reviewer=rey)
+    assert mturk_submissions_confirm() == {
+        "confirmed": 0,
+        "mismatched": 0,
+        "waiting": 1,
+        "gone": 0,
+    }
+    mturk.submit("ASSIGN0001")  # the worker's browser posts on to MTurk
+    assert mturk_submissions_confirm() == {
+        "confirmed": 1,
+        "mismatched": 0,
+        "waiting": 0,
+        "gone": 0,
+    }
+    review_approve(assignment=assignment, reviewer=rey)
+    assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
+
+
+def test_work_never_posted_to_mturk_is_rejected_and_its_slot_freed(
+    on_mturk: Batch, mturk: FakeMTurk
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    _send(client, hit, token)
+    mturk.give_back("ASSIGN0001")  # returned there before the browser posted it
+    assert mturk_submissions_confirm()["gone"] == 1
+    assignment = _assignment("ASSIGN0001")
+    assert assignment.state == Assignment.State.REJECTED
+    assert "never submitted on MTurk" in assignment.feedback
+    hit.refresh_from_db()
+    assert hit.taken == 0
+    assert not mturk.of("RejectAssignment")  # nothing there to reject
+
+
+def test_a_provisional_submission_is_not_auto_approved(on_mturk: Batch, mturk: FakeMTurk) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    _send(client, hit, token)
+    later = timezone.now() + on_mturk.auto_approve_delay + timedelta(minutes=1)
+    assert assignments_auto_approve(now=later) == 0
+    assert _state("ASSIGN0001") == Assignment.State.SUBMITTED
+
+
+def _impersonated(mturk: FakeMTurk, hit: Hit, victim: str = "AVICTIM1") -> Assignment:
+    """AEVIL1 accepts for real, opens the page claiming `victim`'s id, submits, and their
+    browser posts on to MTurk, which then names AEVIL1."""
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AEVIL1")
+    client, token = _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id=victim)
+    assert _send(client, hit, token).status_code == 200
     mturk.submit("ASSIGN0001")
-    review_approve(assignment=Assignment.objects.get(), reviewer=rey)
-    assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 1}
-    assert not mturk.of("ApproveAssignment")
+    return _assignment("ASSIGN0001")
+
+
+def test_work_submitted_under_another_workers_id_is_rejected_on_mturk(
+    on_mturk: Batch, mturk: FakeMTurk, caplog: pytest.LogCaptureFixture
+) -> None:
+    assignment = _impersonated(mturk, _hit(on_mturk))
+    assert mturk_submissions_confirm()["mismatched"] == 1
+    [rejected] = mturk.of("RejectAssignment")
+    assert rejected["AssignmentId"] == "ASSIGN0001"
+    assert "under another worker's id (AVICTIM1)" in rejected["RequesterFeedback"]
+    assert mturk.reviews == {"ASSIGN0001": "rejected"}  # MTurk's auto-approval pays nothing
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.REJECTED
+    assert not LedgerEntry.objects.exists()
     assert "MTurk has it as worker AEVIL1's" in caplog.text
-    with pytest.raises(CommandError, match="under another worker's id"):
-        call_command("mturk_send_reviews")
+    # sent once: the decision is MTurk's now
+    assert mturk_submissions_confirm() == {
+        "confirmed": 0,
+        "mismatched": 0,
+        "waiting": 0,
+        "gone": 0,
+    }
+    assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
+
+
+def test_the_block_moves_to_the_worker_mturk_named(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    assignment = _impersonated(mturk, hit)
+    victim = assignment.worker
+    # a reviewer, reading the work, blocks the account it was filed under
+    worker_block(project=on_mturk.project, worker=victim, by=rey, reason="Nonsense captions.")
+    mturk_submissions_confirm()
+    evil = MTurkWorker.objects.get(worker_id="AEVIL1").user
+    assert Block.objects.active().filter(project=on_mturk.project, worker=evil).exists()
+    assert not Block.objects.active().filter(worker=victim).exists()
+    assert mturk_blocks_sync() == {"blocked": 1, "lifted": 0, "refused": 0}
+    assert set(mturk.blocked) == {"AEVIL1"}
+
+
+def test_a_blocked_worker_under_a_fresh_id_is_caught_and_kept_out(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    first = _submitted(mturk, hit, "ASSIGN0000", "AEVIL1")
+    worker_block(project=on_mturk.project, worker=first.worker, by=rey, reason="Copies hints.")
+    mturk_blocks_sync()  # mirrored: MTurk shows AEVIL1 none of our HITs any more
+    with pytest.raises(NotQualified, match="blocked"):
+        mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AEVIL1")
+    mturk.blocked.clear()  # say the block came too late: they hold a real assignment
+    _impersonated(mturk, hit, victim="AFRESH1")
+    assert mturk_submissions_confirm()["mismatched"] == 1
+    assert mturk.reviews["ASSIGN0001"] == "rejected"
+
+
+def test_local_blocks_are_mirrored_on_mturk_and_lifted_there(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    worker = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1").worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    assert mturk_blocks_sync() == {"blocked": 1, "lifted": 0, "refused": 0}
+    [sent] = mturk.of("CreateWorkerBlock")
+    assert sent["WorkerId"] == "AWORKER1"
+    assert "Copies the hints." in sent["Reason"]
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 0, "refused": 0}  # once
+    worker_unblock(project=on_mturk.project, worker=worker, by=rey)
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 1, "refused": 0}
+    assert [b["WorkerId"] for b in mturk.of("DeleteWorkerBlock")] == ["AWORKER1"]
+    assert not mturk.blocked
+
+
+def test_a_block_mturk_refuses_is_sent_again(on_mturk: Batch, mturk: FakeMTurk, rey: Any) -> None:
+    worker = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1").worker
+    worker_block(project=on_mturk.project, worker=worker, by=rey, reason="Copies the hints.")
+    mturk.refuse_after["CreateWorkerBlock"] = 0
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 0, "refused": 1}
+    del mturk.refuse_after["CreateWorkerBlock"]
+    assert mturk_blocks_sync() == {"blocked": 1, "lifted": 0, "refused": 0}
+
+
+def test_local_workers_blocks_stay_local(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any, ann: Any
+) -> None:
+    worker_block(project=on_mturk.project, worker=ann, by=rey, reason="Copies the hints.")
+    assert mturk_blocks_sync() == {"blocked": 0, "lifted": 0, "refused": 0}
+    assert not mturk.of("CreateWorkerBlock")
 
 
 # Request limits -----------------------------------------------------------------------------
@@ -798,7 +959,7 @@ def test_too_many_requests_from_one_address_are_refused(
     for n in range(2):
         Client().get(_page_url(hit, assignment_id=f"MADEUP000{n}"))
     calls = len(mturk.calls)
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
     response = Client().get(_page_url(hit))
     assert response.status_code == 429
     assert "Too many requests" in response.content.decode()
@@ -813,12 +974,39 @@ def test_too_many_requests_for_one_hit_are_refused(
 ) -> None:
     settings.MTURK_PAGE_LIMIT_PER_HIT = 2
     hit = _hit(on_mturk)
-    for n in range(2):
-        Client(REMOTE_ADDR=f"192.0.2.{n}").get(_page_url(hit, assignment_id=f"MADEUP000{n}"))
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
-    response = Client(REMOTE_ADDR="192.0.2.9").get(_page_url(hit))
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
+    for n in range(2):  # confirmed requests: an open and a reload
+        assert Client(REMOTE_ADDR=f"192.0.2.{n}").get(_page_url(hit)).status_code == 200
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0002", "AWORKER2")
+    response = Client(REMOTE_ADDR="192.0.2.9").get(_page_url(hit, "ASSIGN0002", "AWORKER2"))
     assert response.status_code == 429
-    assert _nothing_made()
+    assert Assignment.objects.count() == 1
+
+
+def test_made_up_ids_do_not_lock_a_hit_for_its_workers(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any
+) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_HIT = 2
+    hit = _hit(on_mturk)
+    for n in range(5):  # forged page requests from many addresses: MTurk refuses each
+        forged = Client(REMOTE_ADDR=f"192.0.2.{n}").get(_page_url(hit, f"MADEUP000{n}"))
+        assert forged.status_code == 409
+    _accept(mturk, hit)
+
+
+def test_requests_over_the_address_limit_count_nowhere_else(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any
+) -> None:
+    settings.MTURK_PAGE_LIMIT_PER_ADDRESS = 1
+    settings.MTURK_PAGE_LIMIT_PER_HIT = 2
+    hit = _hit(on_mturk)
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
+    flooding = Client(REMOTE_ADDR="192.0.2.66")
+    assert flooding.get(_page_url(hit)).status_code == 200  # counted for the HIT: 1
+    for _ in range(10):  # refused at the address: the HIT's count stays at 1
+        assert flooding.get(_page_url(hit)).status_code == 429
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0002", "AWORKER2")
+    assert _accept(mturk, hit, "ASSIGN0002", "AWORKER2")
 
 
 def test_previews_are_not_counted(on_mturk: Batch, mturk: FakeMTurk, settings: Any) -> None:
@@ -834,12 +1022,12 @@ def test_the_limits_count_per_window(
 ) -> None:
     settings.MTURK_PAGE_LIMIT_PER_ADDRESS = 1
     hit = _hit(on_mturk)
-    monkeypatch.setattr("annotation.mturk.time.time", lambda: 1_000_000.0)
+    monkeypatch.setattr("annotation.platforms.mturk.page.time.time", lambda: 1_000_000.0)
     Client().get(_page_url(hit, assignment_id="MADEUP0001"))
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")
     assert Client().get(_page_url(hit)).status_code == 429
     later = 1_000_000.0 + settings.MTURK_PAGE_LIMIT_WINDOW_SECONDS
-    monkeypatch.setattr("annotation.mturk.time.time", lambda: later)
+    monkeypatch.setattr("annotation.platforms.mturk.page.time.time", lambda: later)
     assert Client().get(_page_url(hit)).status_code == 200
 
 
@@ -851,7 +1039,8 @@ def _submitted(mturk: FakeMTurk, hit: Hit, assignment_id: str, worker_id: str) -
     response = _send(client, hit, token)
     assert response.status_code == 200, response.content
     mturk.submit(assignment_id)  # the worker's browser posts the form on to MTurk
-    return Assignment.objects.get(mturk_assignment_id=assignment_id)
+    mturk_submissions_confirm()  # the periodic job: MTurk names the same worker
+    return _assignment(assignment_id)
 
 
 def test_reviews_are_sent_to_mturk_once(on_mturk: Batch, mturk: FakeMTurk, rey: Any) -> None:
@@ -876,7 +1065,7 @@ def test_a_review_mturk_refuses_is_sent_again_later(
     mturk.refuse_after["ApproveAssignment"] = 0
     assert mturk_reviews_send() == {"sent": 0, "refused": 1, "mismatched": 0}
     assignment.refresh_from_db()
-    assert assignment.mturk_review_sent_at is None
+    assert _reported_at(assignment) is None
     del mturk.refuse_after["ApproveAssignment"]
     assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
 
@@ -890,6 +1079,33 @@ def test_a_decision_mturk_already_took_is_not_sent(
     assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
     assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
     assert not mturk.of("ApproveAssignment")
+
+
+def test_a_decision_mturk_took_otherwise_is_listed_on_the_ledger_page(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any, alice: Any
+) -> None:
+    assignment = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1")
+    review_reject(assignment=assignment, reviewer=rey, reason=RejectReason.OFF_TOPIC)
+    mturk.set_status("ASSIGN0001", "Approved")  # MTurk's auto-approval paid it first
+    assert mturk_reviews_send()["sent"] == 1
+    [found] = LedgerDiscrepancy.objects.all()
+    assert (found.platform, found.assignment_id) == ("mturk", assignment.pk)
+    assert "rejected here but approved on MTurk" in found.problem
+    page = login(alice).get(reverse("ledger", args=[on_mturk.project.slug]))
+    assert "MTurk paid its reward" in page.content.decode()
+
+
+def test_the_platform_interface_runs_mturks_periodic_work(
+    on_mturk: Batch, mturk: FakeMTurk, rey: Any
+) -> None:
+    hit = _hit(on_mturk)
+    client, token = _accept(mturk, hit)
+    _send(client, hit, token)
+    mturk.submit("ASSIGN0001")
+    result = platform_get("mturk").sync()
+    assert result["confirm_confirmed"] == 1
+    review_approve(assignment=_assignment("ASSIGN0001"), reviewer=rey)
+    assert platform_get("mturk").sync()["decisions_send_sent"] == 1
 
 
 def test_a_status_mturk_will_not_give_leaves_the_review_for_later(
@@ -924,14 +1140,14 @@ def test_an_unexpected_error_asking_mturk_is_raised_not_counted_as_undecided(
     with pytest.raises(TypeError, match="a bug"):
         mturk_reviews_send(client=_BrokenClient())
     assignment.refresh_from_db()
-    assert assignment.mturk_review_sent_at is None
+    assert _reported_at(assignment) is None
 
 
 # Returns on MTurk ---------------------------------------------------------------------------
 
 
 def _state(assignment_id: str) -> str:
-    return Assignment.objects.get(mturk_assignment_id=assignment_id).state
+    return _assignment(assignment_id).state
 
 
 def test_a_hit_returned_on_mturk_gives_its_slot_back(on_mturk: Batch, mturk: FakeMTurk) -> None:
@@ -971,7 +1187,7 @@ def test_it_leaves_a_hit_alone_while_it_cannot_tell_who_returned(
     _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
     mturk.give_back("ASSIGN0001")  # one of the two returned; which, MTurk won't say
     assert mturk_returns_sync() == {"released": 0, "unsettled": 1, "failed": 0}
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0001", "AWORKER1")  # both at work there
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0001", "AWORKER1")  # both at work there
     assert mturk_returns_sync() == {"released": 0, "unsettled": 0, "failed": 0}
     assert {_state("ASSIGN0001"), _state("ASSIGN0002")} == {Assignment.State.ACCEPTED}
     assert Hit.objects.get(pk=hit.pk).taken == 2
@@ -980,7 +1196,7 @@ def test_it_leaves_a_hit_alone_while_it_cannot_tell_who_returned(
 def test_it_follows_mturks_pages_of_assignments(on_mturk: Batch, mturk: FakeMTurk) -> None:
     hit = _hit(on_mturk)
     for other in ("OTHER0001", "OTHER0002"):
-        mturk.accept(hit.mturk_hit_id, other, f"A{other}")
+        mturk.accept(hit_mturk_id(hit), other, f"A{other}")
         mturk.submit(other)
     _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
     # submitted there, on the last of MTurk's pages, though not yet here
@@ -1053,7 +1269,7 @@ def test_a_new_worker_on_a_full_hit_is_refused_while_mturk_leaves_a_doubt(
     _accept(mturk, hit, assignment_id="ASSIGN0001", worker_id="AWORKER1")
     _accept(mturk, hit, assignment_id="ASSIGN0002", worker_id="AWORKER2")
     mturk.give_back("ASSIGN0001")
-    mturk.accept(hit.mturk_hit_id, "ASSIGN0003", "AWORKER3")
+    mturk.accept(hit_mturk_id(hit), "ASSIGN0003", "AWORKER3")
     # MTurk answers for AWORKER3's assignment, then cannot say how the others stand
     mturk.fail_after["GetAssignment"] = 1
     response = Client().get(_page_url(hit, assignment_id="ASSIGN0003", worker_id="AWORKER3"))

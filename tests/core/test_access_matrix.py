@@ -290,6 +290,9 @@ PUBLIC: dict[str, str] = {
     "mturk_clip_audio": "the audio of that page, for the same worker",
     "mturk_qualification_audio": "a qualification test's clip, for MTurk's copy of the test: "
     "the link's signature is the credential (tests/annotation/test_mturk.py)",
+    "prolific_arrive": "the page Prolific sends its participants to; Prolific's API vouches "
+    "for the participant's session (tests/annotation/test_prolific.py)",
+    "prolific_clip_audio": "the audio of that page, for the holder of its signed token",
     "openapi-json": "the API's schema: operations, no data",
     "openapi-view": "the API's documentation page",
     "api-root": "the API's root",

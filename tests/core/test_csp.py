@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
-# The MTurk page is framed by MTurk and sends its own policy (annotation/mturk_views.py).
+# The MTurk page is framed by MTurk and sends its own policy (annotation/platforms/mturk/views.py).
 OWN_POLICY = {"annotation/mturk_hit.html", "annotation/mturk_submit.html"}
 INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.IGNORECASE)
 HANDLER = re.compile(r"\son[a-z]+\s*=", re.IGNORECASE)

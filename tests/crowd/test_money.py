@@ -123,9 +123,11 @@ def test_it_exports_the_ledger_as_csv(
         "batch_id",
         "batch",
         "assignment_id",
-        "amount_usd",
+        "amount",
         "reason",
         "paid_by",
+        "currency",
+        "platform",
     ]
     assert rows[1][1:8] == [
         "reward",
@@ -136,9 +138,10 @@ def test_it_exports_the_ledger_as_csv(
         "0.10",
         "",
     ]
+    assert rows[1][-2:] == ["USD", "local"]  # a local batch's reward, in dollars as ever
     # a formula in a reason is written as text, not run by the spreadsheet
     bonus = ["bonus", "ann", str(batch.pk), batch.name, "", "1.25"]
-    assert rows[2][1:] == [*bonus, '\'=HYPERLINK("http://evil")', "rey"]
+    assert rows[2][1:] == [*bonus, '\'=HYPERLINK("http://evil")', "rey", "USD", "local"]
 
 
 @pytest.mark.parametrize("persona", ["rey", "ann", "olive"])

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.mturk_qualifications import mturk_qualifications_sync
+from annotation.platforms.mturk.qualifications import mturk_qualifications_sync
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Batch
-from annotation.mturk import mturk_returns_sync
+from annotation.platforms.mturk.reviews import mturk_returns_sync
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation import mturk_views
+from annotation.platforms.mturk import views as mturk_views
 
 urlpatterns = [
     path("mturk/hits/<int:hit_id>/", mturk_views.mturk_hit, name="mturk_hit"),

@@ -1,4 +1,5 @@
-"""The ExternalQuestion page MTurk shows its workers (annotation.mturk explains the mode).
+"""The ExternalQuestion page MTurk shows its workers (the package's __init__ explains the
+mode).
 
 MTurk frames the page on its own site, so these views allow framing by MTurk alone, and
 they carry no session: the browser sends no cookies of ours to a third-party frame. The
@@ -7,7 +8,7 @@ submit is exempt from Django's cookie-based CSRF check.
 
 The query string is the visitor's word only: opening an assignment and submitting it are
 confirmed with MTurk first, and counted per client address and per HIT
-(annotation.mturk, "Who is asking").
+(page.py, "Who is asking").
 """
 
 from __future__ import annotations
@@ -23,8 +24,19 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation import mturk, rules, services
-from annotation.models import Assignment, Hit, HitClip
+from annotation import rules, services
+from annotation.models import Assignment, Hit, HitClip, Platform
+from annotation.platforms import refs
+from annotation.platforms.mturk import page as mturk
+from annotation.platforms.mturk.client import (
+    MTURK,
+    Kind,
+    MTurkUnconfirmed,
+    TooManyRequests,
+    assignment_mturk_id,
+    hit_mturk_id,
+)
+from annotation.platforms.mturk.publish import qualification_audio_signed
 from core.throttling import client_ip
 from crowd.models import QualificationClip
 from curation.serving import clip_audio_response
@@ -78,15 +90,18 @@ def _page(
 
 
 def _refusal_status(exc: ValidationError, default: int) -> int:
-    if isinstance(exc, mturk.TooManyRequests):
+    if isinstance(exc, TooManyRequests):
         return 429
-    if isinstance(exc, mturk.MTurkUnconfirmed):
+    if isinstance(exc, MTurkUnconfirmed):
         return 503
     return default
 
 
 def _mturk_hit(hit_id: int) -> Hit:
-    hits = Hit.objects.select_related("batch__project").exclude(mturk_hit_id="")
+    on_mturk = refs.on_platform(platform=MTURK, kind=Kind.HIT)
+    hits = Hit.objects.select_related("batch__project").filter(
+        pk__in=on_mturk, batch__platform=Platform.MTURK
+    )
     return get_object_or_404(hits, pk=hit_id)
 
 
@@ -98,7 +113,7 @@ def mturk_hit(request: HttpRequest, hit_id: int) -> HttpResponse:
     if request.method == "POST":
         return _submit(request, hit)
     params = request.GET
-    if params.get("hitId") != hit.mturk_hit_id:
+    if params.get("hitId") != hit_mturk_id(hit):
         raise Http404("No such MTurk HIT.")
     assignment_id = params.get("assignmentId", mturk.PREVIEW)
     if assignment_id == mturk.PREVIEW:
@@ -109,6 +124,7 @@ def mturk_hit(request: HttpRequest, hit_id: int) -> HttpResponse:
         assignment = mturk.mturk_assignment_start(
             hit=hit, assignment_id=assignment_id, worker_id=params.get("workerId", "")
         )
+        mturk.page_confirmed(hit=hit)
     except ValidationError as exc:
         status = _refusal_status(exc, 409)
         return _page(request, hit, problem=" ".join(exc.messages), status=status)
@@ -136,6 +152,7 @@ def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
         mturk.page_rate_check(address=client_ip(request), hit=hit)
         if assignment.state == Assignment.State.ACCEPTED:  # else assignment_submit says why
             mturk.mturk_submit_check(assignment=assignment)
+            mturk.page_confirmed(hit=hit)
     except ValidationError as exc:
         status = _refusal_status(exc, 409)
         if status == 409:
@@ -171,7 +188,7 @@ def _submit(request: HttpRequest, hit: Hit) -> HttpResponse:
         )
     context = {
         "action": f"{submit_to}/mturk/externalSubmit",
-        "assignment_id": assignment.mturk_assignment_id,
+        "assignment_id": assignment_mturk_id(assignment),
         "captions": len(captions),
     }
     return _framed(render(request, "annotation/mturk_submit.html", context))
@@ -201,15 +218,15 @@ def mturk_qualification_audio(
     request: HttpRequest, qualification_id: int, clip_id: int
 ) -> HttpResponseBase:
     """A clip of a qualification test made an MTurk qualification type: the test MTurk
-    shows links here with a signature per clip (annotation.mturk.qualification_audio_url)."""
-    if not mturk.qualification_audio_signed(
+    shows links here with a signature per clip (publish.qualification_audio_url)."""
+    if not qualification_audio_signed(
         qualification_id=qualification_id, clip_id=clip_id, signature=request.GET.get("s", "")
     ):
         raise Http404("No such clip.")
     item = get_object_or_404(
         QualificationClip.objects.select_related("clip"),
         qualification_id=qualification_id,
-        qualification__mturk_qualification_type_id__gt="",
+        qualification_id__in=refs.on_platform(platform=MTURK, kind=Kind.QUALIFICATION),
         clip_id=clip_id,
     )
     return clip_audio_response(request, item.clip)

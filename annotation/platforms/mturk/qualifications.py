@@ -1,4 +1,4 @@
-"""MTurk mode's qualification tests, after the HIT type requires them (annotation.mturk
+"""MTurk mode's qualification tests, after the HIT type requires them (publish.py
 makes the MTurk qualification type of each test a batch requires, with the test as its
 QuestionForm): MTurk holds each worker's answers as a qualification request, which
 mturk_qualification_requests_import brings here as the worker's attempt; a reviewer
@@ -20,7 +20,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.mturk import mturk_client, mturk_error, mturk_worker, question_id
+from annotation.models import PlatformRef
+from annotation.platforms import refs
+from annotation.platforms.mturk.client import MTURK, Kind, mturk_client, mturk_error
+from annotation.platforms.mturk.publish import question_id
+from annotation.platforms.mturk.workers import mturk_worker
 from crowd.models import Qualification, QualificationAnswer, QualificationAttempt
 
 MAX_REASON_CHARS = 1024
@@ -73,8 +77,13 @@ def _attempt_import(
             attempt = QualificationAttempt.objects.create(
                 qualification=qualification,
                 worker=worker,
-                mturk_request_id=request["QualificationRequestId"],
                 submitted_at=submitted if isinstance(submitted, datetime) else timezone.now(),
+            )
+            refs.ref_create(
+                platform=MTURK,
+                kind=Kind.ATTEMPT,
+                row=attempt,
+                external=request["QualificationRequestId"],
             )
             QualificationAnswer.objects.bulk_create(
                 QualificationAnswer(attempt=attempt, clip_id=clip_id, text=texts.get(clip_id, ""))
@@ -89,11 +98,14 @@ def mturk_qualification_requests_import(*, client: Any = None) -> dict[str, int]
     """Brings MTurk workers' test answers (pending qualification requests of our types)
     here as attempts for reviewers to grade; a request already brought is skipped."""
     counts = {"imported": 0, "skipped": 0, "failed": 0}
-    tests = Qualification.objects.exclude(mturk_qualification_type_id="").select_related("project")
-    for qualification in tests:
+    types = dict(
+        refs.refs(platform=MTURK, kind=Kind.QUALIFICATION).values_list("local_id", "external_id")
+    )
+    tests = Qualification.objects.filter(pk__in=list(types)).select_related("project")
+    for qualification in tests.order_by("pk"):
         client = client or mturk_client()
         try:
-            requests = _requests(client, qualification.mturk_qualification_type_id)
+            requests = _requests(client, types[qualification.pk])
         except (ClientError, BotoCoreError) as exc:  # asked again on the next run
             logger.warning(
                 "MTurk did not list the requests of %s: %s", qualification, mturk_error(exc)
@@ -101,9 +113,9 @@ def mturk_qualification_requests_import(*, client: Any = None) -> dict[str, int]
             counts["failed"] += 1
             continue
         known = set(
-            QualificationAttempt.objects.filter(
-                mturk_request_id__in=[r["QualificationRequestId"] for r in requests]
-            ).values_list("mturk_request_id", flat=True)
+            refs.refs(platform=MTURK, kind=Kind.ATTEMPT)
+            .filter(external_id__in=[r["QualificationRequestId"] for r in requests])
+            .values_list("external_id", flat=True)
         )
         clip_ids = list(qualification.items.order_by("position").values_list("clip_id", flat=True))
         for request in requests:
@@ -118,25 +130,27 @@ def mturk_qualification_grades_send(*, client: Any = None) -> dict[str, int]:
     """Sends MTurk the grades of attempts that came from its qualification requests: a
     pass grants the qualification (AcceptQualificationRequest), a fail refuses the
     request with the reviewer's feedback. A grade MTurk refuses is sent again next run."""
-    graded = (
-        QualificationAttempt.objects.filter(
-            state__in=[QualificationAttempt.State.APPROVED, QualificationAttempt.State.REJECTED],
-            mturk_decision_sent_at__isnull=True,
-        )
-        .exclude(mturk_request_id="")
-        .order_by("reviewed_at", "pk")
+    graded = QualificationAttempt.objects.filter(
+        state__in=[QualificationAttempt.State.APPROVED, QualificationAttempt.State.REJECTED]
     )
+    pending = {
+        ref.local_id: ref
+        for ref in refs.refs(platform=MTURK, kind=Kind.ATTEMPT).filter(
+            reported_at__isnull=True, local_id__in=graded.values("pk")
+        )
+    }
     counts = {"sent": 0, "refused": 0}
-    for attempt in graded:
+    for attempt in graded.filter(pk__in=list(pending)).order_by("reviewed_at", "pk"):
+        request_id = pending[attempt.pk].external_id
         client = client or mturk_client()
         try:
             if attempt.state == QualificationAttempt.State.APPROVED:
                 client.accept_qualification_request(
-                    QualificationRequestId=attempt.mturk_request_id, IntegerValue=1
+                    QualificationRequestId=request_id, IntegerValue=1
                 )
             else:
                 client.reject_qualification_request(
-                    QualificationRequestId=attempt.mturk_request_id,
+                    QualificationRequestId=request_id,
                     Reason=(attempt.feedback or "Not passed.")[:MAX_REASON_CHARS],
                 )
         except (ClientError, BotoCoreError) as exc:
@@ -147,9 +161,7 @@ def mturk_qualification_grades_send(*, client: Any = None) -> dict[str, int]:
             )
             counts["refused"] += 1
             continue
-        QualificationAttempt.objects.filter(pk=attempt.pk).update(
-            mturk_decision_sent_at=timezone.now()
-        )
+        PlatformRef.objects.filter(pk=pending[attempt.pk].pk).update(reported_at=timezone.now())
         counts["sent"] += 1
     return counts
 
