@@ -472,9 +472,12 @@ def caption_findings(
     hints: Sequence[str] = (),
     cider: CiderD,
     thresholds: FlagThresholds = FlagThresholds(),
+    consensus: bool = True,
 ) -> list[Finding]:
     """Why a reviewer should look at this caption first (empty: no reason). `others` are
-    the clip's other captions, `suggestion` the model's best caption for the clip."""
+    the clip's other captions, `suggestion` the model's best caption for the clip.
+    `consensus=False` leaves the CIDEr-D consensus check to the caller (the meaning check
+    of active.flagmodel replaces it); the model check still defers to the clip's captions."""
     found: list[Finding] = []
     consensus_applies = len(others) + 1 >= thresholds.consensus_min_captions
     if (
@@ -497,15 +500,15 @@ def caption_findings(
                     },
                 )
             )
-    if consensus_applies:
-        consensus = cider.score(text, list(others))
-        if consensus < thresholds.consensus_min_cider:
+    if consensus and consensus_applies:
+        consensus_cider = cider.score(text, list(others))
+        if consensus_cider < thresholds.consensus_min_cider:
             found.append(
                 Finding(
                     "consensus",
                     "Disagrees with the clip's other captions",
                     {
-                        "leave_one_out_cider_d": round(consensus, 4),
+                        "leave_one_out_cider_d": round(consensus_cider, 4),
                         "other_captions": len(others),
                         "threshold": thresholds.consensus_min_cider,
                     },
