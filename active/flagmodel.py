@@ -27,7 +27,7 @@ import math
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
-VERSION = 1
+VERSION = 2
 DIM = 96  # vector size: enough for a caption vocabulary of a few thousand lemmas
 MIN_COUNT = 3  # lemmas seen fewer times get no vector (they still match themselves exactly)
 MAX_VOCAB = 12_000
@@ -155,7 +155,8 @@ class FlagModel:
     idf: FloatArray  # (len(words),) log(captions / captions with the lemma)
     lemmas: dict[str, str]  # word form -> lemma (spaCy's, most frequent)
     stop: frozenset[str]
-    sources: dict[str, str]  # lemma -> AudioSet class name it comes from
+    sources: dict[str, list[str]]  # lemma -> ids of the AudioSet classes it names
+    broader: dict[str, list[str]]  # class id -> its ancestors below the ontology's roots
     captions: int  # captions the model learned from
     detector: Detector | None = None  # fitted by flag_model_learn; None: not fitted yet
     version: int = VERSION
@@ -163,6 +164,10 @@ class FlagModel:
 
     def __post_init__(self) -> None:
         self.index = {w: i for i, w in enumerate(self.words)}
+        self._up = {
+            w: frozenset(ids) | {a for i in ids for a in self.broader.get(i, ())}
+            for w, ids in self.sources.items()
+        }
         self.unseen_idf = float(math.log(max(2.0, float(self.captions))))
         self._cache: dict[str, Caption] = {}
 
@@ -182,6 +187,18 @@ class FlagModel:
             if base and base not in self.stop:
                 out.append(base)
         return out
+
+    def same_source(self, a: str, b: str) -> bool:
+        """Whether two source lemmas can name the same sound source: the same word, or one
+        names an ontology class the other's is, or falls under ("bark" and "dog": Bark is
+        under Dog; "car" and "vehicle"; not "dog" and "cat", siblings under Domestic
+        animals)."""
+        if a == b:
+            return True
+        up_a, up_b = self._up.get(a), self._up.get(b)
+        if not up_a or not up_b:
+            return False
+        return bool(up_a & set(self.sources[b])) or bool(up_b & set(self.sources[a]))
 
     def weight(self, lemma: str) -> float:
         i = self.index.get(lemma)
@@ -204,6 +221,7 @@ class FlagModel:
             "lemmas": self.lemmas,
             "stop": sorted(self.stop),
             "sources": self.sources,
+            "broader": self.broader,
             "captions": self.captions,
             "detector": asdict(self.detector) if self.detector else None,
         }
@@ -233,6 +251,7 @@ class FlagModel:
                 lemmas=dict(header["lemmas"]),
                 stop=frozenset(header["stop"]),
                 sources=dict(header["sources"]),
+                broader=dict(header["broader"]),
                 captions=int(header["captions"]),
                 detector=Detector(**header["detector"]) if header.get("detector") else None,
             )
@@ -281,21 +300,21 @@ def similarity(a: Caption, b: Caption) -> float:
     return 0.5 * (coverage(a, b) + coverage(b, a))
 
 
-def source_support(caption: Caption, others: Sequence[Caption]) -> dict[str, float]:
-    """For each sound source the caption names, the best match any other caption gives it
-    (1: another caption names it too; near 0: no other caption says anything like it)."""
-    out: dict[str, float] = {}
-    for k, word in enumerate(caption.lemmas):
-        if word not in caption.sources:
+def source_support(
+    word: str, caption: Caption, others: Sequence[Caption], model: FlagModel
+) -> float:
+    """How well the other captions back a sound source `word` of `caption`: 1 when one of
+    them names the same source (model.same_source), else its best word similarity (near 0:
+    no other caption says anything like it)."""
+    k = caption.lemmas.index(word)
+    best = 0.0
+    for other in others:
+        if not other.lemmas:
             continue
-        best = 0.0
-        for other in others:
-            if not other.lemmas:
-                continue
-            row = _match(caption, other)[k]
-            best = max(best, float(row.max()))
-        out[word] = best
-    return out
+        if any(model.same_source(word, v) for v in other.sources):
+            return 1.0
+        best = max(best, float(_match(caption, other)[k].max()))
+    return best
 
 
 # the meaning check -------------------------------------------------------------------------
@@ -311,11 +330,9 @@ FEATURES = (
     "information",  # log(1 + summed idf of its lemmas)
     "length",  # log(1 + number of content lemmas)
     "swapped_source",  # unsupported_source x missing_source: one source for another
+    "unsupported_sources",  # log(1 + sources with support under 0.5)
+    "no_source",  # 1 when it names no sound source at all
 )
-
-
-def _source_lemmas(caption: Caption, model: FlagModel) -> list[str]:
-    return [w for w in caption.lemmas if w in model.sources]
 
 
 def caption_features(
@@ -331,18 +348,20 @@ def caption_features(
     agreement = float(np.mean(mutual)) if mutual else 0.5
     mean_sim = float(np.mean(sims)) if sims else 0.0
     best_two = float(np.mean(sorted(sims, reverse=True)[:2])) if sims else 0.0
-    unsupported, unsupported_word = 0.0, ""
-    for k, word in enumerate(caption.lemmas):
-        if word not in model.sources:
-            continue
-        support = max((float(_match(caption, o)[k].max()) for o in others if o.lemmas), default=0.0)
-        value = (1.0 - support) * min(1.0, model.weight(word) / 6.0)
+    unsupported, unsupported_word, unsupported_count = 0.0, "", 0
+    for word in caption.sources:
+        value = 1.0 - source_support(word, caption, others, model)
+        unsupported_count += value > 0.5
         if value > unsupported:
             unsupported, unsupported_word = value, word
-    said: Counter[str] = Counter(w for o in others for w in set(_source_lemmas(o, model)))
+    # sources two or more of the others name (counting a "bark" for a "dog")
     missing, missing_word = 0.0, ""
-    for word, n in said.items():
-        if n < 2 or not caption.lemmas:
+    candidates = dict.fromkeys(w for o in others for w in o.sources)
+    for word in candidates:
+        backers = sum(any(model.same_source(word, v) for v in o.sources) for o in others)
+        if backers < 2 or not caption.lemmas:
+            continue
+        if any(model.same_source(word, v) for v in caption.sources):
             continue
         gap = 1.0 - float(_match(model.caption(word), caption).max())
         if gap > missing:
@@ -359,6 +378,8 @@ def caption_features(
         math.log1p(float(weights.sum())),
         math.log1p(len(caption.lemmas)),
         unsupported * missing,
+        math.log1p(unsupported_count),
+        float(len(caption.sources) == 0),
     ]
     notes: dict[str, Any] = {
         "similarity": round(mean_sim, 3),
@@ -435,22 +456,43 @@ def _fit_logistic(
 # building ------------------------------------------------------------------------------
 
 
-def ontology_sources(classes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Candidate source words from AudioSet class names: every name part ("Vehicle horn,
-    car horn, honking" -> vehicle horn, car horn, honking) gives its last word ("horn") and a
-    one-word part itself ("Dog"). Abstract and blacklisted classes count too: their names
-    are still things people hear."""
-    out: dict[str, str] = {}
+def ontology_sources(
+    classes: Iterable[Mapping[str, Any]], lemma: Callable[[str], str] = light_lemma
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """({source lemma: class ids}, {class id: ancestors below the roots}) from AudioSet
+    classes (`id`, `name`, `child_ids`; `id` defaults to the name). Every part of a class
+    name ("Vehicle horn, car horn, honking") gives its head word ("horn", "honking" ->
+    honk). Abstract and blacklisted classes count too: their names are still things people
+    hear. The roots (Animal, Music, …) are too broad to say two words name one source."""
+    classes = list(classes)
+    parents: dict[str, set[str]] = {}
     for cls_ in classes:
-        name = str(cls_.get("name", ""))
-        for part in name.split(","):
+        for child in cls_.get("child_ids", ()):
+            parents.setdefault(str(child), set()).add(str(cls_.get("id", cls_.get("name"))))
+    sources: dict[str, list[str]] = {}
+    broader: dict[str, list[str]] = {}
+    for cls_ in classes:
+        cid = str(cls_.get("id", cls_.get("name", "")))
+        up: set[str] = set()
+        todo = list(parents.get(cid, ()))
+        while todo:
+            parent = todo.pop()
+            if parent not in up:
+                up.add(parent)
+                todo.extend(parents.get(parent, ()))
+        up = {a for a in up if parents.get(a)}  # roots have no parents: leave them out
+        if up:
+            broader[cid] = sorted(up)
+        for part in str(cls_.get("name", "")).split(","):
             words = [w for w in tokens(part.replace("(", " ").replace(")", " ")) if w.isalpha()]
             if not words:
                 continue
-            word = words[-1]
+            word = lemma(words[-1])
             if word not in _NOT_SOURCES and word not in _FUNCTION:
-                out.setdefault(word, name)
-    return out
+                ids = sources.setdefault(word, [])
+                if cid not in ids:
+                    ids.append(cid)
+    return sources, broader
 
 
 def _spacy_table(captions: Sequence[str]) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:
@@ -657,7 +699,7 @@ def flag_model_learn(
             f"the flag model needs at least 100 distinct captions to learn from, got {len(texts)}"
         )
     step = max(1, len(texts) // SPACY_CAPTIONS)
-    lemmas, parts, spacy_stop = _spacy_table(texts[::step][:SPACY_CAPTIONS])
+    lemmas, _parts, spacy_stop = _spacy_table(texts[::step][:SPACY_CAPTIONS])
     stop = frozenset(_FUNCTION | spacy_stop) - {"noise", "sound", "back", "front"}
     skeleton = FlagModel(
         words=[],
@@ -666,6 +708,7 @@ def flag_model_learn(
         lemmas=lemmas,
         stop=stop,
         sources={},
+        broader={},
         captions=len(texts),
     )
     bags = [sorted(set(skeleton.content(t))) for t in texts]
@@ -695,19 +738,20 @@ def flag_model_learn(
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = np.where(norms > 0, vectors / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
     idf = np.array([math.log(len(texts) / counts[w]) for w in words], dtype=np.float32)
-    # a source is an ontology word that captions use (mostly) as a noun
-    sources = {
-        w: name
-        for w, name in ontology_sources(ontology).items()
-        if w in index and parts.get(w) in ("NOUN", "PROPN")
-    }
+    def lemma_of(word: str) -> str:
+        return lemmas.get(word) or light_lemma(word)
+
+    found, broader = ontology_sources(ontology, lemma_of)
+    # a source is an ontology word the captions use, and not one of their function words
+    sources = {w: ids for w, ids in found.items() if w in index and w not in stop}
     model = FlagModel(
         words=words,
         vectors=vectors,
         idf=idf,
-        lemmas={k: v_ for k, v_ in lemmas.items() if k != v_},
+        lemmas=lemmas,
         stop=stop,
         sources=sources,
+        broader=broader,
         captions=len(texts),
     )
     in_corpus = set(index)
