@@ -414,27 +414,30 @@ FALSE_ALARMS = 0.015  # share of untouched build-corpus captions the threshold l
 
 
 def likely_kind(values: Sequence[float], notes: Mapping[str, Any]) -> str:
-    """Which kind of bad caption the features point at, for the reviewer's sentence."""
+    """Which kind of bad caption the features point at, for the reviewer's sentence: generic
+    when it names no sound source (or only words every caption uses), wrong source when it
+    otherwise agrees with the others but names a source none of them backs, else off-topic."""
     named = dict(zip(FEATURES, values, strict=True))
-    if named["specificity"] < 0.5 or named["length"] < math.log1p(1):
+    if named["no_source"] or named["specificity"] < 0.5:
         return "generic"
-    if notes.get("unsupported_source") and named["swapped_source"] >= 0.15:
+    if notes.get("unsupported_source") and named["agreement"] >= 0.8:
         return "wrong-source"
     return "off-topic"
 
 
 def reason_words(kind: str, notes: Mapping[str, Any], others: int) -> str:
-    """The plain-words reason a reviewer reads (the probability is added by the caller)."""
+    """The plain-words reason a reviewer reads (the caller adds the probability)."""
     n = {1: "other caption", 2: "other two captions", 3: "other three captions"}.get(
         others, f"other {others} captions" if others > 4 else "other four captions"
     )
+    unsupported, missing = notes.get("unsupported_source"), notes.get("missing_source")
+    they_say = f" (they say {missing!s})" if missing else ""
     if kind == "generic":
-        return f"Likely generic: names no particular sound, unlike the {n}"
+        return f"Likely generic: names no particular sound, unlike the {n}{they_say}"
     if kind == "wrong-source":
-        word = notes.get("unsupported_source", "")
-        missing = notes.get("missing_source")
-        also = f" (they say {missing!s})" if missing else ""
-        return f"Likely wrong source: says {word!s}, which none of the {n} mention{also}"
+        return f"Likely wrong source: says {unsupported!s}, which none of the {n} back{they_say}"
+    if unsupported and missing:
+        return f"Likely off-topic: shares no sound source with the {n}{they_say}"
     return f"Likely off-topic: shares little meaning with the {n}"
 
 
@@ -738,6 +741,7 @@ def flag_model_learn(
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = np.where(norms > 0, vectors / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
     idf = np.array([math.log(len(texts) / counts[w]) for w in words], dtype=np.float32)
+
     def lemma_of(word: str) -> str:
         return lemmas.get(word) or light_lemma(word)
 
