@@ -177,7 +177,7 @@ def test_a_caption_without_a_source_noun_cannot_be_given_a_wrong_source() -> Non
             pool=[],
             lazy=[],
             sources=["car", "dog"],
-        )  # fmt: skip
+        )
         is None
     )
 
@@ -190,5 +190,5 @@ def test_too_few_captions_to_learn_from_are_refused() -> None:
 def test_a_caption_file_of_another_format_is_named(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("id,text\n1,a dog barks\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="x.csv: not a Clotho"):
+    with pytest.raises(ValueError, match=r"x\.csv: not a Clotho"):
         flagmodel.read_caption_csv(path)
