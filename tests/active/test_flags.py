@@ -218,3 +218,46 @@ def test_the_sweep_has_nothing_to_do_once_every_caption_was_checked(
 ) -> None:
     captions_flag(captions=Caption.objects.all(), project=batch.project)
     assert flags_sweep() == []
+
+
+def test_with_a_flag_model_the_job_flags_by_meaning_and_stores_the_score(
+    batch: Batch, dog_clip: Clip, ann: Any, flag_model_installed: Any
+) -> None:
+    lazy = _caption(batch, dog_clip, ann, "A sound is heard.")
+
+    captions_flag(captions=Caption.objects.filter(pk=lazy.pk), project=batch.project)
+
+    flag = Flag.objects.get(caption=lazy, evidence__kind="consensus")
+    assert flag.evidence["check"] == "meaning"
+    assert flag.reason.startswith("Likely generic: names no particular sound")
+    assert flag.reason.endswith(f"; {round(100 * flag.evidence['probability'])} %")
+    check = FlagCheck.objects.get(caption=lazy)
+    assert check.score == pytest.approx(flag.evidence["score"], abs=1e-4)
+
+
+def test_the_flag_job_and_the_benchmark_call_the_same_check(
+    batch: Batch, dog_clip: Clip, ann: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """benchmarks/flags_real.py measures what the job does: both go through
+    active.flagmodel.caption_check with the job's thresholds; this fails if either stops."""
+    from active import flagmodel
+    from active.services.flags import flag_thresholds
+    from benchmarks import flags_real
+
+    real = flagmodel.caption_check
+    callers: list[tuple[str, Any]] = []
+
+    def spy(**kwargs: Any) -> Any:
+        callers.append((kwargs["text"], kwargs["thresholds"]))
+        return real(**kwargs)
+
+    monkeypatch.setattr(flagmodel, "caption_check", spy)
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+    captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+    assert callers == [("a siren wails in the distance", flag_thresholds())]
+
+    callers.clear()
+    clips = [[*DOG[:3], "a siren wails in the distance"]]
+    flags_real.evaluate(clips, {(0, 3): "off-topic"}, model=None, thresholds=flag_thresholds())
+    assert [text for text, _ in callers] == clips[0]
+    assert {thresholds for _, thresholds in callers} == {flag_thresholds()}
