@@ -7,7 +7,6 @@ and tests/core/test_worker.py drives a real worker process on the configured bro
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 
@@ -25,6 +24,6 @@ DATABASES.pop(PROGRESS_DB, None)  # noqa: F405
 # The flags' meaning model: tests never learn one from ../shared/data (minutes); without a
 # model in this directory the flags fall back to CIDEr-D consensus, and the tests that need
 # one learn it from tests/fixtures/flags (tests/conftest.py: flag_model_file).
-ACTIVE_FLAG_MODEL_CAPTIONS: list[Path] = []
+ACTIVE_FLAG_MODEL_CAPTIONS = []
 ACTIVE_FLAG_MODEL_ONTOLOGY = BASE_DIR / "tests" / "fixtures" / "audioset_ontology.json"  # noqa: F405
 ACTIVE_FLAG_MODEL_DIR = VAR_DIR / "test-flags" / str(os.getpid())  # noqa: F405

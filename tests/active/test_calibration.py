@@ -117,6 +117,7 @@ def test_a_flag_waiting_for_review_shows_the_refit_probability(
 
 def test_automatic_approvals_are_no_decision(batch: Batch, clips: list[Clip]) -> None:
     caption = _checked(batch, clips[0], 1, score=2.0, flagged=True, decision=None)
+    assert caption.assignment is not None
     Review.objects.create(
         assignment=caption.assignment, decision=Review.Decision.APPROVED, automatic=True
     )
