@@ -104,7 +104,8 @@ def flags_calibrate(*, project: Project) -> FlagCalibration:
             caption__assignment__review__isnull=True,
             evidence__check="meaning",
         )
-        for flag in waiting.select_for_update():
+        # lock only the flags: the review join is an outer one, which PostgreSQL cannot lock
+        for flag in waiting.select_for_update(of=("self",)):
             score = flag.evidence.get("score")
             if score is None:
                 continue
