@@ -15,8 +15,10 @@ Corruptions, taking turns over the chosen clips (active.flagmodel.corrupt_clips)
                 one the set uses ("car")
 Every caption of every clip then goes through `active.flagmodel.caption_check`, the function
 the flag job (`active.services.flags.captions_flag`) calls, with the job's settings
-(`flag_thresholds()`), flag model (`flag_model()`, built first if missing: ~2 minutes) and
-the default calibration. The last line is
+(`flag_thresholds()`), flag model (`flag_model()`, built first if missing: ~2 minutes, after
+migrating the settings' database, whose captions it also learns from) and the default
+calibration; `--without-model` runs it as the job does before any model exists (CIDEr-D
+consensus). The last line is
     flags: precision P recall R untouched_flagged F
 over the kinds with a target (off-topic, generic, wrong-source).
 """
@@ -78,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ontology", type=Path, default=ROOT.parent / "shared/data/audioset/ontology.json"
     )
+    parser.add_argument(
+        "--without-model", action="store_true",
+        help="run the job's check as it runs before a flag model exists (CIDEr-D consensus)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not args.captions.is_file():
         parser.error(f"--captions {args.captions}: no such file")
@@ -95,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     from active.services.flags import flag_model, flag_thresholds
 
     started = time.monotonic()
-    model = flag_model()
+    model = None if args.without_model else flag_model(build_missing=False)
+    if model is None and not args.without_model:
+        from django.core.management import call_command
+
+        # building reads the database's captions too: bring its tables up to date first
+        call_command("migrate", verbosity=0)
+        model = flag_model()
     loaded = time.monotonic()
     ontology = json.loads(ontology_file.read_text(encoding="utf-8"))
     counts = Counter(w for c in clips for t in c for w in scoring.tokens(t))
