@@ -261,3 +261,44 @@ def test_the_flag_job_and_the_benchmark_call_the_same_check(
     flags_real.evaluate(clips, {(0, 3): "off-topic"}, model=None, thresholds=flag_thresholds())
     assert [text for text, _ in callers] == clips[0]
     assert {thresholds for _, thresholds in callers} == {flag_thresholds()}
+
+
+def test_build_flag_model_learns_from_the_configured_captions_into_the_var_dir(
+    settings: Any, tmp_path: Any
+) -> None:
+    from django.core.management import call_command
+
+    from active import flagmodel
+    from active.services.flags import flag_model, flag_model_path
+    from tests.conftest import FLAG_FIXTURES
+
+    settings.ACTIVE_FLAG_MODEL_DIR = tmp_path / "flags"
+    settings.ACTIVE_FLAG_MODEL_CAPTIONS = [
+        FLAG_FIXTURES / "clotho_development_head.csv",
+        FLAG_FIXTURES / "audiocaps_train_head.csv",
+    ]
+    call_command("build_flag_model")
+
+    path = flag_model_path()
+    assert path == tmp_path / "flags" / f"flag-model-v{flagmodel.VERSION}.npz"
+    assert path.is_file()
+    model = flag_model(build_missing=False)
+    assert model is not None
+    assert model.detector is not None
+    assert model.captions > 2000
+
+
+def test_with_too_little_to_learn_from_the_flags_fall_back_to_cider_d(
+    batch: Batch, dog_clip: Clip, ann: Any, settings: Any, tmp_path: Any
+) -> None:
+    from active.services.flags import flag_model, flag_model_path
+
+    settings.ACTIVE_FLAG_MODEL_DIR = tmp_path / "flags"
+    assert flag_model() is None  # seven captions in the database, no caption files
+    assert not flag_model_path().exists()
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+    captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+    assert (
+        "leave_one_out_cider_d"
+        in Flag.objects.get(caption=odd, evidence__kind="consensus").evidence
+    )
