@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # building reads the database's captions too: bring its tables up to date first
         call_command("migrate", verbosity=0)
-        model = flag_model()
+        model = flag_model(build_missing=True)
     loaded = time.monotonic()
     ontology = json.loads(ontology_file.read_text(encoding="utf-8"))
     counts = Counter(w for c in clips for t in c for w in scoring.tokens(t))

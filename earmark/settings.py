@@ -460,6 +460,8 @@ ACTIVE_FLAG_MODEL_ONTOLOGY = Path(
     env_str("ACTIVE_FLAG_MODEL_ONTOLOGY", str(_SHARED_DATA / "audioset" / "ontology.json"))
 )
 ACTIVE_FLAG_MODEL_DIR = Path(env_str("ACTIVE_FLAG_MODEL_DIR", str(VAR_DIR / "flags"))).resolve()
+# a flag check that finds no model learns one first (minutes); 0 leaves that to the command
+ACTIVE_FLAG_MODEL_AUTOBUILD = env_bool("ACTIVE_FLAG_MODEL_AUTOBUILD", default=True)
 # Per-project calibration of the flags' probabilities from reviewers' decisions: refit every
 # ACTIVE_FLAG_CALIBRATE_SECONDS (0: only on demand).
 ACTIVE_FLAG_CALIBRATE_SECONDS = env_int("ACTIVE_FLAG_CALIBRATE_SECONDS", 3600, minimum=0)

@@ -94,11 +94,14 @@ def flag_model_build_job(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     return flag_model_build(progress=progress)
 
 
-def flag_model(*, build_missing: bool = True) -> flagmodel.FlagModel | None:
+def flag_model(*, build_missing: bool | None = None) -> flagmodel.FlagModel | None:
     """The current flag model, read once per process (again when the file changes); built
-    first when missing. None when there is too little to learn from: the flags then fall
-    back to CIDEr-D consensus."""
+    first when missing (`build_missing`, by default ACTIVE_FLAG_MODEL_AUTOBUILD). None when
+    there is none and too little to learn from: the flags then fall back to CIDEr-D
+    consensus."""
     path = flag_model_path()
+    if build_missing is None:
+        build_missing = settings.ACTIVE_FLAG_MODEL_AUTOBUILD
     with _build_lock:
         if not path.is_file():
             if not build_missing:

@@ -294,6 +294,7 @@ def test_with_too_little_to_learn_from_the_flags_fall_back_to_cider_d(
     from active.services.flags import flag_model, flag_model_path
 
     settings.ACTIVE_FLAG_MODEL_DIR = tmp_path / "flags"
+    settings.ACTIVE_FLAG_MODEL_AUTOBUILD = True
     assert flag_model() is None  # seven captions in the database, no caption files
     assert not flag_model_path().exists()
     odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
@@ -302,3 +303,22 @@ def test_with_too_little_to_learn_from_the_flags_fall_back_to_cider_d(
         "leave_one_out_cider_d"
         in Flag.objects.get(caption=odd, evidence__kind="consensus").evidence
     )
+
+
+def test_a_missing_flag_model_is_learned_on_first_use(settings: Any, tmp_path: Any) -> None:
+    from active.services.flags import flag_model, flag_model_path
+    from tests.conftest import FLAG_FIXTURES
+
+    settings.ACTIVE_FLAG_MODEL_DIR = tmp_path / "flags"
+    settings.ACTIVE_FLAG_MODEL_CAPTIONS = [
+        FLAG_FIXTURES / "clotho_development_head.csv",
+        FLAG_FIXTURES / "audiocaps_train_head.csv",
+    ]
+    assert flag_model() is None  # the test settings learn nothing implicitly
+    settings.ACTIVE_FLAG_MODEL_AUTOBUILD = True
+
+    model = flag_model()
+
+    assert model is not None
+    assert flag_model_path().is_file()
+    assert flag_model() is model  # read once per process
