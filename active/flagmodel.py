@@ -9,8 +9,16 @@ gives the flags three pieces of meaning, all learned from captions by `flag_mode
   same sounds ("dog", "bark", "canine", "yelp") end up close because they keep company in
   captions; nothing is downloaded.
 - inverse document frequencies of lemmas: "sound", "hear", "noise" say little, "siren" a lot.
-- sound sources: the lemmas of AudioSet ontology class names (Dog, Vehicle horn, Siren, …)
-  that captions use as nouns, for the wrong-source check.
+- sound sources: the head words of AudioSet class names (Dog, Vehicle horn -> horn, Bark)
+  that captions use, with the classes they name and those classes' ancestors, so "bark"
+  backs "dog" (Bark is under Dog) and "car" backs "vehicle", but "cat" does not back "dog".
+
+On top, a detector: a logistic regression over features of a caption relative to the clip's
+other captions (its similarity to them against their agreement among themselves, its sound
+sources none of them backs, sources two of them name that it lacks, how specific its words
+are), fitted at build time on clips of the build corpus with one caption made bad (another
+clip's caption, a lazy one, a swapped source), its threshold set so that FALSE_ALARMS of
+the untouched captions are flagged. `caption_check` is the check the flag job runs.
 
 Lemmas come from spaCy at build time (a word form -> lemma table stored in the artefact), so
 scoring needs no spaCy; unseen forms fall back to `scoring.lemma`.
