@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
-VERSION = 2
+VERSION = 3
 DIM = 96  # vector size: enough for a caption vocabulary of a few thousand lemmas
 MIN_COUNT = 3  # lemmas seen fewer times get no vector (they still match themselves exactly)
 MAX_VOCAB = 12_000
@@ -261,7 +261,7 @@ class FlagModel:
                 sources=dict(header["sources"]),
                 broader=dict(header["broader"]),
                 captions=int(header["captions"]),
-                detector=Detector(**header["detector"]) if header.get("detector") else None,
+                detector=Detector.from_dict(header["detector"]) if header.get("detector") else None,
             )
 
 
@@ -340,7 +340,10 @@ FEATURES = (
     "swapped_source",  # unsupported_source x missing_source: one source for another
     "unsupported_sources",  # log(1 + sources with support under 0.5)
     "no_source",  # 1 when it names no sound source at all
+    "fit",  # how well its least backed source fits its own other words ("a dog barks")
+    "misfit_source",  # unsupported_source x (1 - fit): a source the others and its verb reject
 )
+GENERAL = 12  # the first features, which the general detector reads; the source one reads all
 
 
 def caption_features(
@@ -362,6 +365,17 @@ def caption_features(
         unsupported_count += value > 0.5
         if value > unsupported:
             unsupported, unsupported_word = value, word
+    # A swapped source rarely fits the rest of its own caption ("a car barks"): the best
+    # similarity of the least backed source to the caption's other words.
+    fit = 1.0
+    if unsupported_word:
+        k = caption.lemmas.index(unsupported_word)
+        rest = [
+            float(caption.vectors[k] @ caption.vectors[j])
+            for j in range(len(caption.lemmas))
+            if j != k
+        ]
+        fit = max(0.0, max(rest)) if rest else 0.0
     # sources two or more of the others name (counting a "bark" for a "dog")
     missing, missing_word = 0.0, ""
     candidates = dict.fromkeys(w for o in others for w in o.sources)
@@ -388,6 +402,8 @@ def caption_features(
         unsupported * missing,
         math.log1p(unsupported_count),
         float(len(caption.sources) == 0),
+        fit,
+        unsupported * (1.0 - fit),
     ]
     notes: dict[str, Any] = {
         "similarity": round(mean_sim, 3),
@@ -401,34 +417,75 @@ def caption_features(
 
 
 @dataclass
-class Detector:
-    """A logistic regression over FEATURES (standardised) and the score above which a
-    caption is flagged. `threshold` is set so that FALSE_ALARMS of the untouched captions
-    the model was fitted on score above it: the false-alarm rate does not depend on how many
-    bad captions a project has, the precision does."""
+class Logistic:
+    """A logistic regression over some of FEATURES (`columns`, standardised) and the logit
+    above which it flags a caption."""
 
+    columns: list[int]
     mean: list[float]
     scale: list[float]
     weights: list[float]
     bias: float
     threshold: float
 
-    def score(self, values: Sequence[float]) -> float:
-        z = (np.asarray(values) - np.asarray(self.mean)) / np.asarray(self.scale)
+    def logit(self, values: Sequence[float]) -> float:
+        x = np.asarray(values)[self.columns]
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
         return float(z @ np.asarray(self.weights) + self.bias)
 
 
-FALSE_ALARMS = 0.015  # share of untouched build-corpus captions the threshold lets through
+@dataclass
+class Detector:
+    """Two logistic regressions: `general` (any bad caption, over the first GENERAL
+    features) and `source` (a swapped sound source, over all of them: a lone model for all
+    kinds lets the off-topic signal drown this one). A caption is flagged when either
+    passes its threshold; the thresholds split the FALSE_ALARMS budget (GENERAL_SHARE of it
+    to the general one), set on the untouched captions the model was fitted on, so the
+    false-alarm rate does not depend on how many bad captions a project has (the precision
+    does). `score` is the general logit, or the source logit moved onto the general scale
+    where that one passes its threshold by more: above `threshold` means flagged."""
+
+    general: Logistic
+    source: Logistic | None = None
+
+    @property
+    def threshold(self) -> float:
+        return self.general.threshold
+
+    def _source_margin(self, values: Sequence[float]) -> float:
+        if self.source is None:
+            return -math.inf
+        return self.source.logit(values) - self.source.threshold
+
+    def score(self, values: Sequence[float]) -> float:
+        general = self.general.logit(values)
+        return max(general, self.threshold + self._source_margin(values))
+
+    def by_source(self, values: Sequence[float]) -> bool:
+        """Whether the swapped-source regression is the one that speaks loudest."""
+        return self._source_margin(values) > self.general.logit(values) - self.threshold
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Detector:
+        source = data.get("source")
+        return cls(
+            general=Logistic(**data["general"]), source=Logistic(**source) if source else None
+        )
 
 
-def likely_kind(values: Sequence[float], notes: Mapping[str, Any]) -> str:
+FALSE_ALARMS = 0.015  # share of untouched build-corpus captions the thresholds let through
+GENERAL_SHARE = 0.8  # … of which the general regression's threshold spends this share
+
+
+def likely_kind(values: Sequence[float], notes: Mapping[str, Any], *, by_source: bool) -> str:
     """Which kind of bad caption the features point at, for the reviewer's sentence: generic
-    when it names no sound source (or only words every caption uses), wrong source when it
-    otherwise agrees with the others but names a source none of them backs, else off-topic."""
+    when it names no sound source (or only words every caption uses), wrong source when the
+    swapped-source regression flagged it or it otherwise agrees with the others but names a
+    source none of them backs, else off-topic."""
     named = dict(zip(FEATURES, values, strict=True))
     if named["no_source"] or named["specificity"] < 0.5:
         return "generic"
-    if notes.get("unsupported_source") and named["agreement"] >= 0.8:
+    if notes.get("unsupported_source") and (by_source or named["agreement"] >= 0.8):
         return "wrong-source"
     return "off-topic"
 
@@ -649,18 +706,13 @@ def corrupt_clips(
     return out, changed
 
 
-def meaning_scores(
-    clip: Sequence[str], model: FlagModel
-) -> list[tuple[float, list[float], dict[str, Any]]]:
-    """(detector score, features, notes) of every caption of a clip against the others."""
-    if model.detector is None:
-        raise ValueError("the flag model has no fitted detector: rebuild it")
-    caps = [model.caption(t) for t in clip]
-    out = []
-    for i, cap in enumerate(caps):
-        values, notes = caption_features(cap, caps[:i] + caps[i + 1 :], model)
-        out.append((model.detector.score(values), values, notes))
-    return out
+def _fit_logit(rows: NDArray[np.float64], labels: NDArray[np.float64], columns: list[int],
+               fit_on: NDArray[np.bool_], false_alarms: float) -> Logistic:  # fmt: skip
+    mean, scale, weights, bias = _fit_logistic(rows[fit_on][:, columns], labels[fit_on])
+    model = Logistic(columns, mean, scale, weights, bias, threshold=0.0)
+    clean = [model.logit(r) for r, label in zip(rows, labels, strict=True) if not label]
+    model.threshold = float(np.quantile(clean, 1.0 - false_alarms))
+    return model
 
 
 def _fit_detector(
@@ -679,20 +731,24 @@ def _fit_detector(
     bad, changed = corrupt_clips(
         usable, share=0.5, rng=rng, lazy=_LAZY, sources=sources, kinds=kinds
     )
-    model.detector = Detector(mean=[0.0] * len(FEATURES), scale=[1.0] * len(FEATURES),
-                              weights=[0.0] * len(FEATURES), bias=0.0, threshold=0.0)  # fmt: skip
-    rows, labels = [], []
+    caps_rows: list[list[float]] = []
+    kind_of: list[str] = []
     for c, clip in enumerate(bad):
-        for i, (_, values, _) in enumerate(meaning_scores(clip, model)):
-            rows.append(values)
-            labels.append(1.0 if (c, i) in changed else 0.0)
-    x = np.asarray(rows, dtype=np.float64)
-    y = np.asarray(labels)
-    mean, scale, weights, bias = _fit_logistic(x, y)
-    detector = Detector(mean=mean, scale=scale, weights=weights, bias=bias, threshold=0.0)
-    clean = [detector.score(r) for r, label in zip(rows, labels, strict=True) if not label]
-    detector.threshold = float(np.quantile(clean, 1.0 - FALSE_ALARMS))
-    return detector
+        caps = [model.caption(t) for t in clip]
+        for i, cap in enumerate(caps):
+            values, _ = caption_features(cap, caps[:i] + caps[i + 1 :], model)
+            caps_rows.append(values)
+            kind_of.append(changed.get((c, i), ""))
+    rows = np.asarray(caps_rows, dtype=np.float64)
+    kinds_seen = np.asarray(kind_of)
+    every = np.ones(len(rows), dtype=bool)
+    general = _fit_logit(rows, (kinds_seen != "").astype(np.float64), list(range(GENERAL)),
+                         every, FALSE_ALARMS * GENERAL_SHARE)  # fmt: skip
+    swapped = (kinds_seen == "wrong-source").astype(np.float64)
+    source = _fit_logit(rows, swapped, list(range(len(FEATURES))),
+                        np.isin(kinds_seen, ["", "wrong-source"]),
+                        FALSE_ALARMS * (1 - GENERAL_SHARE))  # fmt: skip
+    return Detector(general=general, source=source)
 
 
 def flag_model_learn(
@@ -853,7 +909,7 @@ def caption_check(
     values, notes = caption_features(model.caption(text), caps, model)
     score = model.detector.score(values)
     if score > model.detector.threshold:
-        kind = likely_kind(values, notes)
+        kind = likely_kind(values, notes, by_source=model.detector.by_source(values))
         probability = calibration.probability(score)
         findings.insert(
             0,
