@@ -32,6 +32,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import random
 import re
 from collections import Counter
@@ -234,7 +235,8 @@ class FlagModel:
             "detector": asdict(self.detector) if self.detector else None,
         }
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
+        # one temporary name per process: two workers may learn a missing model at once
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
         np.savez_compressed(
             tmp,
             header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
