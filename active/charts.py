@@ -50,3 +50,46 @@ def curve_svg(series: Sequence[dict[str, Any]]) -> str:
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def flags_svg(points: Sequence[dict[str, Any]]) -> str:
+    """The flags' precision and recall against reviewers' decisions over time: `points`
+    are {"at": datetime, "precision": float | None, "recall": float | None}, oldest first.
+    Empty without two points (one refit is a table row, not a line)."""
+    if len(points) < 2:
+        return ""
+    start, end = points[0]["at"], points[-1]["at"]
+    span = (end - start).total_seconds() or 1.0
+
+    def x(at: Any) -> float:
+        return PAD + (WIDTH - 2 * PAD) * (at - start).total_seconds() / span
+
+    def y(v: float) -> float:
+        return HEIGHT - PAD - (HEIGHT - 2 * PAD) * v
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        "aria-label=\"Flags' precision and recall against reviewers' decisions over time\" "
+        'class="curve" data-testid="flags-chart">',
+        f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" '
+        'stroke="#888"/>',
+        f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{HEIGHT - PAD}" stroke="#888"/>',
+        f'<text x="{PAD}" y="{PAD - 12}" font-size="12">1.0</text>',
+        f'<text x="{PAD}" y="{HEIGHT - 10}" font-size="12">{escape(f"{start:%Y-%m-%d %H:%M}")}'
+        "</text>",
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 10}" text-anchor="end" font-size="12">'
+        f"{escape(f'{end:%Y-%m-%d %H:%M}')}</text>",
+    ]
+    for i, key in enumerate(("precision", "recall")):
+        colour = COLOURS[i]
+        coords = " ".join(f"{x(p['at']):.1f},{y(p[key]):.1f}" for p in points if p[key] is not None)
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{coords}">'
+            f"<title>{key}</title></polyline>"
+        )
+        parts.append(
+            f'<text x="{WIDTH - PAD - 80}" y="{PAD + 14 * i}" font-size="11" '
+            f'fill="{colour}">{key}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

@@ -168,6 +168,9 @@ class FlagCheck(models.Model):
         "annotation.Batch", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     kinds = models.JSONField(default=list, blank=True)  # model / consensus / hints that fired
+    # the meaning detector's score (active.flagmodel), None where it did not run: with the
+    # reviewers' decisions, what a project's calibration is refit on
+    score = models.FloatField(null=True, blank=True)
     checked_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -178,6 +181,50 @@ class FlagCheck(models.Model):
 
     def __str__(self) -> str:
         return f"caption #{self.caption_id} checked ({', '.join(self.kinds) or 'clean'})"
+
+
+class FlagCalibration(models.Model):
+    """One refit of a project's flag probabilities from its reviewers' decisions (the
+    latest is in force), with how the flags did against those decisions: the project page
+    plots these over time."""
+
+    project = models.ForeignKey(
+        "core.Project", on_delete=models.CASCADE, related_name="flag_calibrations"
+    )
+    # probability that a caption is bad = sigmoid(slope x detector score + intercept)
+    slope = models.FloatField(default=1.0)
+    intercept = models.FloatField(default=0.0)
+    decisions = models.PositiveIntegerField(default=0)  # checked captions a reviewer decided
+    bad = models.PositiveIntegerField(default=0)  # … rejected or corrected by the reviewer
+    flagged = models.PositiveIntegerField(default=0)  # … that had a flag
+    flagged_bad = models.PositiveIntegerField(default=0)  # … flagged and bad
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(bad__lte=models.F("decisions")), name="flagcal_bad"),
+            models.CheckConstraint(
+                condition=Q(flagged_bad__lte=models.F("flagged"))
+                & Q(flagged_bad__lte=models.F("bad")),
+                name="flagcal_flagged_bad",
+            ),
+        ]
+        indexes = [
+            # the latest calibration of a project
+            models.Index(fields=["project", "-created_at"], name="flagcal_project_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"flag calibration of project #{self.project_id} ({self.decisions} decisions)"
+
+    @property
+    def precision(self) -> float | None:
+        return self.flagged_bad / self.flagged if self.flagged else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.flagged_bad / self.bad if self.bad else None
 
 
 class Retrain(models.Model):

@@ -24,9 +24,10 @@ Flags (what a reviewer should look at first):
                  CIDEr-D against them)
     hints        the caption mentions none of the clip's word hints, their lemmas or synonyms
 
-CIDEr-D here is pycocoevalcap's `CiderScorer` arithmetic (n = 1..4, clipped tf-idf
-vectors, Gaussian length penalty sigma 6, x10) written out so the document frequencies can
-come from a fixed corpus and many pairs can be scored without rebuilding it.
+CIDEr-D is modeling.ml.cider's (pycocoevalcap's `CiderScorer` arithmetic: n = 1..4, clipped
+tf-idf vectors, Gaussian length penalty sigma 6, x10), the project's one implementation,
+with document frequencies from a fixed corpus so many pairs can be scored without
+rebuilding it.
 `tests/active/test_scoring.py` checks it gives pycocoevalcap's `Cider` numbers to 1e-9 on a
 fixture. Text goes through `tokens()`: lower case, PTB punctuation dropped, split on
 white space, which is what the PTB tokenizer gives for plain captions (no Java here).
@@ -34,16 +35,16 @@ white space, which is what the PTB tokenizer gives for plain captions (no Java h
 
 from __future__ import annotations
 
-import math
 import random
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from modeling.ml import cider
+
 K = TypeVar("K", bound=Hashable)
-Ngram = tuple[str, ...]
 
 STRATEGIES = ("random", "uncertainty", "margin", "committee", "diversity", "hybrid")
 _PUNCT = re.compile(r"[.,?!:;()\[\]{}\"`]|'(?!\w)|(?<!\w)'|--+|\.\.\.|(?<=\s)-(?=\s)")
@@ -74,76 +75,33 @@ def edit_distance(a: Sequence[Any], b: Sequence[Any]) -> int:
 # CIDEr-D ---------------------------------------------------------------------------------
 
 
-def _ngrams(words: Sequence[str], n: int = 4) -> Counter[Ngram]:
-    counts: Counter[Ngram] = Counter()
-    for k in range(1, n + 1):
-        for i in range(len(words) - k + 1):
-            counts[tuple(words[i : i + k])] += 1
-    return counts
-
-
 class CiderD:
-    """CIDEr-D with document frequencies from a fixed corpus: `documents` is one list of
-    captions per clip (pycocoevalcap takes them from the references it scores).
+    """CIDEr-D on caption texts, with document frequencies from a fixed corpus: `documents`
+    is one list of captions per clip (pycocoevalcap takes them from the references it
+    scores). The arithmetic is modeling.ml.cider's, the project's one CIDEr-D; this adds
+    the text side (`tokens`).
 
     `score(candidate, references)` is the clip's CIDEr-D (0 to 10 for references that
     share the candidate's length)."""
 
-    def __init__(self, documents: Iterable[Sequence[str]], *, n: int = 4, sigma: float = 6.0):
-        self.n, self.sigma = n, sigma
-        self.df: Counter[Ngram] = Counter()
-        size = 0
-        for document in documents:
-            size += 1
-            seen: set[Ngram] = set()
-            for text in document:
-                seen.update(_ngrams(tokens(text), n))
-            self.df.update(seen)
-        if size == 0:
-            raise ValueError("CIDEr-D needs a corpus of at least one clip's captions.")
-        self.ref_len = math.log(float(size))
-        self._cache: dict[str, tuple[list[dict[Ngram, float]], list[float], int]] = {}
+    def __init__(self, documents: Iterable[Sequence[str]]):
+        self._cider = cider.CiderD.from_documents(
+            [[tokens(text) for text in document] for document in documents]
+        )
+        self._words: dict[str, list[str]] = {}
 
-    def _vector(self, text: str) -> tuple[list[dict[Ngram, float]], list[float], int]:
-        cached = self._cache.get(text)
-        if cached is not None:
-            return cached
-        vec: list[dict[Ngram, float]] = [{} for _ in range(self.n)]
-        norm = [0.0] * self.n
-        length = 0
-        for ngram, tf in _ngrams(tokens(text), self.n).items():
-            weight = float(tf) * (self.ref_len - math.log(max(1.0, float(self.df[ngram]))))
-            vec[len(ngram) - 1][ngram] = weight
-            norm[len(ngram) - 1] += weight * weight
-            if len(ngram) == 2:  # pycocoevalcap counts bigrams as the length (sic)
-                length += tf
-        out = (vec, [math.sqrt(x) for x in norm], length)
-        if len(self._cache) < 100_000:
-            self._cache[text] = out
-        return out
-
-    def _sim(self, hyp: str, ref: str) -> list[float]:
-        vec_h, norm_h, len_h = self._vector(hyp)
-        vec_r, norm_r, len_r = self._vector(ref)
-        penalty = math.exp(-((len_h - len_r) ** 2) / (2 * self.sigma**2))
-        out = []
-        for k in range(self.n):
-            value = sum(
-                min(w, vec_r[k].get(g, 0.0)) * vec_r[k].get(g, 0.0) for g, w in vec_h[k].items()
-            )
-            if norm_h[k] != 0 and norm_r[k] != 0:
-                value /= norm_h[k] * norm_r[k]
-            out.append(value * penalty)
-        return out
+    def _tokens(self, text: str) -> list[str]:
+        words = self._words.get(text)
+        if words is None:
+            words = tokens(text)
+            if len(self._words) < 100_000:
+                self._words[text] = words
+        return words
 
     def score(self, candidate: str, references: Sequence[str]) -> float:
-        if not references:
-            raise ValueError("CIDEr-D needs at least one reference.")
-        total = [0.0] * self.n
-        for ref in references:
-            for k, value in enumerate(self._sim(candidate, ref)):
-                total[k] += value
-        return 10.0 * (sum(total) / self.n) / len(references)
+        return self._cider.score_against(
+            self._tokens(candidate), [self._tokens(r) for r in references]
+        )
 
     def pairwise_mean(self, captions: Sequence[str]) -> float:
         """Mean CIDEr-D of every ordered pair (each caption against each other one)."""
@@ -472,9 +430,12 @@ def caption_findings(
     hints: Sequence[str] = (),
     cider: CiderD,
     thresholds: FlagThresholds = FlagThresholds(),
+    consensus: bool = True,
 ) -> list[Finding]:
     """Why a reviewer should look at this caption first (empty: no reason). `others` are
-    the clip's other captions, `suggestion` the model's best caption for the clip."""
+    the clip's other captions, `suggestion` the model's best caption for the clip.
+    `consensus=False` leaves the CIDEr-D consensus check to the caller (the meaning check
+    of active.flagmodel replaces it); the model check still defers to the clip's captions."""
     found: list[Finding] = []
     consensus_applies = len(others) + 1 >= thresholds.consensus_min_captions
     if (
@@ -497,15 +458,15 @@ def caption_findings(
                     },
                 )
             )
-    if consensus_applies:
-        consensus = cider.score(text, list(others))
-        if consensus < thresholds.consensus_min_cider:
+    if consensus and consensus_applies:
+        consensus_cider = cider.score(text, list(others))
+        if consensus_cider < thresholds.consensus_min_cider:
             found.append(
                 Finding(
                     "consensus",
                     "Disagrees with the clip's other captions",
                     {
-                        "leave_one_out_cider_d": round(consensus, 4),
+                        "leave_one_out_cider_d": round(consensus_cider, 4),
                         "other_captions": len(others),
                         "threshold": thresholds.consensus_min_cider,
                     },

@@ -15,3 +15,10 @@ def flags_sweep() -> list[int]:
     from active.services.flags import flags_sweep as sweep
 
     return [job.pk for job in sweep()]
+
+
+@shared_task(name="active.tasks.flags_calibrate_sweep")
+def flags_calibrate_sweep() -> list[int]:
+    from active.services.calibration import flags_calibrate_sweep as sweep
+
+    return [job.pk for job in sweep()]

@@ -16,6 +16,7 @@ urlpatterns = [
         name="active_promote_if_better",
     ),
     path(P + "active/curve/", views.curve, name="active_curve"),
+    path(P + "active/flags/refit/", views.flags_calibrate, name="active_flags_calibrate"),
     path(P + "batches/<int:pk>/active/", views.batch_configure, name="active_batch_configure"),
     path(P + "batches/<int:pk>/active/flag/", views.batch_flag, name="active_batch_flag"),
     path(

@@ -8,6 +8,7 @@ import io
 import json
 import zipfile
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,12 +16,13 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from active import services
-from active.charts import curve_svg
+from active.charts import curve_svg, flags_svg
 from active.forms import BatchActiveForm, ProjectActiveForm
-from active.models import ProjectConfig, PromotionDecision, Retrain
+from active.models import FlagCalibration, ProjectConfig, PromotionDecision, Retrain
 from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
 from core.models import Project, Role
@@ -79,8 +81,34 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
         )[:50],
         "runs": TrainingRun.objects.filter(project=project, state=TrainingRun.State.SUCCEEDED)[:20],
         "labelstudio_url": _labelstudio_url(request, project, config, role),
+        **_flag_history(project),
     }
     return render(request, "active/loop.html", context)
+
+
+def _flag_history(project: Project) -> dict[str, Any]:
+    """The flags' refits, newest first for the table, oldest first for the chart."""
+    rows = list(FlagCalibration.objects.filter(project=project).order_by("-created_at", "-id")[:50])
+    points = [
+        {"at": r.created_at, "precision": r.precision, "recall": r.recall} for r in reversed(rows)
+    ]
+    # the chart is built from numbers and escaped dates only
+    return {"flag_calibrations": rows[:10], "flags_chart": mark_safe(flags_svg(points))}
+
+
+@login_required
+@require_POST
+def flags_calibrate(request: HttpRequest, slug: str) -> HttpResponse:
+    project, _ = project_for_page(request, slug, *WRITE)
+    job = job_enqueue(
+        kind="flags_calibrate",
+        params={"project_id": project.pk},
+        project=project,
+        label="Refit the flags' calibration from reviews",
+        created_by=signed_in_user(request),
+    )
+    messages.success(request, f"Refitting the flags from reviewers' decisions (job #{job.pk}).")
+    return redirect("active_loop", project.slug)
 
 
 def _labelstudio_url(

@@ -72,7 +72,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 import synthscenes
-from active import scoring
+from active import flagmodel, scoring
+from benchmarks.flags_real import LAZY
 from corpus.evaluation import evaluate
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.config import RunConfig, VocabConfig
@@ -218,6 +219,58 @@ def flag_report(
     report["values"] = {check: {("swapped" if bad else "clean"): sorted(round(v, 4) for v in n)
                                 for bad, n in by_kind.items()}
                         for check, by_kind in values.items()}  # fmt: skip
+    return report
+
+
+SINGLE_KINDS = flagmodel.CORRUPTIONS
+
+
+def single_caption_report(
+    held: list[synthscenes.Scene],
+    suggestions: list[tuple[str | None, float | None]],
+    *,
+    share: float,
+    seed: int,
+) -> dict[str, Any]:
+    """Clips with one caption (as AudioCaps train): the consensus check cannot run, so the
+    model check (a caption far from a confident suggestion) and the word-hints check are
+    all there is. Keeps each held-out clip's first caption, corrupts `share` of them with
+    the real-caption benchmark's kinds (flagmodel.corrupt_clips: off-topic, generic,
+    truncated, wrong-source) and runs the flag job's check (flagmodel.caption_check) on each;
+    prints each check's precision and its recall per kind."""
+    thresholds = scoring.FlagThresholds()
+    single = [[s.captions[0]] for s in held]
+    names = [{"name": n} for n in synthscenes.LABEL_NAMES.values()]
+    words = {w for c in single for w in scoring.tokens(c[0])}
+    sources = [w for w in flagmodel.source_names(names) if w in words]
+    bad, changed = flagmodel.corrupt_clips(
+        single, share=share, rng=random.Random(seed), lazy=LAZY, sources=sources
+    )
+    cider = scoring.CiderD([s.captions for s in held] + [[t] for t, _ in suggestions if t])
+    found: dict[str, set[int]] = {"model": set(), "hints": set()}
+    for c, scene in enumerate(held):
+        suggestion, entropy = suggestions[c]
+        findings, _ = flagmodel.caption_check(
+            text=bad[c][0], suggestion=suggestion, suggestion_entropy=entropy,
+            hints=[synthscenes.LABEL_NAMES.get(m, m) for m in scene.mids], cider=cider,
+            thresholds=thresholds, model=None,
+        )  # fmt: skip
+        for f in findings:
+            found[f.kind].add(c)
+    corrupted = {c: kind for (c, _), kind in changed.items()}
+    print(f"single-caption clips: {len(held)}, {len(corrupted)} corrupted (share {share})")
+    report: dict[str, Any] = {"clips": len(held), "corrupted": len(corrupted)}
+    for check, flagged in [*found.items(), ("model + hints", found["model"] | found["hints"])]:
+        p, r = scoring.precision_recall(flagged, set(corrupted))
+        per_kind = {
+            kind: sum(1 for c, k in corrupted.items() if k == kind and c in flagged)
+            / max(1, sum(1 for k in corrupted.values() if k == kind))
+            for kind in SINGLE_KINDS
+        }
+        report[check] = {"flagged": len(flagged), "precision": p, "recall": r, **per_kind}
+        kinds = ", ".join(f"{k} {v:.2f}" for k, v in per_kind.items())
+        shown = "-" if p is None else f"{p:.3f}"
+        print(f"  {check:14} {len(flagged):4} flagged, precision {shown}; recall {kinds}")
     return report
 
 
@@ -543,6 +596,9 @@ def main() -> None:
             (vocab.decode(h[0].tokens), h[0].entropy) if h else (None, None) for h in hyps
         ]
         flags = flag_report(held, suggestions, swap=args.swap, seed=args.data_seed + 1)
+        flags["single_caption"] = single_caption_report(
+            held, suggestions, share=0.2, seed=args.data_seed + 2
+        )
     seconds = time.perf_counter() - started_all
     print(f"total {seconds / 60:.1f} min")
     if args.json:

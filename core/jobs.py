@@ -93,6 +93,18 @@ JOB_KINDS: dict[str, JobKind] = {
         "text",
         rerun_safe=True,
     ),
+    "flag_model_build": JobKind(
+        "Build flag model",
+        "active.services.flags.flag_model_build_job",
+        "text",
+        rerun_safe=True,
+    ),
+    "flags_calibrate": JobKind(
+        "Refit flag calibration",
+        "active.services.calibration.flags_calibrate_job",
+        "default",
+        rerun_safe=False,
+    ),
     "batch_flag": JobKind(
         "Check a batch's captions for disagreement",
         "active.services.flags.batch_flag_job",

@@ -462,6 +462,41 @@ ACTIVE_FLAG_MODEL_DEFERS_TO_CONSENSUS = env_bool(
 # at the price of a job and a broker message per submit).
 ACTIVE_FLAG_ON_SUBMIT = env_bool("ACTIVE_FLAG_ON_SUBMIT", default=False)
 ACTIVE_FLAG_SWEEP_SECONDS = env_int("ACTIVE_FLAG_SWEEP_SECONDS", 60, minimum=0)
+# The meaning model of the flags (active/flagmodel.py): learned by `manage.py
+# build_flag_model` (or on first use when missing) from the database's captions plus these
+# caption CSVs (Clotho or AudioCaps format, comma-separated; by default the public caption
+# sets beside the project in ../shared/data when present) and the AudioSet ontology (the
+# database's labels, plus this ontology.json when present). Stored under the var dir.
+_SHARED_DATA = BASE_DIR.parent / "shared" / "data"
+ACTIVE_FLAG_MODEL_CAPTIONS = [
+    Path(p)
+    for p in env_str(
+        "ACTIVE_FLAG_MODEL_CAPTIONS",
+        ",".join(
+            str(p)
+            for p in (
+                _SHARED_DATA / "clotho" / "clotho_captions_development.csv",
+                _SHARED_DATA / "audiocaps" / "train.csv",
+            )
+            if p.is_file()
+        ),
+    ).split(",")
+    if p.strip()
+]
+ACTIVE_FLAG_MODEL_ONTOLOGY = Path(
+    env_str("ACTIVE_FLAG_MODEL_ONTOLOGY", str(_SHARED_DATA / "audioset" / "ontology.json"))
+)
+ACTIVE_FLAG_MODEL_DIR = Path(env_str("ACTIVE_FLAG_MODEL_DIR", str(VAR_DIR / "flags"))).resolve()
+# a flag check that finds no model learns one first (minutes); 0 leaves that to the command
+ACTIVE_FLAG_MODEL_AUTOBUILD = env_bool("ACTIVE_FLAG_MODEL_AUTOBUILD", default=True)
+# Per-project calibration of the flags' probabilities from reviewers' decisions: refit every
+# ACTIVE_FLAG_CALIBRATE_SECONDS (0: only on demand).
+ACTIVE_FLAG_CALIBRATE_SECONDS = env_int("ACTIVE_FLAG_CALIBRATE_SECONDS", 3600, minimum=0)
+if ACTIVE_FLAG_CALIBRATE_SECONDS:
+    CELERY_BEAT_SCHEDULE["active-flags-calibrate"] = {
+        "task": "active.tasks.flags_calibrate_sweep",
+        "schedule": float(ACTIVE_FLAG_CALIBRATE_SECONDS),
+    }
 if ACTIVE_FLAG_SWEEP_SECONDS:
     CELERY_BEAT_SCHEDULE["active-flags-sweep"] = {
         "task": "active.tasks.flags_sweep",

@@ -21,3 +21,11 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
 # Test cases may query only "default", so job progress goes through it (see
 # core.services.Progress._write); production keeps its second connection on PostgreSQL.
 DATABASES.pop(PROGRESS_DB, None)  # noqa: F405
+# The flags' meaning model: tests never learn one implicitly (a test seeding many captions
+# would leave a model behind that later tests' flags then use) nor from ../shared/data
+# (minutes); without one the flags fall back to CIDEr-D consensus, and the tests that need
+# a model learn it from tests/fixtures/flags (tests/conftest.py: flag_model_file).
+ACTIVE_FLAG_MODEL_AUTOBUILD = False
+ACTIVE_FLAG_MODEL_CAPTIONS = []
+ACTIVE_FLAG_MODEL_ONTOLOGY = BASE_DIR / "tests" / "fixtures" / "audioset_ontology.json"  # noqa: F405
+ACTIVE_FLAG_MODEL_DIR = VAR_DIR / "test-flags" / str(os.getpid())  # noqa: F405

@@ -7,7 +7,9 @@ Olive is an outsider: a researcher on another project, who must see nothing of A
 from __future__ import annotations
 
 import io
+import json
 import wave
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -127,3 +129,34 @@ def worker_database_url() -> str:
     password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
     port = f":{db['PORT']}" if db["PORT"] else ""
     return f"postgres://{user}{password}@{db['HOST'] or 'localhost'}{port}/{db['NAME']}"
+
+
+FLAG_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "flags"
+
+
+@pytest.fixture(scope="session")
+def flag_model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flag model (active.flagmodel) learned once per test session from the caption
+    slices in tests/fixtures/flags and the bundled ontology (about half a minute)."""
+    from active import flagmodel
+
+    clips = flagmodel.read_caption_csv(FLAG_FIXTURES / "clotho_development_head.csv")
+    clips += flagmodel.read_caption_csv(FLAG_FIXTURES / "audiocaps_train_head.csv")
+    ontology = json.loads((FIXTURES / "audioset_ontology.json").read_text(encoding="utf-8"))
+    model = flagmodel.flag_model_learn(captions=clips, ontology=ontology)
+    path = tmp_path_factory.mktemp("flag-model") / f"flag-model-v{flagmodel.VERSION}.npz"
+    model.save(path)
+    return path
+
+
+@pytest.fixture
+def flag_model_installed(flag_model_file: Path, settings: Any) -> Iterator[Path]:
+    """The fixture flag model where the flag job looks for it, for one test (the others
+    get the CIDEr-D fallback)."""
+    import shutil
+
+    target = Path(settings.ACTIVE_FLAG_MODEL_DIR) / flag_model_file.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(flag_model_file, target)
+    yield target
+    target.unlink(missing_ok=True)

@@ -6,15 +6,20 @@ and every caption looked at gets a FlagCheck. The checks run on submit
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from active import scoring
+from active import flagmodel, scoring
 from active.models import FlagCheck
+from active.services.calibration import project_calibration
 from active.services.ranking import clip_labels, promoted_run
 from active.services.suggestions import caption_edits_record
 from annotation.models import Assignment, Batch, Caption
@@ -25,6 +30,93 @@ from crowd.records import flag_create
 from modeling.models import Suggestion
 
 CORPUS_CLIPS = 2000  # clips whose captions give CIDEr-D its document frequencies
+MODEL_CLIPS = 100_000  # clips of the database's captions the flag model learns from at most
+
+log = logging.getLogger(__name__)
+_models: dict[Path, tuple[float, flagmodel.FlagModel]] = {}
+_build_lock = threading.Lock()
+
+
+def flag_model_path() -> Path:
+    return Path(settings.ACTIVE_FLAG_MODEL_DIR) / f"flag-model-v{flagmodel.VERSION}.npz"
+
+
+def _model_corpus() -> tuple[list[list[str]], list[dict[str, Any]], list[str]]:
+    """(clips' captions, ontology classes, where they came from) for the flag model: the
+    database's captions and labels plus the configured caption CSVs and ontology file."""
+    from curation.models import Label
+
+    clips: dict[int, list[str]] = defaultdict(list)
+    rows = Caption.objects.order_by("clip_id", "pk").values_list("clip_id", "text", "fixed_text")
+    for clip_id, text, fixed in rows.iterator():
+        if len(clips) >= MODEL_CLIPS and clip_id not in clips:
+            break
+        clips[clip_id].append(fixed or text)
+    corpus = list(clips.values())
+    sources = [f"{len(corpus)} clips from the database"]
+    for path in settings.ACTIVE_FLAG_MODEL_CAPTIONS:
+        found = flagmodel.read_caption_csv(Path(path))
+        corpus += found
+        sources.append(f"{len(found)} clips from {path}")
+    ontology: list[dict[str, Any]] = [
+        {"name": name} for name in Label.objects.values_list("name", flat=True)
+    ]
+    ontology_file = Path(settings.ACTIVE_FLAG_MODEL_ONTOLOGY)
+    if ontology_file.is_file():
+        ontology += json.loads(ontology_file.read_text(encoding="utf-8"))
+        sources.append(f"ontology {ontology_file}")
+    return corpus, ontology, sources
+
+
+def flag_model_build(*, progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Learns the flag model (word vectors, sound sources, detector) from the captions and
+    ontology above and stores it under ACTIVE_FLAG_MODEL_DIR, replacing the old one."""
+    if progress:
+        progress(0, 2, "reading captions")
+    clips, ontology, sources = _model_corpus()
+    if progress:
+        progress(1, 2, f"learning from {sum(len(c) for c in clips)} captions")
+    model = flagmodel.flag_model_learn(captions=clips, ontology=ontology)
+    path = flag_model_path()
+    model.save(path)
+    _models.pop(path, None)
+    return {
+        "path": str(path),
+        "version": flagmodel.VERSION,
+        "captions": model.captions,
+        "words": len(model.words),
+        "sources": len(model.sources),
+        "learned_from": sources,
+    }
+
+
+def flag_model_build_job(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
+    return flag_model_build(progress=progress)
+
+
+def flag_model(*, build_missing: bool | None = None) -> flagmodel.FlagModel | None:
+    """The current flag model, read once per process (again when the file changes); built
+    first when missing (`build_missing`, by default ACTIVE_FLAG_MODEL_AUTOBUILD). None when
+    there is none and too little to learn from: the flags then fall back to CIDEr-D
+    consensus."""
+    path = flag_model_path()
+    if build_missing is None:
+        build_missing = settings.ACTIVE_FLAG_MODEL_AUTOBUILD
+    with _build_lock:
+        if not path.is_file():
+            if not build_missing:
+                return None
+            try:
+                flag_model_build()
+            except ValueError as exc:
+                log.warning("no flag model, CIDEr-D consensus flags instead: %s", exc)
+                return None
+        mtime = path.stat().st_mtime
+        cached = _models.get(path)
+        if cached is None or cached[0] != mtime:
+            cached = (mtime, flagmodel.FlagModel.load(path))
+            _models[path] = cached
+        return cached[1]
 
 
 def flag_thresholds() -> scoring.FlagThresholds:
@@ -97,12 +189,14 @@ def captions_flag(*, captions: QuerySet[Caption], project: Project) -> dict[str,
     cider = scoring.CiderD(documents)
     labels = clip_labels(clip_ids)
     thresholds = flag_thresholds()
+    model = flag_model()
+    calibration = project_calibration(project)
     flagged = 0
     with transaction.atomic():
         for caption in todo:
             suggestion = suggestions.get(caption.clip_id)
             others = [t for pk, t in on_clips[caption.clip_id] if pk != caption.pk]
-            findings = scoring.caption_findings(
+            findings, score = flagmodel.caption_check(
                 text=caption.current_text,
                 others=others,
                 suggestion=suggestion.text if suggestion else None,
@@ -110,6 +204,8 @@ def captions_flag(*, captions: QuerySet[Caption], project: Project) -> dict[str,
                 hints=labels.get(caption.clip_id, []),
                 cider=cider,
                 thresholds=thresholds,
+                model=model,
+                calibration=calibration,
             )
             for finding in findings:
                 evidence = {"kind": finding.kind, **finding.evidence}
@@ -120,6 +216,7 @@ def captions_flag(*, captions: QuerySet[Caption], project: Project) -> dict[str,
                 caption=caption,
                 batch_id=caption.assignment.hit.batch_id if caption.assignment else None,
                 kinds=[f.kind for f in findings],
+                score=score,
             )
             flagged += bool(findings)
     return {"checked": len(todo), "flagged": flagged}

@@ -218,3 +218,107 @@ def test_the_sweep_has_nothing_to_do_once_every_caption_was_checked(
 ) -> None:
     captions_flag(captions=Caption.objects.all(), project=batch.project)
     assert flags_sweep() == []
+
+
+def test_with_a_flag_model_the_job_flags_by_meaning_and_stores_the_score(
+    batch: Batch, dog_clip: Clip, ann: Any, flag_model_installed: Any
+) -> None:
+    lazy = _caption(batch, dog_clip, ann, "A sound is heard.")
+
+    captions_flag(captions=Caption.objects.filter(pk=lazy.pk), project=batch.project)
+
+    flag = Flag.objects.get(caption=lazy, evidence__kind="consensus")
+    assert flag.evidence["check"] == "meaning"
+    assert flag.reason.startswith("Likely generic: names no particular sound")
+    assert flag.reason.endswith(f"; {round(100 * flag.evidence['probability'])} %")
+    check = FlagCheck.objects.get(caption=lazy)
+    assert check.score == pytest.approx(flag.evidence["score"], abs=1e-4)
+
+
+def test_the_flag_job_and_the_benchmark_call_the_same_check(
+    batch: Batch, dog_clip: Clip, ann: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """benchmarks/flags_real.py measures what the job does: both go through
+    active.flagmodel.caption_check with the job's thresholds; this fails if either stops."""
+    from active import flagmodel
+    from active.services.flags import flag_thresholds
+    from benchmarks import flags_real
+
+    real = flagmodel.caption_check
+    callers: list[tuple[str, Any]] = []
+
+    def spy(**kwargs: Any) -> Any:
+        callers.append((kwargs["text"], kwargs["thresholds"]))
+        return real(**kwargs)
+
+    monkeypatch.setattr(flagmodel, "caption_check", spy)
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+    captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+    assert callers == [("a siren wails in the distance", flag_thresholds())]
+
+    callers.clear()
+    clips = [[*DOG[:3], "a siren wails in the distance"]]
+    flags_real.evaluate(clips, {(0, 3): "off-topic"}, model=None, thresholds=flag_thresholds())
+    assert [text for text, _ in callers] == clips[0]
+    assert {thresholds for _, thresholds in callers} == {flag_thresholds()}
+
+
+def test_build_flag_model_learns_from_the_configured_captions_into_the_var_dir(
+    settings: Any, tmp_path: Any
+) -> None:
+    from django.core.management import call_command
+
+    from active import flagmodel
+    from active.services.flags import flag_model, flag_model_path
+    from tests.conftest import FLAG_FIXTURES
+
+    settings.ACTIVE_FLAG_MODEL_DIR = tmp_path / "flags"
+    settings.ACTIVE_FLAG_MODEL_CAPTIONS = [
+        FLAG_FIXTURES / "clotho_development_head.csv",
+        FLAG_FIXTURES / "audiocaps_train_head.csv",
+    ]
+    call_command("build_flag_model")
+
+    path = flag_model_path()
+    assert path == tmp_path / "flags" / f"flag-model-v{flagmodel.VERSION}.npz"
+    assert path.is_file()
+    model = flag_model(build_missing=False)
+    assert model is not None
+    assert model.detector is not None
+    assert model.captions > 2000
+
+
+def test_with_too_little_to_learn_from_the_flags_fall_back_to_cider_d(
+    batch: Batch, dog_clip: Clip, ann: Any, settings: Any, tmp_path: Any
+) -> None:
+    from active.services.flags import flag_model, flag_model_path
+
+    settings.ACTIVE_FLAG_MODEL_DIR = tmp_path / "flags"
+    settings.ACTIVE_FLAG_MODEL_AUTOBUILD = True
+    assert flag_model() is None  # seven captions in the database, no caption files
+    assert not flag_model_path().exists()
+    odd = _caption(batch, dog_clip, ann, "a siren wails in the distance")
+    captions_flag(captions=Caption.objects.filter(pk=odd.pk), project=batch.project)
+    assert (
+        "leave_one_out_cider_d"
+        in Flag.objects.get(caption=odd, evidence__kind="consensus").evidence
+    )
+
+
+def test_a_missing_flag_model_is_learned_on_first_use(settings: Any, tmp_path: Any) -> None:
+    from active.services.flags import flag_model, flag_model_path
+    from tests.conftest import FLAG_FIXTURES
+
+    settings.ACTIVE_FLAG_MODEL_DIR = tmp_path / "flags"
+    settings.ACTIVE_FLAG_MODEL_CAPTIONS = [
+        FLAG_FIXTURES / "clotho_development_head.csv",
+        FLAG_FIXTURES / "audiocaps_train_head.csv",
+    ]
+    assert flag_model() is None  # the test settings learn nothing implicitly
+    settings.ACTIVE_FLAG_MODEL_AUTOBUILD = True
+
+    model = flag_model()
+
+    assert model is not None
+    assert flag_model_path().is_file()
+    assert flag_model() is model  # read once per process

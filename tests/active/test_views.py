@@ -30,6 +30,7 @@ def _pages(batch: Batch, run: TrainingRun) -> dict[str, tuple[str, str]]:
         "promote": ("post", f"/projects/{s}/active/runs/{run.pk}/promote-if-better/"),
         "configure": ("post", f"/projects/{s}/batches/{batch.pk}/active/"),
         "flag": ("post", f"/projects/{s}/batches/{batch.pk}/active/flag/"),
+        "refit": ("post", f"/projects/{s}/active/flags/refit/"),
         "api_batch": ("get", f"/api/projects/{s}/batches/{batch.pk}/active"),
         "api_decisions": ("get", f"/api/projects/{s}/active/decisions"),
         "api_curve": ("get", f"/api/projects/{s}/active/curve"),
@@ -41,8 +42,8 @@ READ_ONLY = {"loop", "curve", "flag", "api_batch", "api_decisions", "api_curve"}
 
 @pytest.mark.parametrize(
     "name",
-    ["loop", "curve", "retrain", "promote", "configure", "flag", "api_batch", "api_decisions",
-     "api_curve"],
+    ["loop", "curve", "retrain", "promote", "configure", "flag", "refit", "api_batch",
+     "api_decisions", "api_curve"],
 )  # fmt: skip
 def test_who_may_use_each_url(
     name: str, batch: Batch, promoted: TrainingRun, olive: Any, ann: Any, rey: Any
@@ -148,3 +149,26 @@ def test_curves_import_and_show(project: Any, alice: Any) -> None:
                       content_type="application/json")  # fmt: skip
     assert bad.status_code == 400
     assert "loudest" in bad.json()["detail"]
+
+
+def test_the_loop_page_plots_the_flags_against_reviews_and_refits_them_on_demand(
+    project: Any, alice: Any
+) -> None:
+    from active.models import FlagCalibration
+    from core.models import Job
+
+    client = login(alice)
+    page = client.get("/projects/sounds/active/").content.decode()
+    assert "No refit yet" in page
+    client.post("/projects/sounds/active/flags/refit/")
+    job = Job.objects.get(kind="flags_calibrate")
+    assert job.params == {"project_id": project.pk}
+
+    for decisions, flagged_bad in ((10, 2), (30, 9)):
+        FlagCalibration.objects.create(
+            project=project, decisions=decisions, bad=10, flagged=12, flagged_bad=flagged_bad
+        )
+    page = client.get("/projects/sounds/active/").content.decode()
+    assert 'data-testid="flags-chart"' in page
+    assert page.count('data-testid="flag-calibration"') == 2
+    assert "<td>0.75</td><td>0.90</td>" in page  # the latest: 9 of 12 flagged, 9 of 10 bad

@@ -211,3 +211,52 @@ def test_it_rejects_fixes_approves_and_blocks(
     )
     worker.screenshot(path=f"{output_path}/block-page.png", full_page=True)
     assert not Assignment.objects.filter(worker=ann, state="accepted").exists()
+
+
+def test_a_meaning_flag_shows_its_reason_and_probability_in_plain_words(
+    page: Page,
+    live_server: Any,
+    submitted: list[Assignment],
+    project: Project,
+    rey: Any,
+    flag_model_file: Path,
+) -> None:
+    """The flag the job writes for a lazy caption among four real paraphrases reads, on the
+    review page, as a sentence with the probability (no raw evidence numbers)."""
+    from active import scoring
+    from active.flagmodel import FlagModel, caption_check
+
+    others = [
+        "A dog barks repeatedly while cars pass by on a busy road.",
+        "A canine yelps over and over as traffic drives past.",
+        "Traffic goes by as a dog is barking loudly.",
+        "Vehicles drive past while a dog keeps barking.",
+    ]
+    lazy = "A sound is heard."
+    findings, _ = caption_check(
+        text=lazy,
+        others=others,
+        cider=scoring.CiderD([[*others, lazy]]),
+        thresholds=scoring.FlagThresholds(),
+        model=FlagModel.load(flag_model_file),
+    )
+    (finding,) = findings
+    speech = submitted[0]
+    flag_create(
+        caption=speech.captions.get(),
+        reason=finding.reason,
+        evidence={"kind": finding.kind, **finding.evidence},
+    )
+    percent = round(100 * finding.evidence["probability"])
+
+    site = live_server.url
+    page.set_default_timeout(TIMEOUT_MS)
+    log_in(page, site, "rey")
+    page.goto(f"{site}/projects/{project.slug}/review/")
+
+    line = _card(page, speech).get_by_test_id("flag")
+    expect(line).to_contain_text(
+        "Likely generic: names no particular sound, unlike the other four captions"
+    )
+    expect(line).to_contain_text(f"; {percent} %")
+    expect(line.get_by_test_id("flag-evidence")).to_have_count(0)
