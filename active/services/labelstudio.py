@@ -292,14 +292,15 @@ class _Changes:
 
 
 def _text_problem(texts: Iterable[str]) -> str:
-    """Why these captions cannot be stored ("" when they can): too long, or holding a
-    character the HIT page's rules refuse in any caption (a NUL, a control character, a
-    line break: Label Studio's text area takes several lines)."""
+    """Why these captions cannot be stored ("" when they can): too long, or refused by the
+    text gate every caption passes (annotation.rules.gate: a NUL, a control character, a
+    line break, which Label Studio's text area takes, a text-direction control, markup, a
+    start a spreadsheet would run as a formula; as typed and once normalised)."""
     for text in texts:
         if len(text) > Caption.MAX_CHARS:
             return f"a caption is longer than {Caption.MAX_CHARS} characters ({len(text)})"
-        if problem := rules.unsafe_characters(text, codes=("control", "line_break")):
-            return f"a caption {problem.message}"
+        if problems := rules.gate(text):
+            return f"a caption {problems[0].message}"
     return ""
 
 
