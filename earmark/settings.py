@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 from earmark.env import (
+    dev_secret_key,
     env_bool,
     env_broker,
     env_cache,
@@ -44,9 +45,11 @@ SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set. Set it in the environment (DEBUG=1 allows a dev default)."
+            "SECRET_KEY is not set. Set it in the environment (with DEBUG=1 a random key is "
+            "kept in EARMARK_VAR_DIR)."
         )
-    SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
+    # never a key in the repository: anyone reaching a demo could forge what it signs
+    SECRET_KEY = dev_secret_key(VAR_DIR)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
