@@ -25,6 +25,7 @@ from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
 from core.models import Project, Role
 from core.services import job_enqueue
+from core.uploads import accepts_uploads
 from modeling.models import Suggestion, TrainingRun
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
@@ -231,6 +232,7 @@ def batch_labelstudio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return response
 
 
+@accepts_uploads
 @login_required
 @require_POST
 def labelstudio_import(request: HttpRequest, slug: str) -> HttpResponse:

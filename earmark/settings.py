@@ -252,6 +252,13 @@ STORAGES = env_storages("MEDIA_STORAGE")
 # Uploads are checked again per feature (type, duration); this caps the request itself.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# First: a view that takes no files (core.uploads.accepts_uploads marks those that do)
+# refuses a body over UPLOAD_MAX_BYTES before reading it and drops any file part unstored.
+FILE_UPLOAD_HANDLERS = [
+    "core.uploads.RefuseUnexpectedUploads",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 # Archives of local audio uploaded from the clips page (zip/tar); bigger ones go through
 # `manage.py import_local_audio FOLDER` on the server.
 ARCHIVE_UPLOAD_MAX_BYTES = env_int("ARCHIVE_UPLOAD_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)
