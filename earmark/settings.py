@@ -148,6 +148,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # django-axes first: it refuses a locked-out login before any password is checked
 AUTHENTICATION_BACKENDS = [
+    "core.throttling.LoginThrottleBackend",  # spraying and distributed guessing (below)
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
@@ -209,6 +210,9 @@ CACHES = env_cache("CACHE_URL")
 # client address, so behind a proxy this must say how many, or every client looks alike.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 NINJA_NUM_PROXIES = TRUSTED_PROXY_COUNT
+# Where gunicorn listens (earmark/gunicorn_conf.py); with proxies, `check --deploy` and
+# gunicorn's start refuse an address a client could reach directly (core.checks).
+WEB_BIND = env_str("WEB_BIND", "127.0.0.1:8000")
 # Logins (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username from one
 # address, that pair is refused (429) for LOGIN_LOCKOUT_MINUTES, right password or not.
 # Per pair, so nobody can lock a worker out from elsewhere; a success clears the count.
@@ -219,6 +223,10 @@ AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "core.throttling.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False  # its start-up banner; lockouts are still logged
+# The other combinations (core.throttling.login_refusal), over the same period: wrong
+# passwords from one address across usernames, and for one username across addresses.
+LOGIN_FAILURE_LIMIT_PER_ADDRESS = env_int("LOGIN_FAILURE_LIMIT_PER_ADDRESS", 100, minimum=1)
+LOGIN_FAILURE_LIMIT_PER_USERNAME = env_int("LOGIN_FAILURE_LIMIT_PER_USERNAME", 50, minimum=1)
 # API (django-ninja throttles, core.throttling): every call of a signed-in user; bad
 # bearer tokens per client address (a 429 once spent, before the token is even looked up);
 # and the crowd's claim and submit calls per worker.

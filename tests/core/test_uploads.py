@@ -75,6 +75,7 @@ def _post(path: str, body: LazyBody) -> Any:
         "HTTP_COOKIE": "csrftoken=" + "a" * 32,
     }
     statuses: list[str] = []
+
     def start_response(status: str, headers: Any, *args: Any) -> Any:
         statuses.append(status)
         return lambda data: None
