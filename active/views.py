@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from active import services
 from active.charts import curve_svg
 from active.forms import BatchActiveForm, ProjectActiveForm
-from active.models import ProjectConfig, PromotionDecision, Retrain
+from active.models import LabelStudioRefusal, ProjectConfig, PromotionDecision, Retrain
 from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
 from core.models import Project, Role
@@ -31,6 +31,7 @@ from modeling.models import Suggestion, TrainingRun
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
 SUGGESTIONS_SHOWN = 12  # on the loop page; the run's page lists more
+LABELSTUDIO_REFUSALS_SHOWN = 20  # the latest captions the webhook refused
 
 
 @login_required
@@ -80,6 +81,9 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
         )[:50],
         "runs": TrainingRun.objects.filter(project=project, state=TrainingRun.State.SUCCEEDED)[:20],
         "labelstudio_url": _labelstudio_url(request, project, config, role),
+        "labelstudio_refusals": LabelStudioRefusal.objects.filter(project=project).order_by(
+            "-created_at", "-pk"
+        )[:LABELSTUDIO_REFUSALS_SHOWN],
     }
     return render(request, "active/loop.html", context)
 

@@ -189,5 +189,4 @@ class LoginThrottleBackend:
             raise PermissionDenied(refusal)
         return None
 
-    def get_user(self, user_id: int) -> None:
-        return None
+    # No get_user: sessions name the backend that has one (ModelBackend), never this.

@@ -140,7 +140,10 @@ def approved_caption_count(project: Project) -> int:
 
 
 def retrain_due(*, config: ProjectConfig, approved: int, now: datetime) -> tuple[bool, str]:
-    """Whether the corpus grew enough since the last retrain, and why (or why not)."""
+    """Whether the corpus grew enough since the last retrain, and why (or why not); never
+    while the project's "Retrain when the corpus grows" (auto_retrain) is off."""
+    if not config.auto_retrain:
+        return False, "retraining when the corpus grows is switched off for this project"
     growth = approved - config.baseline_captions
     wait = timedelta(seconds=settings.ACTIVE_RETRAIN_DEBOUNCE_SECONDS)
     if config.last_retrain_at and now - config.last_retrain_at < wait:

@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 
 from active.labelstudio import REASON_MAX_CHARS, reason_phrase
-from active.models import Retrain
+from active.models import LabelStudioRefusal, Retrain
 from active.services import project_config, run_promote_if_better
 from annotation.models import Batch, Caption
 from core.models import Job, Project
@@ -184,6 +184,9 @@ def test_a_read_only_token_cannot_start_training(project: Any, alice: Any) -> No
 
 
 def test_annotation_events_retrain_only_when_the_corpus_grew(project: Any, alice: Any) -> None:
+    config = project_config(project=project)
+    config.auto_retrain = True
+    config.save()
     payload = {"action": "ANNOTATION_CREATED", "project": {"id": 3, "label_config": LABEL_CONFIG},
                "annotation": {"id": 1, "result": []}, "task": {"id": 1, "data": {}}}  # fmt: skip
     response = _post(_client(alice), "/labelstudio/sounds/webhook", payload)
@@ -191,7 +194,7 @@ def test_annotation_events_retrain_only_when_the_corpus_grew(project: Any, alice
     assert response.json()["result"] == {
         "retrain": None,
         "reason": "no new approved captions",
-        "captions": {"clip_id": None, "skipped": "the task names no Earmark clip"},
+        "captions": {"clip_id": None},
     }
     assert not Retrain.objects.exists()
 
@@ -377,10 +380,10 @@ def test_an_annotation_on_another_projects_clip_stores_nothing(
     theirs = make_clips(1)[0]
     make_subset(Project.objects.get(slug="birds"), [theirs])
     response = _hook(project, _annotated("ANNOTATION_CREATED", 17, theirs, "a dog barks"))
-    assert response.status_code == 201
-    assert (
-        response.json()["result"]["captions"]["skipped"] == "the task's clip is not in this project"
-    )
+    assert response.status_code == 400
+    reason = f"clip {theirs.pk} is not in this project"
+    assert reason in response.reason_phrase
+    assert LabelStudioRefusal.objects.get().reason == reason
     assert not _ls_captions()
 
 

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
-    "address", ["0.0.0.0:8000", "[::]:8000", "93.184.216.34:8000", ":8000", "earmark.example.org:80"]
+    "address",
+    ["0.0.0.0:8000", "[::]:8000", "93.184.216.34:8000", ":8000", "earmark.example.org:80"],
 )
 def test_it_flags_an_address_clients_reach_with_proxies(address: str) -> None:
     assert bind_problem(address, 1) is not None
