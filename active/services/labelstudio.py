@@ -278,11 +278,13 @@ class _Changes:
                         clip_id=clip_id,
                         text=text,
                         external_id=f"{prefix}{n}",
+                        pending_review=True,  # the review queue, like a crowd caption
                     )
                 )
             elif caption.text != text or caption.clip_id != clip_id:
                 caption.text, caption.clip_id = text, clip_id
                 caption.fixed_text, caption.fixed_by, caption.fixed_at = "", None, None
+                caption.pending_review = True  # a new text is reviewed again
                 self.changed.append(caption)
         self.gone.extend(mine.values())
 
@@ -290,7 +292,9 @@ class _Changes:
         if self.gone:
             Caption.objects.filter(pk__in=[c.pk for c in self.gone]).delete()
         Caption.objects.bulk_update(
-            self.changed, ["text", "clip", "fixed_text", "fixed_by", "fixed_at"], batch_size=500
+            self.changed,
+            ["text", "clip", "fixed_text", "fixed_by", "fixed_at", "pending_review"],
+            batch_size=500,
         )
         Caption.objects.bulk_create(self.new, batch_size=500)
 

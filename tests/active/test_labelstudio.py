@@ -19,6 +19,7 @@ from annotation.models import Batch, Caption
 from core.models import Job, Project
 from core.services import api_token_create
 from corpus.queries import approved_captions
+from crowd.services import imported_caption_review
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import suggest
@@ -330,7 +331,7 @@ def test_annotations_deleted_is_an_annotation_event(project: Any) -> None:
 
 
 def test_a_caption_written_in_label_studio_joins_the_corpus(
-    batch: Batch, clips: list[Clip]
+    batch: Batch, clips: list[Clip], rey: Any
 ) -> None:
     response = _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks"))
     assert response.status_code == 201
@@ -341,7 +342,13 @@ def test_a_caption_written_in_label_studio_joins_the_corpus(
         clips[0].pk,
         "a dog barks",
     )
-    # in the corpus retraining snapshots, in the split the clip has in the project
+    # it waits for a reviewer, as a crowd caption does; once approved it is in the corpus
+    # retraining snapshots, in the split the clip has in the project
+    assert caption.pending_review
+    assert list(approved_captions(batch.project, "val")) == []
+    imported_caption_review(
+        project=batch.project, caption_id=caption.pk, reviewer=rey, approve=True
+    )
     assert list(approved_captions(batch.project, "val")) == [caption]
 
 

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils.html import escape
 
 from active.models import LabelStudioRefusal, Retrain
-from active.services import labelstudio_import, project_config
+from active.services import approved_caption_count, labelstudio_import, project_config
 from annotation.models import Batch, Caption
 from curation.models import Clip, SubsetClip
 from tests.active.test_labelstudio import LS_PROJECT, _annotated, _client, _hook, _ls_captions
@@ -202,3 +202,34 @@ def test_the_caption_stays_out_of_the_corpus_count_when_refused(
     before = Caption.objects.count()
     _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "@SUM(1) dog barks"))
     assert Caption.objects.count() == before
+
+
+def test_label_studio_captions_wait_in_the_review_queue(
+    batch: Batch, clips: list[Clip], rey: Any
+) -> None:
+    before = approved_caption_count(batch.project)
+    _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks loudly"))
+    _hook(batch.project, _annotated("ANNOTATION_CREATED", 18, clips[1], "rain falls softly"))
+    assert approved_caption_count(batch.project) == before  # not approved at once
+    reviewer = Client()
+    reviewer.force_login(rey)
+    page = reviewer.get("/projects/sounds/review/").content.decode()
+    assert "a dog barks loudly" in page
+    assert "rain falls softly" in page
+    first, second = Caption.objects.filter(pending_review=True).order_by("external_id")
+    reviewer.post(f"/projects/sounds/review/imported/{first.pk}/approve/")
+    reviewer.post(f"/projects/sounds/review/imported/{second.pk}/reject/")
+    assert approved_caption_count(batch.project) == before + 1
+    assert [c[2] for c in _ls_captions()] == ["a dog barks loudly"]
+
+
+def test_an_updated_label_studio_caption_is_reviewed_again(
+    batch: Batch, clips: list[Clip], rey: Any
+) -> None:
+    _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks loudly"))
+    caption = Caption.objects.get()
+    caption.pending_review = False
+    caption.save()
+    _hook(batch.project, _annotated("ANNOTATION_UPDATED", 17, clips[0], "two dogs bark loudly"))
+    caption.refresh_from_db()
+    assert caption.pending_review

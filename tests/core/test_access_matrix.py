@@ -96,6 +96,7 @@ class Victim:
     snapshot: Snapshot
     statistics: CorpusStatistics
     run: TrainingRun
+    imported: Caption  # written in Label Studio, waiting for a reviewer
 
 
 def _wav() -> bytes:
@@ -222,6 +223,14 @@ def _victim() -> Victim:
         snapshot=snapshot,
         statistics=statistics,
         run=run,
+        imported=Caption.objects.create(
+            provenance=Caption.Provenance.IMPORTED,
+            imported_into=project,
+            clip=clips[0],
+            text=f"a {MARKER} kettle whistles",
+            external_id="label-studio/3/1#1",
+            pending_review=True,
+        ),
     )
 
 
@@ -366,6 +375,7 @@ KWARGS: dict[str, dict[str, Fill]] = {
     "review_approve": {"pk": lambda v: v.submitted.pk},
     "review_reject": {"pk": lambda v: v.submitted.pk},
     "review_fix": {"pk": lambda v: v.submitted.pk},
+    "review_imported": {"pk": lambda v: v.imported.pk, "decision": lambda v: "approve"},
     "qualification_detail": {"pk": lambda v: v.qualification.pk},
     "attempt_detail": {"pk": lambda v: v.attempt.pk},
     "attempt_grade": {"pk": lambda v: v.attempt.pk},
