@@ -233,3 +233,12 @@ def test_an_updated_label_studio_caption_is_reviewed_again(
     _hook(batch.project, _annotated("ANNOTATION_UPDATED", 17, clips[0], "two dogs bark loudly"))
     caption.refresh_from_db()
     assert caption.pending_review
+
+
+def test_bad_tokens_from_the_same_address_never_lock_label_studio_out(
+    project: Any, alice: Any, settings: Any
+) -> None:
+    settings.API_RATE_BAD_TOKENS = "5/hour"
+    for i in range(40):
+        Client(HTTP_AUTHORIZATION=f"Bearer emk_{i:08d}-stale").get("/labelstudio/sounds/health")
+    assert _client(alice).get("/labelstudio/sounds/health").status_code == 200
