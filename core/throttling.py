@@ -165,18 +165,26 @@ def login_refusal(request: HttpRequest, username: str) -> str | None:
 
 
 def login_failure_record(request: HttpRequest, username: str) -> None:
+    """Counts a wrong password; an attempt these limits refused is not counted again (a
+    refused flood would otherwise grow the counts without end)."""
+    if getattr(request, "login_refusal", None):
+        return
     by_address, by_username, pair = _login_keys(request, username)
     now, window = time.time(), _window()
-    for key in (by_address, by_username):
-        cache.set(key, [*_recent(key, now - window), now], window)
+    for key, limit in (
+        (by_address, settings.LOGIN_FAILURE_LIMIT_PER_ADDRESS),
+        (by_username, settings.LOGIN_FAILURE_LIMIT_PER_USERNAME),
+    ):
+        # the latest `limit` times are all a refusal reads
+        cache.set(key, [*_recent(key, now - window), now][-limit:], window)
     cache.set(pair, now, window)
 
 
 class LoginThrottleBackend:
     """First of AUTHENTICATION_BACKENDS: refuses a login login_refusal refuses, before any
     password is checked. It marks the request locked out, so django-axes' middleware
-    answers with its lockout page (429), and Django records the refused attempt as failed
-    (user_login_failed), which counts again."""
+    answers with its lockout page (429); Django still sends user_login_failed for it, which
+    login_failure_record leaves uncounted."""
 
     def authenticate(
         self, request: HttpRequest | None, username: str | None = None, **kwargs: object
