@@ -443,8 +443,8 @@ def _record_counts(record: CorpusImport, subset: Subset) -> None:
 IMPORT_MAX_BYTES = 100 * 2**20  # a JSON export of 10,000 annotated tasks is about 20 MB
 IMPORT_MAX_ERRORS = 10  # problems listed before "and N more"
 IMPORT_MAX_PROBLEMS = 1000  # the check stops here: the file is refused either way
-# about 30 a task in Label Studio's export (task, data, annotations, results, values…)
-IMPORT_MAX_CONTAINERS = 3_000_000
+# objects, lists and commas: under 100 a task in Label Studio's JSON export
+IMPORT_MAX_VALUES = 5_000_000
 
 
 def labelstudio_config(*, batch: Batch) -> str:
@@ -533,12 +533,14 @@ def _export_tasks(data: bytes, name: str) -> list[Any]:
         raise ValidationError(
             f"{name} is larger than {IMPORT_MAX_BYTES // 2**20} MB — nothing was imported."
         )
-    # Counted before parsing, at C speed: a 20 MB file of "{}," parsed into 6 million
-    # dicts took 45 s and 1.15 GB before its first task was refused.
-    if (containers := data.count(b"{") + data.count(b"[")) > IMPORT_MAX_CONTAINERS:
+    # Counted before parsing, at C speed (commas inside strings count too, so it errs
+    # high): a 20 MB file of "{}," parsed into 6 million dicts took 45 s and 1.15 GB
+    # before its first task was refused.
+    values = data.count(b"{") + data.count(b"[") + data.count(b",")
+    if values > IMPORT_MAX_VALUES:
         raise ValidationError(
-            f"{name} holds about {containers:,} JSON objects and lists; an export of "
-            f"{IMPORT_MAX_CONTAINERS // 30:,} tasks holds fewer than {IMPORT_MAX_CONTAINERS:,} "
+            f"{name} holds about {values:,} JSON values; an export of "
+            f"{IMPORT_MAX_VALUES // 100:,} tasks holds fewer than {IMPORT_MAX_VALUES:,} "
             "— nothing was imported."
         )
     try:
