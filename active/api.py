@@ -24,6 +24,7 @@ from annotation.models import Batch
 from core.access import TERSE, project_for_api, signed_in_user
 from core.models import Project, Role
 from core.schemas import ErrorOut
+from core.uploads import accepts_uploads
 
 router = Router(tags=["active learning"])
 
@@ -215,6 +216,7 @@ def batch_labelstudio(request: HttpRequest, slug: str, batch_id: int) -> Any:
     "/projects/{slug}/labelstudio/import",
     response={201: LabelStudioImportOut, 400: ErrorOut},
 )
+@accepts_uploads
 def labelstudio_import(request: HttpRequest, slug: str, file: File[UploadedFile]) -> Any:
     """Captions from Label Studio's JSON export (multipart field "file"), all or nothing."""
     project = project_for_api(request, slug, *WRITE, refusals=TERSE)

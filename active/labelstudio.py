@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 import unicodedata
 from typing import Any
@@ -46,6 +45,7 @@ from django.views.decorators.http import require_GET, require_POST
 from active import services
 from active.models import Retrain
 from core.access import TERSE, project_membership, signed_in_user
+from core.jsonlimits import JsonRefused, bounded_loads
 from core.models import Project, Role
 from core.services import api_token_authenticate
 from core.throttling import bad_token_record, bad_tokens_refusal
@@ -88,10 +88,10 @@ def reason_phrase(message: str) -> str:
 
 
 def _error(status: int, message: str) -> JsonResponse:
+    # No WWW-Authenticate on a 401: a browser opening the URL would pop up a password
+    # dialog that phishes for the token; Label Studio sends its credentials unasked.
     response = JsonResponse({"status": "error", "error": message}, status=status)
     response.reason_phrase = reason_phrase(message)
-    if status == 401:
-        response["WWW-Authenticate"] = 'Basic realm="Earmark API token"'
     return response
 
 
@@ -109,9 +109,11 @@ def _token(request: HttpRequest) -> str | None:
     return None
 
 
+# One answer for a wrong secret and a missing project: an anonymous caller learns nothing
+# about which project slugs exist.
 STALE_SECRET = (
-    "This backend URL's secret is not the project's current one (it was rotated): copy the "
-    "backend URL again from the project's active-learning page."
+    "No Label Studio backend at this URL (a wrong or rotated secret, or no such project): "
+    "copy the backend URL again from the project's active-learning page."
 )
 
 
@@ -119,12 +121,12 @@ def _project(request: HttpRequest, slug: str, *roles: str, secret: str | None = 
     """The project, for a caller with an API token holding one of `roles`; under a backend
     URL with a secret, the secret must be the project's current one too."""
     raw = _token(request)
-    refusal = bad_tokens_refusal(request) if raw else None
+    refusal = bad_tokens_refusal(request, raw) if raw else None
     if refusal:
         raise Refused(429, refusal)
     holder = api_token_authenticate(raw=raw) if raw else None
     if raw and holder is None:
-        bad_token_record(request)
+        bad_token_record(request, raw)
     if holder is None:
         raise Refused(
             401, "Authenticate with an Earmark API token (Bearer, or basic auth password)."
@@ -157,9 +159,7 @@ def _webhook_caller(
         project = _project(request, slug, Role.RESEARCHER)
         return project, signed_in_user(request)
     found = Project.objects.filter(slug=slug).first()
-    if found is None:
-        raise Refused(404, TERSE.not_found)
-    if not services.labelstudio_secret_matches(project=found, secret=secret):
+    if found is None or not services.labelstudio_secret_matches(project=found, secret=secret):
         raise Refused(404, STALE_SECRET)
     return found, None
 
@@ -175,9 +175,11 @@ def _json(request: HttpRequest) -> dict[str, Any]:
             "Studio, or raise UPLOAD_MAX_BYTES.",
         ) from None
     try:
-        data = json.loads(body or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise Refused(400, f"The request body is not JSON: {exc}.") from None
+        data = bounded_loads(
+            body or b"{}", max_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE, what="The request body"
+        )
+    except JsonRefused as exc:
+        raise Refused(400, f"{exc}.") from None
     if not isinstance(data, dict):
         raise Refused(400, "The request body must be a JSON object.")
     return data
@@ -338,7 +340,10 @@ def webhook(request: HttpRequest, slug: str, secret: str | None) -> JsonResponse
     captions: dict[str, Any] | None = None
     try:
         if event in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED"):
-            captions = services.labelstudio_annotation_save(project=project, payload=data).as_dict()
+            written = services.labelstudio_annotation_save(project=project, payload=data)
+            if written.skipped:  # recorded for the project's Label Studio section too
+                raise ValidationError(f"not stored: {written.skipped}")
+            captions = written.as_dict()
         elif event == "ANNOTATIONS_DELETED":
             deleted = services.labelstudio_annotations_delete(project=project, payload=data)
             captions = {"deleted": deleted}

@@ -316,3 +316,27 @@ class CurvePoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.strategy}: {self.metric} {self.value:.3f} at {self.captions} captions"
+
+
+class LabelStudioRefusal(models.Model):
+    """A caption written in Label Studio that Earmark refused (the text gate, a clip not in
+    the project, a task naming none): the webhook answers it 400 with the reason, which
+    Label Studio logs, and the project's Label Studio section lists the latest ones, so a
+    refusal is seen on both sides instead of vanishing in a 201."""
+
+    project = models.ForeignKey(
+        "core.Project", on_delete=models.CASCADE, related_name="labelstudio_refusals"
+    )
+    # Label Studio's ids, as it sent them (bounded to a database integer before storing)
+    ls_project = models.BigIntegerField(null=True, blank=True)
+    annotation = models.BigIntegerField(null=True, blank=True)
+    clip_id = models.BigIntegerField(null=True, blank=True)
+    reason = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # the section reads a project's latest refusals
+        indexes = [models.Index(fields=["project", "-created_at"], name="ls_refusal_latest")]
+
+    def __str__(self) -> str:
+        return f"annotation {self.annotation}: {self.reason[:60]}"

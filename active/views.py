@@ -22,16 +22,24 @@ from django.views.decorators.http import require_GET, require_POST
 from active import services
 from active.charts import curve_svg, flags_svg
 from active.forms import BatchActiveForm, ProjectActiveForm
-from active.models import FlagCalibration, ProjectConfig, PromotionDecision, Retrain
+from active.models import (
+    FlagCalibration,
+    LabelStudioRefusal,
+    ProjectConfig,
+    PromotionDecision,
+    Retrain,
+)
 from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
 from core.models import Project, Role
 from core.services import job_enqueue
+from core.uploads import accepts_uploads
 from modeling.models import Suggestion, TrainingRun
 
 READ = (Role.RESEARCHER, Role.REVIEWER)
 WRITE = (Role.RESEARCHER,)
 SUGGESTIONS_SHOWN = 12  # on the loop page; the run's page lists more
+LABELSTUDIO_REFUSALS_SHOWN = 20  # the latest captions the webhook refused
 
 
 @login_required
@@ -82,6 +90,9 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
         "runs": TrainingRun.objects.filter(project=project, state=TrainingRun.State.SUCCEEDED)[:20],
         "labelstudio_url": _labelstudio_url(request, project, config, role),
         **_flag_history(project),
+        "labelstudio_refusals": LabelStudioRefusal.objects.filter(project=project).order_by(
+            "-created_at", "-pk"
+        )[:LABELSTUDIO_REFUSALS_SHOWN],
     }
     return render(request, "active/loop.html", context)
 
@@ -259,6 +270,7 @@ def batch_labelstudio(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return response
 
 
+@accepts_uploads
 @login_required
 @require_POST
 def labelstudio_import(request: HttpRequest, slug: str) -> HttpResponse:

@@ -390,10 +390,18 @@ class Caption(models.Model):
     )
     fixed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # An imported caption a reviewer has yet to approve (one written in Label Studio, as a
+    # crowd caption waits in its submitted assignment); outside the corpus until then.
+    # A caption file's captions arrive approved.
+    pending_review = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["assignment", "id"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(pending_review=False) | Q(provenance="imported"),
+                name="caption_pending_review_only_if_imported",
+            ),
             models.UniqueConstraint(fields=["assignment", "clip"], name="caption_once_per_clip"),
             models.CheckConstraint(
                 condition=Q(provenance="crowd", assignment__isnull=False)

@@ -25,6 +25,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from core.text import normalise
+
 Level = Literal["error", "warning"]
 # How a rule's pattern is used: "found" breaks the rule on a match, "missing" when nothing
 # matches; the others are counts that need no pattern.
@@ -80,9 +82,10 @@ RULES: tuple[Rule, ...] = (
         "error",
         "found",
         "contains a control character ({codepoint}); please remove it",
-        # C0 and C1 controls but tab and line breaks; lone UTF-16 surrogates (a JS string
+        # C0 and C1 controls but line breaks (the line_break rule names them), tab included: a
+        # caption is one line of one CSV cell; lone UTF-16 surrogates (a JS string
         # holds an emoji as a surrogate pair, which this does not match)
-        pattern=r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+        pattern=r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f]"
         r"|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]",
     ),
     Rule(
@@ -289,6 +292,40 @@ def check(text: str, limits: Limits) -> list[Problem]:
 
 def errors(text: str, limits: Limits) -> list[Problem]:
     return [p for p in check(text, limits) if p.level == "error"]
+
+
+# The rules about what a caption may hold whatever its style or length: text from another
+# tool (a caption file, Label Studio), which no batch's word limits or style rules bind,
+# passes these; a caption typed here passes every error rule.
+SAFETY_CODES = ("control", "line_break", "bidi", "markup", "formula")
+
+
+def _errors_of(text: str, limits: Limits | None) -> list[Problem]:
+    if limits is not None:
+        return errors(text, limits)
+    problems = []
+    for code in SAFETY_CODES:
+        if match := _COMPILED[code].search(text):
+            found = match.group(1) if match.re.groups and match.group(1) else match.group(0)
+            values = {"found": found, "codepoint": f"U+{ord(found[0]):04X}" if found else ""}
+            problems.append(_problem(RULES_BY_CODE[code], values))
+    return problems
+
+
+def gate(text: str, limits: Limits | None = None) -> list[Problem]:
+    """The one text gate every caption passes on its way in (a HIT submit on any page, a
+    reviewer's fix, a qualification answer, Label Studio, a caption file): the errors of
+    the (trimmed) text as typed, which is stored and exported raw, and of its normal form
+    (core.text.normalise, NFKC), which post-processing stores and exports: "\u2002=1+1"
+    passes the formula rule as typed but starts with "=" once an en space folds to a space
+    and is stripped. Without `limits` only SAFETY_CODES apply. A problem of both forms is
+    reported once, as typed."""
+    problems = _errors_of(text, limits)
+    normal = normalise(text)
+    if normal != text and normal:
+        seen = {problem.code for problem in problems}
+        problems += [p for p in _errors_of(normal, limits) if p.code not in seen]
+    return problems
 
 
 def unsafe_characters(text: str, codes: tuple[str, ...] = ("control", "bidi")) -> Problem | None:

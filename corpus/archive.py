@@ -26,6 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
+from core.text import checksum_line
+
 CHUNK_BYTES = 1 << 20
 _QUEUED_CHUNKS = 8  # per digest thread: what may wait, so memory stays flat
 _CUT = object()  # a digest thread's marker: report the digest so far and start anew
@@ -181,8 +183,9 @@ class ArchiveWriter:
         return self.add_chunks(path, [data], size=len(data), deflate=True)
 
     def sha256sums(self) -> bytes:
-        """`sha256sum -c` input for every member so far ("<hex>  <path>" lines)."""
-        return "".join(f"{m.sha256}  {m.path}\n" for m in self.members).encode()
+        """`sha256sum -c` input for every member so far ("<hex>  <path>" lines; a path
+        with a line break or backslash escaped as sha256sum writes it)."""
+        return "".join(checksum_line(m.sha256, m.path) for m in self.members).encode()
 
     def close(self) -> str:
         """Writes the central directory; returns the archive's SHA-256."""

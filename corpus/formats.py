@@ -21,6 +21,7 @@ from typing import Any
 
 from annotation import rules
 from core.encodings import SNIFF_BYTES, utf16_refusal
+from core.text import SafeCsvWriter, file_name_problem
 
 AUDIOCAPS_HEADER = ["audiocap_id", "youtube_id", "start_time", "caption"]
 AUDIOCAPS_LINE_END = "\r\n"
@@ -101,10 +102,11 @@ def _check_caption(name: str, line: int, text: str, column: str) -> None:
         raise CorpusFileError(f"{name}, line {line}: {column} is empty")
     if "\n" in text or "\r" in text:
         raise CorpusFileError(f"{name}, line {line}: {column} spans several lines")
-    # the HIT page's rules for characters no caption holds: a NUL (which PostgreSQL
-    # refuses to store), other control characters, the Unicode line separators
-    if problem := rules.unsafe_characters(text, codes=("control", "line_break")):
-        raise CorpusFileError(f"{name}, line {line}: {column} {problem.message}")
+    # the text gate's rules for what no caption holds, as written and once normalised: a
+    # NUL (which PostgreSQL refuses to store), other control characters, line separators,
+    # text-direction controls, markup, a start a spreadsheet would run as a formula
+    if problems := rules.gate(text):
+        raise CorpusFileError(f"{name}, line {line}: {column} {problems[0].message}")
     if len(text) > MAX_CAPTION_CHARS:
         raise CorpusFileError(
             f"{name}, line {line}: {column} has {len(text)} characters "
@@ -193,6 +195,8 @@ def read_clotho(data: bytes, *, name: str = "file") -> list[ClothoRow]:
                 f"{name}, line {line}: file_name {file_name[:80]!r} must be a plain file name "
                 f"of at most {MAX_FILE_NAME_CHARS} characters"
             )
+        if problem := file_name_problem(file_name):
+            raise CorpusFileError(f"{name}, line {line}: file_name {file_name!r}: {problem}")
         if file_name in seen:
             raise CorpusFileError(
                 f"{name}, line {line}: file_name {file_name!r} repeats line {seen[file_name]}"
@@ -214,8 +218,10 @@ def seconds_text(value: Decimal | float | int) -> str:
     return format(Decimal(value).normalize(), "f")
 
 
-def csv_writer(handle: Any, *, line_end: str) -> Any:
-    return csv.writer(handle, lineterminator=line_end)
+def csv_writer(handle: Any, *, line_end: str) -> SafeCsvWriter:
+    """Every export's CSV writer: each cell through core.text.spreadsheet_cell, so no
+    caption, file name, label or reason opens as a formula in a spreadsheet."""
+    return SafeCsvWriter(handle, lineterminator=line_end)
 
 
 def split_file_name(fmt: str, split: str) -> str:

@@ -1,8 +1,9 @@
 """Which captions make a project's corpus, split by split.
 
 "Approved captions" are crowd captions of the project's batches whose assignment was
-approved (split: the batch's) plus the captions imported into the project, on clips of its
-import subsets (split: the clip's in that subset). Another project's imported captions on
+approved (split: the batch's) plus the captions imported into the project and not waiting
+for a reviewer (Label Studio's), on clips of its import subsets (split: the clip's in that
+subset). Another project's imported captions on
 the same AudioSet clip are never part of it. Ordered by caption id, an export lists captions
 in the order they were created — for an imported file, the file's own order.
 """
@@ -53,7 +54,9 @@ def approved_captions(project: Project, split: str) -> QuerySet[Caption]:
     in_import = SubsetClip.objects.filter(
         subset__in=import_subsets(project).values("pk"), clip=OuterRef("clip_id"), split=split
     )
-    imported = Q(provenance=Caption.Provenance.IMPORTED, imported_into=project) & Exists(in_import)
+    imported = Q(
+        provenance=Caption.Provenance.IMPORTED, imported_into=project, pending_review=False
+    ) & Exists(in_import)
     return Caption.objects.filter(crowd | imported).order_by("pk")
 
 

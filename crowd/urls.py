@@ -13,6 +13,11 @@ urlpatterns = [
     path(P + "review/<int:pk>/approve/", views.review_approve, name="review_approve"),
     path(P + "review/<int:pk>/reject/", views.review_reject, name="review_reject"),
     path(P + "review/<int:pk>/fix/", views.review_fix, name="review_fix"),
+    path(
+        P + "review/imported/<int:pk>/<str:decision>/",
+        views.review_imported,
+        name="review_imported",
+    ),
     path(P + "workers/", views.worker_list, name="worker_list"),
     path(W, views.worker_detail, name="worker_detail"),
     path(W + "approve-all/", views.worker_approve_all, name="worker_approve_all"),

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -46,6 +46,7 @@ from curation.models import Label
 from curation.serving import clip_audio_response
 
 QUEUE_PAGE = 20
+IMPORTED_SHOWN = 50  # captions from Label Studio waiting, on the review page
 
 
 def _messages(exc: ValidationError) -> str:
@@ -111,6 +112,7 @@ def review_queue(request: HttpRequest, slug: str) -> HttpResponse:
         "workers": workers,
         "batch_id": batch_id,
         "worker_id": worker_id,
+        "imported": services.imported_queue(project=project)[:IMPORTED_SHOWN],
         "reject_form": RejectForm(),
         "reason_feedback": REASON_FEEDBACK,
         "here": request.get_full_path(),
@@ -148,6 +150,30 @@ def _hints(labels: Any) -> list[dict[str, str]]:
     for label in labels:
         hints.setdefault(label.word, label.description)
     return [{"word": w, "description": d} for w, d in sorted(hints.items())]
+
+
+@login_required
+@require_POST
+def review_imported(request: HttpRequest, slug: str, pk: int, decision: str) -> HttpResponse:
+    """Approves ("approve") or rejects ("reject") a caption written in Label Studio."""
+    project, _ = project_for_page(request, slug, *REVIEWERS)
+    if decision not in ("approve", "reject"):
+        raise Http404("No such decision.")
+    # another project's caption, or one no longer waiting, is not found here
+    get_object_or_404(services.imported_queue(project=project), pk=pk)
+    try:
+        services.imported_caption_review(
+            project=project,
+            caption_id=pk,
+            reviewer=signed_in_user(request),
+            approve=decision == "approve",
+        )
+    except ValidationError as exc:
+        messages.error(request, _messages(exc))
+    else:
+        done = "approved into the corpus" if decision == "approve" else "rejected"
+        messages.success(request, f"Caption #{pk} {done}.")
+    return _back(request, reverse("review_queue", args=[slug]))
 
 
 @login_required

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.text import SafeCsvWriter
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 WORD_LABELS = FIXTURES / "audiocaps_word_labels.csv"
 UNRESOLVED = FIXTURES / "audiocaps_word_labels_unresolved.csv"
@@ -272,7 +274,7 @@ def resolve_figure_7(
 
 def word_labels_csv(rows: list[WordLabelRow]) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeCsvWriter(out, lineterminator="\n")
     writer.writerow(WORD_LABEL_COLUMNS)
     for row in rows:
         writer.writerow(
@@ -289,7 +291,7 @@ def word_labels_csv(rows: list[WordLabelRow]) -> str:
 
 def unresolved_csv(names: list[UnresolvedName]) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeCsvWriter(out, lineterminator="\n")
     writer.writerow(UNRESOLVED_COLUMNS)
     writer.writerows([n.figure_name, ";".join(n.super_categories), n.reason] for n in names)
     return out.getvalue()

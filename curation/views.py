@@ -28,6 +28,7 @@ from core.jobs import JOB_KINDS
 from core.media import media_response
 from core.models import Project, Role
 from core.services import job_enqueue
+from core.uploads import accepts_uploads
 from curation import audiocaps, queries, services
 from curation.forms import (
     ArchiveUploadForm,
@@ -213,6 +214,7 @@ def _uploaded_recipe(request: HttpRequest) -> tuple[Any, str]:
     return services.recipe_parse(filename=upload.name, data=data)
 
 
+@accepts_uploads
 @login_required
 @require_POST
 def recipe_import(request: HttpRequest, slug: str) -> HttpResponse:
@@ -284,6 +286,7 @@ def recipe_export(request: HttpRequest, slug: str, recipe_slug: str, fmt: str) -
     return response
 
 
+@accepts_uploads
 @login_required
 @require_POST
 def recipe_upload(request: HttpRequest, slug: str, recipe_slug: str) -> HttpResponse:
@@ -440,6 +443,7 @@ def clip_list(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "curation/clip_list.html", context)
 
 
+@accepts_uploads
 @login_required
 def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
     """Researchers upload an archive of audio files; a media worker imports it."""

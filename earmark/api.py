@@ -33,14 +33,15 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        # a client whose recent tokens were bad is refused for a while (429) before its
-        # next one is looked up: guessing costs time, and a broken script stops hammering
-        refusal = throttling.bad_tokens_refusal(request)
+        # a client that kept sending bad tokens with this one's prefix is refused for a
+        # while (429) before it is looked up: a broken script stops hammering, and other
+        # tokens from the same address (a lab behind one NAT) are never refused for it
+        refusal = throttling.bad_tokens_refusal(request, token)
         if refusal:
             raise HttpError(429, refusal)
         holder = services.api_token_authenticate(raw=token)
         if holder is None:
-            throttling.bad_token_record(request)
+            throttling.bad_token_record(request, token)
             return None
         if holder.read_only and request.method not in SAFE_METHODS:
             raise HttpError(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import secrets
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -199,3 +201,30 @@ def env_storages(name: str) -> dict[str, dict[str, object]]:
     else:
         raise ImproperlyConfigured(f"{name}={kind!r} is not a storage; use filesystem or s3.")
     return {"default": default, "staticfiles": staticfiles}
+
+
+DEV_SECRET_KEY_FILE = "dev-secret-key"
+
+
+def dev_secret_key(var_dir: Path) -> str:
+    """The signing key of a DEBUG install without SECRET_KEY: random, made on first start
+    and kept in `var_dir` (mode 0600), so no two installs share one and nobody can forge
+    the MTurk page tokens or sessions of a demo left running. Its owner alone reads it."""
+    path = var_dir / DEV_SECRET_KEY_FILE
+    var_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        # O_EXCL: of two processes starting at once, one writes and the other reads
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)  # a copy made with a looser mode is tightened
+        key = path.read_text().strip()
+        if len(key) < 50:
+            raise ImproperlyConfigured(
+                f"{path} holds no usable key (under 50 characters): delete it, and a new one "
+                "is made at the next start, or set SECRET_KEY."
+            ) from None
+        return key
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(key + "\n")
+    return key

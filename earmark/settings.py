@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 from earmark.env import (
+    dev_secret_key,
     env_bool,
     env_broker,
     env_cache,
@@ -44,9 +45,11 @@ SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set. Set it in the environment (DEBUG=1 allows a dev default)."
+            "SECRET_KEY is not set. Set it in the environment (with DEBUG=1 a random key is "
+            "kept in EARMARK_VAR_DIR)."
         )
-    SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
+    # never a key in the repository: anyone reaching a demo could forge what it signs
+    SECRET_KEY = dev_secret_key(VAR_DIR)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -145,6 +148,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # django-axes first: it refuses a locked-out login before any password is checked
 AUTHENTICATION_BACKENDS = [
+    "core.throttling.LoginThrottleBackend",  # spraying and distributed guessing (below)
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
@@ -206,6 +210,9 @@ CACHES = env_cache("CACHE_URL")
 # client address, so behind a proxy this must say how many, or every client looks alike.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 NINJA_NUM_PROXIES = TRUSTED_PROXY_COUNT
+# Where gunicorn listens (earmark/gunicorn_conf.py); with proxies, `check --deploy` and
+# gunicorn's start refuse an address a client could reach directly (core.checks).
+WEB_BIND = env_str("WEB_BIND", "127.0.0.1:8000")
 # Logins (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username from one
 # address, that pair is refused (429) for LOGIN_LOCKOUT_MINUTES, right password or not.
 # Per pair, so nobody can lock a worker out from elsewhere; a success clears the count.
@@ -216,6 +223,10 @@ AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "core.throttling.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False  # its start-up banner; lockouts are still logged
+# The other combinations (core.throttling.login_refusal), over the same period: wrong
+# passwords from one address across usernames, and for one username across addresses.
+LOGIN_FAILURE_LIMIT_PER_ADDRESS = env_int("LOGIN_FAILURE_LIMIT_PER_ADDRESS", 100, minimum=1)
+LOGIN_FAILURE_LIMIT_PER_USERNAME = env_int("LOGIN_FAILURE_LIMIT_PER_USERNAME", 50, minimum=1)
 # API (django-ninja throttles, core.throttling): every call of a signed-in user; bad
 # bearer tokens per client address (a 429 once spent, before the token is even looked up);
 # and the crowd's claim and submit calls per worker.
@@ -249,6 +260,13 @@ STORAGES = env_storages("MEDIA_STORAGE")
 # Uploads are checked again per feature (type, duration); this caps the request itself.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# First: a view that takes no files (core.uploads.accepts_uploads marks those that do)
+# refuses a body over UPLOAD_MAX_BYTES before reading it and drops any file part unstored.
+FILE_UPLOAD_HANDLERS = [
+    "core.uploads.RefuseUnexpectedUploads",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 # Archives of local audio uploaded from the clips page (zip/tar); bigger ones go through
 # `manage.py import_local_audio FOLDER` on the server.
 ARCHIVE_UPLOAD_MAX_BYTES = env_int("ARCHIVE_UPLOAD_MAX_BYTES", 500 * 1024 * 1024, minimum=1024)

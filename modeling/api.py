@@ -226,7 +226,8 @@ def run_start_from(request: HttpRequest, slug: str, run_id: int, payload: StartF
 def run_promote(request: HttpRequest, slug: str, run_id: int) -> Any:
     run = _run(project_for_api(request, slug, *WRITE, refusals=REFUSALS), run_id)
     try:
-        return Status(200, _out(services.run_promote(run=run)))
+        promotion = services.run_promote(run=run, user=signed_in_user(request))
+        return Status(200, _out(promotion.run))
     except ValidationError as exc:
         return Status(409, {"detail": _messages(exc)})
 

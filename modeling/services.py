@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from core.models import Project
+from core.models import Job, Project
 from core.services import job_enqueue
 from corpus.models import Snapshot
+from curation.models import Clip
+from curation.queries import project_clips
 from modeling.models import TrainingRun
 from modeling.planning import run_plan
 
@@ -144,14 +148,91 @@ def run_start_from(
     return new
 
 
-def run_promote(*, run: TrainingRun) -> TrainingRun:
-    """Makes this run the project's suggesting model (one per project)."""
+# The job that makes a promoted run's suggestions, switches to it at its end and re-ranks
+# the open batches (active.services.suggestions.project_suggest_job, named by its kind).
+PROMOTE_JOB_KIND = "active_suggest"
+
+
+@dataclass(frozen=True)
+class Promotion:
+    run: TrainingRun
+    switched: bool  # the run suggests captions now
+    missing: int  # clips it suggests for first (it switches at the end of `job`)
+    job: Job
+
+    @property
+    def message(self) -> str:
+        if self.switched:
+            return f"Run #{self.run.pk} now suggests captions for the project."
+        return (
+            f"Run #{self.run.pk} suggests captions once its suggestions for {self.missing:,} "
+            f"clip(s) are made (job #{self.job.pk}); until then the current run does."
+        )
+
+
+def clips_unsuggested(*, run: TrainingRun) -> QuerySet[Clip]:
+    """The project's ready clips with audio that the run has no suggestion for."""
+    return (
+        project_clips(run.project, status=Clip.Status.READY)
+        .exclude(audio="")
+        .exclude(suggestions__run=run)
+    )
+
+
+def run_promote(*, run: TrainingRun, user: User | None = None) -> Promotion:
+    """The one way a run becomes the project's suggesting model: the runs page, the API and
+    a retrain's promote-if-better all come here. Annotators, reviewers and Label Studio
+    read the suggesting run's stored suggestions, and a run switched to before it has
+    suggested shows nothing (Label Studio keeps the empty predictions of its version for
+    good). So a run with a suggestion for every ready clip of the project switches at
+    once; any other is queued to suggest them and switches at the end of that job
+    (run_promotion_finish), unless another promotion was asked for meanwhile. Either way
+    the job re-ranks the open batches with it."""
     if run.state != TrainingRun.State.SUCCEEDED:
         raise ValidationError(f"Run #{run.pk} is {run.state}; only a finished run is promoted.")
+    missing = clips_unsuggested(run=run).count()
+    with transaction.atomic():
+        if not missing:
+            _run_switch(run)
+        job = job_enqueue(
+            kind=PROMOTE_JOB_KIND,
+            params={"run_id": run.pk, "promote": bool(missing)},
+            project=run.project,
+            created_by=user,
+            label=(
+                f"Suggest captions with run #{run.pk}, then make it the suggesting model"
+                if missing
+                else f"Re-rank open batches with promoted run #{run.pk}"
+            ),
+        )
+    return Promotion(run=run, switched=not missing, missing=missing, job=job)
+
+
+def run_promotion_finish(*, run: TrainingRun) -> bool:
+    """At the end of the job run_promote queued, once the run's suggestions exist: switches
+    to it if it is still the project's latest promotion asked for, and no other run was
+    switched to since it was asked; -> whether it switched."""
+    latest = (
+        Job.objects.filter(kind=PROMOTE_JOB_KIND, project=run.project, params__promote=True)
+        .order_by("-pk")
+        .first()
+    )
+    if latest is None or latest.params.get("run_id") != run.pk:
+        return False
+    switched_since = TrainingRun.objects.filter(
+        project=run.project, promoted_at__gt=latest.created_at
+    ).exclude(pk=run.pk)
+    if switched_since.exists():
+        return False
+    _run_switch(run)
+    return True
+
+
+def _run_switch(run: TrainingRun) -> None:
+    """Makes this run the project's suggesting model (one per project)."""
     with transaction.atomic():
         TrainingRun.objects.filter(project=run.project, promoted_at__isnull=False).exclude(
             pk=run.pk
         ).update(promoted_at=None)
         run.promoted_at = timezone.now()
         run.save(update_fields=["promoted_at"])
-    return run

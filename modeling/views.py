@@ -212,11 +212,11 @@ def run_start_from(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def run_promote(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     run, _ = _run_for(request, slug, pk, *WRITE)
     try:
-        services.run_promote(run=run)
+        promotion = services.run_promote(run=run, user=signed_in_user(request))
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
-        messages.success(request, f"Run #{run.pk} now suggests captions for the project.")
+        messages.success(request, promotion.message)
     return redirect(run)
 
 

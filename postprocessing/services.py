@@ -41,9 +41,11 @@ CHUNK = 500  # captions per transaction; LanguageTool gets them in requests of ~
 
 
 def approved_captions() -> QuerySet[Caption]:
-    """Captions that belong in the dataset: approved crowd captions and imported ones."""
+    """Captions that belong in the dataset: approved crowd captions and imported ones no
+    reviewer has still to approve."""
     return Caption.objects.filter(
-        Q(provenance=Caption.Provenance.IMPORTED) | Q(assignment__state=Assignment.State.APPROVED)
+        Q(provenance=Caption.Provenance.IMPORTED, pending_review=False)
+        | Q(assignment__state=Assignment.State.APPROVED)
     )
 
 

@@ -8,39 +8,15 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Typographic quotes, primes and accents people type for quotes and apostrophes.
-_QUOTES = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201a": "'",
-        "\u201b": "'",
-        "\u2032": "'",
-        "\u00b4": "'",
-        "\u0060": "'",
-        "\u201c": '"',  # “
-        "\u201d": '"',  # ”
-        "\u201e": '"',  # „
-        "\u2033": '"',  # ″
-    }
-)
+# the caption gate checks the same normal form (annotation.rules.gate), so it lives below both
+from core.text import normalise
+
+__all__ = ["drop_final_period", "normalise", "train_text"]
+
 _SPACES = re.compile(r"\s+")
 # Punctuation that trains nothing; an apostrophe or hyphen between letters or digits is
 # part of the word ("man's", "high-pitched", "twenty-one") and stays.
 _INNER = re.compile(r"(?<=\w)['-](?=\w)")
-
-
-def normalise(text: str) -> str:
-    """NFKC (full-width letters and digits, ligatures, non-breaking spaces fold to plain
-    ones), straight quotes, no invisible format characters (zero-width spaces, soft
-    hyphens, byte-order marks, direction marks), single spaces, no surrounding space."""
-    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
-    text = "".join(
-        " " if unicodedata.category(char) in ("Cc", "Zl", "Zp") else char
-        for char in text
-        if unicodedata.category(char) != "Cf"
-    )
-    return _SPACES.sub(" ", text).strip()
 
 
 def drop_final_period(text: str) -> str:

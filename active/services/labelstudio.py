@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -32,10 +31,11 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from active.models import ProjectConfig, new_labelstudio_secret
+from active.models import LabelStudioRefusal, ProjectConfig, new_labelstudio_secret
 from active.services.config import project_config
 from annotation import rules
 from annotation.models import Batch, Caption, HitClip
+from core.jsonlimits import JsonRefused, bounded_loads
 from core.models import Project, Role
 from core.services import require_role
 from corpus.models import CorpusFormat, CorpusImport
@@ -44,6 +44,7 @@ from curation.models import Subset, SubsetClip
 from curation.queries import project_clips
 
 MAX_CONFIG_CHARS = 200_000
+DELETE_CHUNK = 5000  # captions per DELETE statement (SQLite takes 32,766 parameters)
 AUDIO_URL = re.compile(r"/clips/([0-9]+)/audio")
 CLIP_KEYS = ("clip_id", "earmark_clip_id")
 MAX_CLIP_ID = 2**63 - 1  # a BigAutoField; a larger number overflows the database's integer
@@ -179,9 +180,12 @@ def _annotation_prefix(ls_project: int, annotation: int) -> str:
 
 
 def _whole(value: Any, what: str) -> int:
-    """A Label Studio id: a JSON integer (not a bool), as its serializers send it."""
+    """A Label Studio id: a JSON integer (not a bool), as its serializers send it, and one
+    a database integer holds (1 to 2**63 - 1: 10**300 would overflow a query)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{what} must be an integer id, not {value!r}.")
+        raise ValidationError(f"{what} must be an integer id, not {str(value)[:40]!r}.")
+    if not 1 <= value <= MAX_CLIP_ID:
+        raise ValidationError(f"{what} must be an integer id from 1 to {MAX_CLIP_ID}.")
     return value
 
 
@@ -274,11 +278,13 @@ class _Changes:
                         clip_id=clip_id,
                         text=text,
                         external_id=f"{prefix}{n}",
+                        pending_review=True,  # the review queue, like a crowd caption
                     )
                 )
             elif caption.text != text or caption.clip_id != clip_id:
                 caption.text, caption.clip_id = text, clip_id
                 caption.fixed_text, caption.fixed_by, caption.fixed_at = "", None, None
+                caption.pending_review = True  # a new text is reviewed again
                 self.changed.append(caption)
         self.gone.extend(mine.values())
 
@@ -286,20 +292,23 @@ class _Changes:
         if self.gone:
             Caption.objects.filter(pk__in=[c.pk for c in self.gone]).delete()
         Caption.objects.bulk_update(
-            self.changed, ["text", "clip", "fixed_text", "fixed_by", "fixed_at"], batch_size=500
+            self.changed,
+            ["text", "clip", "fixed_text", "fixed_by", "fixed_at", "pending_review"],
+            batch_size=500,
         )
         Caption.objects.bulk_create(self.new, batch_size=500)
 
 
 def _text_problem(texts: Iterable[str]) -> str:
-    """Why these captions cannot be stored ("" when they can): too long, or holding a
-    character the HIT page's rules refuse in any caption (a NUL, a control character, a
-    line break: Label Studio's text area takes several lines)."""
+    """Why these captions cannot be stored ("" when they can): too long, or refused by the
+    text gate every caption passes (annotation.rules.gate: a NUL, a control character, a
+    line break, which Label Studio's text area takes, a text-direction control, markup, a
+    start a spreadsheet would run as a formula; as typed and once normalised)."""
     for text in texts:
         if len(text) > Caption.MAX_CHARS:
             return f"a caption is longer than {Caption.MAX_CHARS} characters ({len(text)})"
-        if problem := rules.unsafe_characters(text, codes=("control", "line_break")):
-            return f"a caption {problem.message}"
+        if problems := rules.gate(text):
+            return f"a caption {problems[0].message}"
     return ""
 
 
@@ -317,25 +326,39 @@ def labelstudio_annotation_save(*, project: Project, payload: Mapping[str, Any])
     label_config = project_data.get("label_config") if isinstance(project_data, dict) else None
     from_name = textarea_names(label_config)[0] if isinstance(label_config, str) else None
     texts = annotation_texts(annotation, from_name if label_config else None)
-    if problem := _text_problem(texts):
-        return Written(clip_id=None, skipped=problem)
     clip_id = task_clip_id(task)
-    if clip_id is None:
-        return Written(clip_id=None, skipped="the task names no Earmark clip")
+
+    def refused(reason: str) -> Written:
+        LabelStudioRefusal.objects.create(
+            project=project,
+            ls_project=ls_project,
+            annotation=annotation_id,
+            clip_id=clip_id,
+            reason=reason,
+        )
+        return Written(clip_id=clip_id, skipped=reason)
+
+    if problem := _text_problem(texts):
+        return refused(problem)
+    if clip_id is None:  # nothing to undo either: captions are stored only on a clip
+        return refused("the task names no Earmark clip") if texts else Written(clip_id=None)
     with transaction.atomic():
         project = Project.objects.select_for_update().get(pk=project.pk)  # one writer
         split = _clip_splits(project, _existing_subset(project), [clip_id]).get(clip_id)
         if split is None:
-            return Written(clip_id=clip_id, skipped="the task's clip is not in this project")
+            return refused(f"clip {clip_id} is not in this project")
         subset = import_subset(project, CorpusFormat.LABEL_STUDIO)
         record = _webhook_record(project, subset, split)
-        if not SubsetClip.objects.filter(subset=subset, clip_id=clip_id).exists():
+        if texts and not SubsetClip.objects.filter(subset=subset, clip_id=clip_id).exists():
             SubsetClip.objects.create(subset=subset, clip_id=clip_id, split=split)
         prefix = _annotation_prefix(ls_project, annotation_id)
         changes = _Changes(project_id=subset.project_id)
         existing = {c.external_id: c for c in _label_studio_captions(subset, prefix)}
+        before = {c.clip_id for c in existing.values()}
         changes.plan(existing, clip_id=clip_id, prefix=prefix, texts=texts)
         changes.apply()
+        # a skipped or emptied annotation (or one moved to another task) leaves no clip behind
+        _subset_prune(subset, {clip_id, *before})
         _record_counts(record, subset)
         import_subset_report(subset)
     return Written(
@@ -352,24 +375,52 @@ def labelstudio_annotations_delete(*, project: Project, payload: Mapping[str, An
     annotations = payload.get("annotations")
     if not isinstance(annotations, list):
         raise ValidationError('The webhook call has no "annotations" list.')
-    ids = [
-        _whole(a.get("id") if isinstance(a, dict) else a, "An annotation's id") for a in annotations
-    ]
+    # a repeated id is one annotation, deleted once
+    ids = {
+        _whole(a.get("id") if isinstance(a, dict) else a, f"annotations[{n}].id")
+        for n, a in enumerate(annotations)
+    }
     ls_project = _ls_project_id(payload)
+    subset = _existing_subset(project)
+    if subset is None:
+        return 0
+    # One read of the Label Studio project's caption ids and one DELETE per DELETE_CHUNK,
+    # without the project's row lock: 16,564 ids, one statement each under that lock,
+    # took 678 s and held up every webhook call and job of the project meanwhile.
+    gone: list[int] = []
+    clips: set[int] = set()
+    prefix = f"label-studio/{ls_project}/"
+    rows = _label_studio_captions(subset, prefix).values_list("pk", "clip_id", "external_id")
+    for pk, clip_id, key in rows:
+        annotation = key.removeprefix(prefix).partition("#")[0]
+        if annotation.isdigit() and int(annotation) in ids:
+            gone.append(pk)
+            clips.add(clip_id)
     deleted = 0
     with transaction.atomic():
-        project = Project.objects.select_for_update().get(pk=project.pk)
-        subset = _existing_subset(project)
-        if subset is None:
-            return 0
-        for annotation_id in ids:
-            found = _label_studio_captions(subset, _annotation_prefix(ls_project, annotation_id))
-            deleted += found.delete()[1].get(Caption._meta.label, 0)
+        for start in range(0, len(gone), DELETE_CHUNK):
+            chunk = gone[start : start + DELETE_CHUNK]
+            deleted += Caption.objects.filter(pk__in=chunk).delete()[1].get(Caption._meta.label, 0)
+        _subset_prune(subset, clips)
         for record in CorpusImport.objects.filter(
             project=project, format=CorpusFormat.LABEL_STUDIO, file_name=WEBHOOK_RECORD
         ):
             _record_counts(record, subset)
     return deleted
+
+
+def _subset_prune(subset: Subset, clip_ids: Iterable[int]) -> None:
+    """Takes out of the Label Studio subset the clips among `clip_ids` left without a
+    caption from Label Studio (their annotations deleted, skipped or emptied), so the
+    subset holds exactly the clips Label Studio captioned."""
+    wanted = set(clip_ids)
+    if not wanted:
+        return
+    kept = set(
+        _label_studio_captions(subset).filter(clip_id__in=wanted).values_list("clip_id", flat=True)
+    )
+    if wanted - kept:
+        SubsetClip.objects.filter(subset=subset, clip_id__in=wanted - kept).delete()
 
 
 def _record_counts(record: CorpusImport, subset: Subset) -> None:
@@ -391,6 +442,9 @@ def _record_counts(record: CorpusImport, subset: Subset) -> None:
 
 IMPORT_MAX_BYTES = 100 * 2**20  # a JSON export of 10,000 annotated tasks is about 20 MB
 IMPORT_MAX_ERRORS = 10  # problems listed before "and N more"
+IMPORT_MAX_PROBLEMS = 1000  # the check stops here: the file is refused either way
+# objects, lists and commas: under 100 a task in Label Studio's JSON export
+IMPORT_MAX_VALUES = 5_000_000
 
 
 def labelstudio_config(*, batch: Batch) -> str:
@@ -479,16 +533,43 @@ def _export_tasks(data: bytes, name: str) -> list[Any]:
         raise ValidationError(
             f"{name} is larger than {IMPORT_MAX_BYTES // 2**20} MB — nothing was imported."
         )
+    # Counted before parsing, at C speed (commas inside strings count too, so it errs
+    # high): a 20 MB file of "{}," parsed into 6 million dicts took 45 s and 1.15 GB
+    # before its first task was refused.
+    values = data.count(b"{") + data.count(b"[") + data.count(b",")
+    if values > IMPORT_MAX_VALUES:
+        raise ValidationError(
+            f"{name} holds about {values:,} JSON values; an export of "
+            f"{IMPORT_MAX_VALUES // 100:,} tasks holds fewer than {IMPORT_MAX_VALUES:,} "
+            "— nothing was imported."
+        )
     try:
-        tasks = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"{name} is not JSON ({exc}) — nothing was imported.") from None
+        tasks = bounded_loads(data, max_bytes=IMPORT_MAX_BYTES, what=name)
+    except JsonRefused as exc:
+        raise ValidationError(f"{exc} — nothing was imported.") from None
     if not isinstance(tasks, list):
         raise ValidationError(
             f"{name} is not Label Studio's JSON export: its top level must be a list of tasks "
             "(export with the JSON format, not JSON-MIN or CSV) — nothing was imported."
         )
     return tasks
+
+
+def _skipped_annotation(
+    annotation: dict[str, Any], task: dict[str, Any], clip_id: int | None
+) -> _Annotation | None:
+    """An annotation without captions (skipped, cancelled, emptied), kept so its captions
+    stored before are deleted and its clip leaves the subset; None when it names nothing."""
+    try:
+        ls_project = _whole(annotation.get("project", task.get("project")), "project")
+        annotation_id = _whole(annotation.get("id"), "id")
+    except ValidationError:
+        return None
+    if clip_id is None:
+        return None
+    return _Annotation(
+        clip_id=clip_id, ls_project=ls_project, annotation_id=annotation_id, texts=[]
+    )
 
 
 def _export_annotations(
@@ -512,7 +593,9 @@ def _export_annotations(
             if not isinstance(annotation, dict):
                 raise ValidationError("is not an object")
             texts = annotation_texts(annotation, None)
-            if not texts:
+            if not texts:  # skipped or emptied: what an earlier import stored of it goes
+                if (skipped := _skipped_annotation(annotation, task, clip_id)) is not None:
+                    out.append(skipped)
                 continue
             if problem := _text_problem(texts):
                 raise ValidationError(problem)
@@ -553,24 +636,34 @@ def labelstudio_import(
     found: list[_Annotation] = []
     problems: list[str] = []
     skipped = 0
+    seen: set[tuple[int, int]] = set()
     for index, task in enumerate(tasks):
         annotations, wrong = _export_annotations(index, task, ours)
-        found.extend(annotations)
+        # an annotation listed twice is stored once (its first listing)
+        fresh = [a for a in annotations if (a.ls_project, a.annotation_id) not in seen]
+        seen.update((a.ls_project, a.annotation_id) for a in fresh)
+        found.extend(fresh)
         problems.extend(wrong)
         skipped += not annotations and not wrong
+        if len(problems) >= IMPORT_MAX_PROBLEMS:
+            break
     if problems:
         more = len(problems) - IMPORT_MAX_ERRORS
         listed = "; ".join(problems[:IMPORT_MAX_ERRORS]) + (
-            f"; and {more} more" if more > 0 else ""
+            f"; and {more}{'+' if len(problems) >= IMPORT_MAX_PROBLEMS else ''} more"
+            if more > 0
+            else ""
         )
         raise ValidationError(f"{file_name}: {listed} — nothing was imported.")
-    if not found:
+    if not any(a.texts for a in found):
         raise ValidationError(f"{file_name}: no task has a caption — nothing was imported.")
     with transaction.atomic():
         project = Project.objects.select_for_update().get(pk=project.pk)
         splits = _clip_splits(project, _existing_subset(project), (a.clip_id for a in found))
         per_split: dict[str, list[_Annotation]] = {}
         for annotation in found:
+            if not annotation.texts and annotation.clip_id not in splits:
+                continue  # a skipped annotation on a clip nothing placed: nothing to undo
             if annotation.clip_id not in splits:  # the project's, but in no subset
                 raise ValidationError(
                     f"{file_name}: clip {annotation.clip_id} has no split in this project "
@@ -585,18 +678,20 @@ def labelstudio_import(
         placed = set(SubsetClip.objects.filter(subset=subset).values_list("clip_id", flat=True))
         records, created, updated = [], 0, 0
         for split, annotations in sorted(per_split.items()):
-            new_clips = sorted({a.clip_id for a in annotations} - placed)
+            new_clips = sorted({a.clip_id for a in annotations if a.texts} - placed)
             SubsetClip.objects.bulk_create(
                 SubsetClip(subset=subset, clip_id=c, split=split) for c in new_clips
             )
             placed.update(new_clips)
             changes = _Changes(project_id=subset.project_id)
+            touched: set[int] = set()
             for a in annotations:
                 prefix = _annotation_prefix(a.ls_project, a.annotation_id)
-                changes.plan(
-                    by_prefix.get(prefix, {}), clip_id=a.clip_id, prefix=prefix, texts=a.texts
-                )
+                before = by_prefix.get(prefix, {})
+                touched |= {a.clip_id, *(c.clip_id for c in before.values())}
+                changes.plan(before, clip_id=a.clip_id, prefix=prefix, texts=a.texts)
             changes.apply()
+            _subset_prune(subset, touched | {c.clip_id for c in changes.gone})
             texts = sum(len(a.texts) for a in annotations)
             record = CorpusImport(
                 project=project,
@@ -605,7 +700,7 @@ def labelstudio_import(
                 split=split,
                 file_name=file_name[:300],
                 sha256=hashlib.sha256(data).hexdigest(),
-                rows=len(annotations),
+                rows=sum(1 for a in annotations if a.texts),
                 clips_created=0,
                 captions_created=len(changes.new),
                 captions_existing=texts - len(changes.new),

@@ -103,32 +103,16 @@ def run_promote_if_better(
 
 
 def _promote_with_suggestions(*, run: TrainingRun, decision: PromotionDecision) -> None:
-    """Promotion switches what annotators, reviewers and Label Studio are shown, and they
-    read the run's stored suggestions: a run switched to before it has suggested shows
-    nothing (Label Studio keeps the empty predictions of its version for good). So a run
-    that lacks suggestions for some of the project's clips is queued to suggest them and
-    becomes the suggesting model at the end of that job; one that has them all suggests
-    at once. Either way the job re-ranks the open batches with it."""
-    from active.services.suggestions import clips_to_suggest
+    """The one promotion path (modeling.services.run_promote: at once with every
+    suggestion made, else at the end of the job that makes them), with its outcome told
+    in the decision's reason."""
     from modeling.services import run_promote
 
-    missing = clips_to_suggest(run=run).count()
-    if not missing:
-        run_promote(run=run)
-    job = job_enqueue(
-        kind="active_suggest",
-        params={"run_id": run.pk, "promote": bool(missing)},
-        project=run.project,
-        label=(
-            f"Suggest captions with run #{run.pk}, then make it the suggesting model"
-            if missing
-            else f"Re-rank open batches with promoted run #{run.pk}"
-        ),
-    )
-    if missing:
+    promotion = run_promote(run=run)
+    if not promotion.switched:
         decision.reason += (
-            f" It suggests captions once its suggestions for {missing:,} clip(s) are made "
-            f"(job #{job.pk}); until then run "
+            f" It suggests captions once its suggestions for {promotion.missing:,} clip(s) "
+            f"are made (job #{promotion.job.pk}); until then run "
             f"{f'#{decision.incumbent_id}' if decision.incumbent_id else 'none'} does."
         )
 
@@ -140,7 +124,10 @@ def approved_caption_count(project: Project) -> int:
 
 
 def retrain_due(*, config: ProjectConfig, approved: int, now: datetime) -> tuple[bool, str]:
-    """Whether the corpus grew enough since the last retrain, and why (or why not)."""
+    """Whether the corpus grew enough since the last retrain, and why (or why not); never
+    while the project's "Retrain when the corpus grows" (auto_retrain) is off."""
+    if not config.auto_retrain:
+        return False, "retraining when the corpus grows is switched off for this project"
     growth = approved - config.baseline_captions
     wait = timedelta(seconds=settings.ACTIVE_RETRAIN_DEBOUNCE_SECONDS)
     if config.last_retrain_at and now - config.last_retrain_at < wait:

@@ -11,13 +11,12 @@ from typing import Any
 from django.db.models import QuerySet
 
 from active import scoring
-from active.models import BatchConfig, CaptionEdit, Presuggest, Presuggestion, PromotionDecision
+from active.models import BatchConfig, CaptionEdit, Presuggest, Presuggestion
 from active.services.ranking import batches_rank, promoted_run
 from annotation.models import Assignment, Batch, Caption, HitClip
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
 from curation.models import Clip
-from curation.queries import project_clips
 from modeling.models import Suggestion, TrainingRun
 
 
@@ -91,28 +90,9 @@ def suggestions_for_review(clip_ids: Iterable[int], project: Project) -> dict[in
 
 def clips_to_suggest(*, run: TrainingRun) -> QuerySet[Clip]:
     """The project's ready clips with audio that the run has no suggestion for."""
-    return (
-        project_clips(run.project, status=Clip.Status.READY)
-        .exclude(audio="")
-        .exclude(suggestions__run=run)
-    )
+    from modeling.services import clips_unsuggested
 
-
-def _still_chosen(run: TrainingRun) -> bool:
-    """Whether the run is still the one the project's latest promotion decision chose: a
-    later decision for another run, or another run promoted by hand since, supersedes a
-    promotion waiting for its suggestions."""
-    latest = (
-        PromotionDecision.objects.filter(project=run.project, promoted=True)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
-    if latest is None or latest.run_id != run.pk:
-        return False
-    promoted_since = TrainingRun.objects.filter(
-        project=run.project, promoted_at__gt=latest.created_at
-    ).exclude(pk=run.pk)
-    return not promoted_since.exists()
+    return clips_unsuggested(run=run)
 
 
 def project_suggest(
@@ -126,7 +106,7 @@ def project_suggest(
     project it has none for yet (captioned or not, so suggestions can be compared with
     people's); with `promote` it then becomes the suggesting model, unless a later
     decision chose another run meanwhile; and the open batches are re-ranked."""
-    from modeling.services import run_promote
+    from modeling.services import run_promotion_finish
     from modeling.suggestions import clips_caption
 
     clip_ids = list(clips_to_suggest(run=run).values_list("pk", flat=True))
@@ -134,9 +114,7 @@ def project_suggest(
     if clip_ids:
         result = clips_caption(run=run, clip_ids=clip_ids, beam_size=beam_size, progress=progress)
     if promote:
-        result["promoted"] = _still_chosen(run)
-        if result["promoted"]:
-            run_promote(run=run)
+        result["promoted"] = run_promotion_finish(run=run)
     result["batches_ranked"] = batches_rank(project=run.project)
     return result
 

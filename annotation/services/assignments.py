@@ -241,10 +241,11 @@ def caption_limits(batch: Batch) -> rules.Limits:
 
 
 def caption_problem(text: str, *, min_words: int, max_words: int) -> str | None:
-    """Why a (trimmed) caption is refused, or None: the first error of annotation.rules,
-    the rules the HIT page also checks as the worker types. The text is stored raw."""
+    """Why a (trimmed) caption is refused, or None: the first problem of the text gate
+    (annotation.rules.gate: the rules the HIT page also checks as the worker types, on the
+    text as typed and on its normal form). The text is stored raw."""
     limits = rules.Limits(min_words=min_words, max_words=max_words, max_chars=Caption.MAX_CHARS)
-    errors = rules.errors(text, limits)
+    errors = rules.gate(text, limits)
     return errors[0].message if errors else None
 
 
@@ -386,7 +387,7 @@ def _checked_captions(
         clip_errors = [] if heard else [f"Listen to clip {number} to the end first."]
         clip_errors += [
             f"The caption for clip {number} {problem.message}."
-            for problem in rules.errors(text, limits)
+            for problem in rules.gate(text, limits)
         ]
         if clip_errors:
             errors[f"caption-{clip_id}"] = clip_errors

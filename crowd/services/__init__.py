@@ -22,6 +22,8 @@ from crowd.services.qualifications import (
 from crowd.services.review import (
     AUTO_APPROVE_CHUNK,
     assignments_auto_approve,
+    imported_caption_review,
+    imported_queue,
     review_approve,
     review_queue,
     review_reject,
@@ -43,6 +45,8 @@ __all__ = [
     "assignments_auto_approve",
     "batch_requirements_set",
     "bonus_pay",
+    "imported_caption_review",
+    "imported_queue",
     "ledger_csv",
     "ledger_totals",
     "project_workers",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterable
 from typing import Any
@@ -20,6 +19,7 @@ from annotation.models import Assignment, Batch
 from annotation.platforms import platform_currency
 from core.models import Project, Role
 from core.services import require_role
+from core.text import SafeCsvWriter
 from crowd.models import (
     REVIEWERS,
     LedgerEntry,
@@ -173,12 +173,6 @@ CSV_HEADER = [
 ]
 
 
-def _cell(value: Any) -> str:
-    """A CSV cell a spreadsheet shows as text: a leading =, +, - or @ would start a formula."""
-    text = str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 def ledger_csv(*, project: Project, user: User) -> Iterable[str]:
     """The project's ledger as CSV lines (researchers only), oldest first."""
     require_role(project, user, Role.RESEARCHER)
@@ -188,7 +182,7 @@ def ledger_csv(*, project: Project, user: User) -> Iterable[str]:
         .order_by("created_at", "id")
     )
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = SafeCsvWriter(buffer)  # every cell escaped for spreadsheets
 
     def line(row: list[Any]) -> str:
         buffer.seek(0)
@@ -202,13 +196,13 @@ def ledger_csv(*, project: Project, user: User) -> Iterable[str]:
             [
                 e.created_at.isoformat(),
                 e.kind,
-                _cell(e.worker.get_username()),
+                e.worker.get_username(),
                 e.batch_id or "",
-                _cell(e.batch.name) if e.batch else "",
+                e.batch.name if e.batch else "",
                 e.assignment_id or "",
                 f"{e.amount_cents / 100:.2f}",
-                _cell(e.reason),
-                _cell(e.paid_by.get_username()) if e.paid_by else "",
+                e.reason,
+                e.paid_by.get_username() if e.paid_by else "",
                 e.currency,
                 e.platform,
             ]

@@ -164,3 +164,39 @@ def assignments_auto_approve(*, now: datetime | None = None) -> int:
         approved += len(due)
         if len(due) < AUTO_APPROVE_CHUNK:
             return approved
+
+
+# Imported captions waiting for a reviewer (Label Studio's) ----------------------------------
+
+
+def imported_queue(*, project: Project) -> QuerySet[Caption]:
+    """Captions imported into the project that wait for a reviewer (written in Label
+    Studio), oldest first."""
+    return (
+        Caption.objects.filter(
+            provenance=Caption.Provenance.IMPORTED, imported_into=project, pending_review=True
+        )
+        .select_related("clip")
+        .order_by("created_at", "id")
+    )
+
+
+def imported_caption_review(
+    *, project: Project, caption_id: int, reviewer: User, approve: bool
+) -> Caption:
+    """Approves an imported caption into the corpus, or rejects it (it is deleted: the
+    annotation it came from may be written again, and then waits here once more). The
+    caption must be the project's and still waiting."""
+    require_role(project, reviewer, *REVIEWERS)
+    with transaction.atomic():
+        caption = (
+            imported_queue(project=project).select_for_update(of=("self",)).filter(pk=caption_id)
+        ).first()
+        if caption is None:
+            raise ValidationError(f"Caption #{caption_id} is not waiting for review here.")
+        if approve:
+            caption.pending_review = False
+            caption.save(update_fields=["pending_review"])
+        else:
+            caption.delete()
+    return caption

@@ -18,6 +18,7 @@ from django.utils.text import slugify
 
 from core.models import Job, Project
 from core.progress import ProgressFn, no_progress
+from core.text import file_name_problem
 from curation import media
 from curation.models import Clip, Label, Subset
 from curation.services.subsets import subset_from_clips
@@ -28,6 +29,8 @@ _DECODE_MARGIN_SECONDS = 1.0
 
 
 def _prepare_local(src: Path, workdir: Path, sample_rate: int) -> dict[str, Any]:
+    if problem := file_name_problem(src.name):
+        raise media.MediaError(f"{src.name!r}: {problem}")
     if not src.is_file():
         raise media.MediaError(f"{src}: no such file")
     info = media.probe(src)

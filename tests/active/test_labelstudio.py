@@ -13,12 +13,13 @@ import pytest
 from django.test import Client
 
 from active.labelstudio import REASON_MAX_CHARS, reason_phrase
-from active.models import Retrain
+from active.models import LabelStudioRefusal, Retrain
 from active.services import project_config, run_promote_if_better
 from annotation.models import Batch, Caption
 from core.models import Job, Project
 from core.services import api_token_create
 from corpus.queries import approved_captions
+from crowd.services import imported_caption_review
 from curation.models import Clip
 from modeling.models import TrainingRun
 from tests.active.conftest import suggest
@@ -184,6 +185,9 @@ def test_a_read_only_token_cannot_start_training(project: Any, alice: Any) -> No
 
 
 def test_annotation_events_retrain_only_when_the_corpus_grew(project: Any, alice: Any) -> None:
+    config = project_config(project=project)
+    config.auto_retrain = True
+    config.save()
     payload = {"action": "ANNOTATION_CREATED", "project": {"id": 3, "label_config": LABEL_CONFIG},
                "annotation": {"id": 1, "result": []}, "task": {"id": 1, "data": {}}}  # fmt: skip
     response = _post(_client(alice), "/labelstudio/sounds/webhook", payload)
@@ -191,7 +195,7 @@ def test_annotation_events_retrain_only_when_the_corpus_grew(project: Any, alice
     assert response.json()["result"] == {
         "retrain": None,
         "reason": "no new approved captions",
-        "captions": {"clip_id": None, "skipped": "the task names no Earmark clip"},
+        "captions": {"clip_id": None},
     }
     assert not Retrain.objects.exists()
 
@@ -327,7 +331,7 @@ def test_annotations_deleted_is_an_annotation_event(project: Any) -> None:
 
 
 def test_a_caption_written_in_label_studio_joins_the_corpus(
-    batch: Batch, clips: list[Clip]
+    batch: Batch, clips: list[Clip], rey: Any
 ) -> None:
     response = _hook(batch.project, _annotated("ANNOTATION_CREATED", 17, clips[0], "a dog barks"))
     assert response.status_code == 201
@@ -338,7 +342,13 @@ def test_a_caption_written_in_label_studio_joins_the_corpus(
         clips[0].pk,
         "a dog barks",
     )
-    # in the corpus retraining snapshots, in the split the clip has in the project
+    # it waits for a reviewer, as a crowd caption does; once approved it is in the corpus
+    # retraining snapshots, in the split the clip has in the project
+    assert caption.pending_review
+    assert list(approved_captions(batch.project, "val")) == []
+    imported_caption_review(
+        project=batch.project, caption_id=caption.pk, reviewer=rey, approve=True
+    )
     assert list(approved_captions(batch.project, "val")) == [caption]
 
 
@@ -377,10 +387,10 @@ def test_an_annotation_on_another_projects_clip_stores_nothing(
     theirs = make_clips(1)[0]
     make_subset(Project.objects.get(slug="birds"), [theirs])
     response = _hook(project, _annotated("ANNOTATION_CREATED", 17, theirs, "a dog barks"))
-    assert response.status_code == 201
-    assert (
-        response.json()["result"]["captions"]["skipped"] == "the task's clip is not in this project"
-    )
+    assert response.status_code == 400
+    reason = f"clip {theirs.pk} is not in this project"
+    assert reason in response.reason_phrase
+    assert LabelStudioRefusal.objects.get().reason == reason
     assert not _ls_captions()
 
 

@@ -120,7 +120,7 @@ def test_growth_is_due_after_n_new_captions_or_x_percent(project: Project, setti
     settings.ACTIVE_RETRAIN_MIN_GROWTH_PERCENT = 20.0
     settings.ACTIVE_RETRAIN_DEBOUNCE_SECONDS = 3600
     now = timezone.now()
-    config = _config(project, baseline_captions=1000)
+    config = _config(project, baseline_captions=1000, auto_retrain=True)
     assert retrain_due(config=config, approved=1100, now=now)[0]  # N new
     config = _config(project, baseline_captions=200)
     assert retrain_due(config=config, approved=250, now=now)[0]  # 25 %
@@ -129,6 +129,13 @@ def test_growth_is_due_after_n_new_captions_or_x_percent(project: Project, setti
     due, why = retrain_due(config=config, approved=500, now=now)
     assert not due
     assert "debounce" in why
+
+
+def test_growth_is_never_due_while_retraining_on_growth_is_off(project: Project) -> None:
+    config = _config(project, baseline_captions=10, auto_retrain=False)
+    due, why = retrain_due(config=config, approved=10_000, now=timezone.now())
+    assert not due
+    assert why == "retraining when the corpus grows is switched off for this project"
 
 
 def test_the_watch_starts_one_retrain_and_debounces(project: Project, settings: Any) -> None:

@@ -52,7 +52,7 @@ SAMPLES: list[tuple[str, set[str]]] = [
     ("a dog barked loudly at a car", {"tense"}),
     ("a dog barks at a car", {"detail"}),
     ("un perro ladra, 狗在叫, 🐕 barks loudly", set()),
-    ("a   dog\tbarks loudly", set()),
+    ("a   dog\tbarks loudly", {"control"}),
     ("a dog barks\nloudly", {"line_break"}),
     ("a dog barks\r\nloudly nearby", {"line_break"}),
     ("a dog barks\u2028loudly", {"line_break"}),
@@ -64,7 +64,7 @@ SAMPLES: list[tuple[str, set[str]]] = [
     ("@SUM(1+1) a dog barks loudly", {"formula"}),
     ("\u00a0=1+1 a dog barks loudly", {"formula"}),
     ("\uff1d1+1 a dog barks loudly", {"formula"}),
-    ("\t=1+1 a dog barks loudly", {"formula"}),  # untrimmed: the rule still sees it
+    ("\t=1+1 a dog barks loudly", {"control", "formula"}),  # untrimmed: the rule still sees it
     ("\ra dog barks loudly", {"formula", "line_break"}),
     ("a dog barks loudly = cars + wind - rain @ night", set()),
     ("a well-known dog barks loudly", set()),

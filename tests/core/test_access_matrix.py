@@ -25,6 +25,7 @@ When you add a view or an endpoint
 from __future__ import annotations
 
 import io
+import json
 import re
 import wave
 import zipfile
@@ -95,6 +96,7 @@ class Victim:
     snapshot: Snapshot
     statistics: CorpusStatistics
     run: TrainingRun
+    imported: Caption  # written in Label Studio, waiting for a reviewer
 
 
 def _wav() -> bytes:
@@ -221,6 +223,14 @@ def _victim() -> Victim:
         snapshot=snapshot,
         statistics=statistics,
         run=run,
+        imported=Caption.objects.create(
+            provenance=Caption.Provenance.IMPORTED,
+            imported_into=project,
+            clip=clips[0],
+            text=f"a {MARKER} kettle whistles",
+            external_id="label-studio/3/1#1",
+            pending_review=True,
+        ),
     )
 
 
@@ -358,7 +368,9 @@ KWARGS: dict[str, dict[str, Fill]] = {
                 ProjectConfig.objects.get_or_create(project=v.project)[0].labelstudio_secret
             )
         }
-        for endpoint in ("health", "setup", "predict", "versions")
+        # the webhook is public (the secret is its credential): filled for the hostile
+        # payloads below
+        for endpoint in ("health", "setup", "predict", "versions", "webhook")
     },
     "recipe_export": {"fmt": lambda v: "toml"},
     "clip_audio": {"pk": lambda v: v.clip.pk},
@@ -366,6 +378,7 @@ KWARGS: dict[str, dict[str, Fill]] = {
     "review_approve": {"pk": lambda v: v.submitted.pk},
     "review_reject": {"pk": lambda v: v.submitted.pk},
     "review_fix": {"pk": lambda v: v.submitted.pk},
+    "review_imported": {"pk": lambda v: v.imported.pk, "decision": lambda v: "approve"},
     "qualification_detail": {"pk": lambda v: v.qualification.pk},
     "attempt_detail": {"pk": lambda v: v.attempt.pk},
     "attempt_grade": {"pk": lambda v: v.attempt.pk},
@@ -730,3 +743,65 @@ def _admin_value(route: Route, param: str, victim: Victim) -> Any:
     if param == "content_type_id":
         return ContentType.objects.get_for_model(Project).pk
     return victim.project.pk  # object_id, or any other id
+
+
+# Label Studio's endpoints under hostile payloads ------------------------------------------
+
+LABEL_STUDIO = [r for r in PAGES if (r.name or "").startswith("labelstudio_")]
+
+
+def _hostile_bodies(victim: Victim) -> dict[str, bytes]:
+    """What the re-probe sent Label Studio's endpoints: each must be answered without a
+    500, and nothing of the victim may come back to anyone outside it."""
+    clip = victim.clip.pk
+    text = '=HYPERLINK("http://evil.example","x") a dog barks'
+    caption = {"type": "textarea", "from_name": "caption", "to_name": "audio",
+               "value": {"text": [text]}}  # fmt: skip
+    return {
+        "id of 10**300": b'{"action": "ANNOTATION_CREATED", "annotation": {"id": 1'
+        + b"0" * 300
+        + b', "result": []}, "task": {"data": {"clip_id": 1}}, "project": {"id": 3},'
+        b' "tasks": [{"id": 1, "data": {"clip_id": 1' + b"0" * 300 + b"}}]}",
+        "number of 4,301 digits": b'{"action": "ANNOTATIONS_DELETED", "annotations": ['
+        + b"9" * 4301
+        + b'], "tasks": [{"id": 1}]}',
+        "nesting 100,000 deep": b'{"action": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        "not an object": b"[]",
+        "not UTF-8": b"\xff\xfe{",
+        "duplicate ids": b'{"action": "ANNOTATIONS_DELETED", "annotations": [1, 1, {"id": 1}],'
+        b' "project": {"id": 3}}',
+        "formula caption": json.dumps(
+            {
+                "action": "ANNOTATION_CREATED",
+                "project": {"id": 3},
+                "annotation": {"id": 7, "result": [caption]},
+                "task": {"id": 1, "data": {"clip_id": clip}},
+            }
+        ).encode(),
+    }
+
+
+HOSTILE = ("id of 10**300", "number of 4,301 digits", "nesting 100,000 deep", "not an object",
+           "not UTF-8", "duplicate ids", "formula caption")  # fmt: skip
+
+
+@pytest.mark.parametrize("payload", HOSTILE)
+@pytest.mark.parametrize("route", LABEL_STUDIO, ids=[r.name for r in LABEL_STUDIO])
+def test_label_studio_endpoints_answer_hostile_payloads_without_a_500_or_a_leak(
+    world: World, route: Route, payload: str, db: None
+) -> None:
+    url = reverse(route.name, kwargs=_kwargs(route, world.victim))
+    body = _hostile_bodies(world.victim)[payload]
+    callers = {"victim researcher": world.members["researcher"], **world.intruders}
+    problems = []
+    for who, client in callers.items():
+        response = client.post(url, body, content_type="application/json")
+        said = f"{who} POST {url} ({payload}): {response.status_code}"
+        if response.status_code >= 500:
+            problems.append(said)
+        if who != "victim researcher" and _leaks(response):
+            problems.append(f"{said} shows the victim's data")
+        if response.has_header("WWW-Authenticate"):
+            problems.append(f"{said} sends an authentication challenge")
+    assert not Caption.objects.filter(text__startswith="=HYPERLINK").exists()
+    assert not problems, "\n".join(problems)

@@ -178,11 +178,27 @@ def test_it_refuses_to_start_without_a_secret_key_unless_debugging() -> None:
 
 
 @pytest.mark.usefixtures("bare_env")
-def test_it_allows_a_dev_secret_key_when_debugging(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_keeps_a_random_key_in_the_var_dir_when_debugging(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("DEBUG", "1")
     namespace = runpy.run_path(str(SETTINGS_FILE))
     assert namespace["DEBUG"] is True
-    assert namespace["SECRET_KEY"].startswith("dev-only-")
+    key_file = tmp_path / "var" / "dev-secret-key"
+    assert namespace["SECRET_KEY"] == key_file.read_text().strip()
+    assert len(namespace["SECRET_KEY"]) >= 50
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert runpy.run_path(str(SETTINGS_FILE))["SECRET_KEY"] == namespace["SECRET_KEY"]
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_two_debug_installs_get_different_keys(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DEBUG", "1")
+    first = runpy.run_path(str(SETTINGS_FILE))["SECRET_KEY"]
+    monkeypatch.setenv("EARMARK_VAR_DIR", str(tmp_path / "other"))
+    assert runpy.run_path(str(SETTINGS_FILE))["SECRET_KEY"] != first
 
 
 @pytest.mark.usefixtures("bare_env")

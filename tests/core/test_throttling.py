@@ -90,19 +90,27 @@ def _bearer(raw: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {raw}"}
 
 
-def test_bad_tokens_are_refused_for_a_while_even_before_a_good_one(
-    project: Project, alice: Any, settings: Any
-) -> None:
+def test_a_repeated_bad_token_is_refused_for_a_while(project: Project, settings: Any) -> None:
     settings.API_RATE_BAD_TOKENS = "5/hour"
     client = Client()
     statuses = [
-        client.get("/api/projects/", headers=_bearer(f"emk_guess{i}")).status_code for i in range(6)
+        client.get("/api/projects/", headers=_bearer(f"emk_revoked-{i}")).status_code
+        for i in range(6)
     ]
     assert statuses == [401] * 5 + [429]
+    response = client.get("/api/projects/", headers=_bearer("emk_revoked-9"))
+    assert "Too many bad API tokens starting 'emk_revoked-'" in response.json()["detail"]
+
+
+def test_bad_tokens_from_a_shared_address_never_refuse_a_valid_token(
+    project: Project, alice: Any, settings: Any
+) -> None:
+    settings.API_RATE_BAD_TOKENS = "5/hour"
+    lab = Client(REMOTE_ADDR="192.0.2.1")  # one NAT for the whole lab
+    for i in range(40):
+        lab.get("/api/projects/", headers=_bearer(f"emk_{i:08d}-stale-token"))
     good = api_token_create(user=alice, name="script")[1]
-    response = client.get("/api/projects/", headers=_bearer(good))
-    assert response.status_code == 429
-    assert "Too many bad API tokens" in response.json()["detail"]
+    assert lab.get("/api/projects/", headers=_bearer(good)).status_code == 200
 
 
 def test_bad_tokens_from_one_address_leave_other_addresses_alone(
@@ -144,3 +152,32 @@ def test_claim_and_submit_have_their_own_tighter_rate(
 
     assert [post() for _ in range(3)][2] == 429
     assert client.get("/api/work/summary", headers=_bearer(raw)).status_code == 200
+
+
+def test_password_spraying_across_usernames_is_paused_per_address(
+    alice: Any, rey: Any, settings: Any
+) -> None:
+    settings.LOGIN_FAILURE_LIMIT_PER_ADDRESS = 5
+    sprayer = Client(REMOTE_ADDR="203.0.113.9")
+    statuses = [_log_in(sprayer, f"user{i}", "Summer2026!").status_code for i in range(5)]
+    assert statuses == [200] * 5  # one guess each: no (username, address) pair is near its limit
+    response = _log_in(sprayer, "alice", PASSWORD)
+    assert response.status_code == 429
+    assert b"Logins from your address are paused" in response.content
+    assert not _signed_in(sprayer)
+    assert _log_in(Client(REMOTE_ADDR="198.51.100.7"), "rey", PASSWORD).status_code == 302
+
+
+def test_guessing_one_username_from_many_addresses_is_paused_there_only(
+    alice: Any, settings: Any
+) -> None:
+    settings.LOGIN_FAILURE_LIMIT_PER_USERNAME = 6
+    bots = [Client(REMOTE_ADDR=f"203.0.113.{n}") for n in range(1, 4)]
+    for _ in range(2):
+        for bot in bots:
+            assert _log_in(bot, "alice", "wrong-password").status_code == 200
+    response = _log_in(bots[0], "alice", PASSWORD)
+    assert response.status_code == 429
+    assert b"Logins for this username are paused" in response.content
+    alice_at_home = Client(REMOTE_ADDR="198.51.100.7")  # never failed for alice
+    assert _log_in(alice_at_home, "alice", PASSWORD).status_code == 302

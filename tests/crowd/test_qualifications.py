@@ -192,3 +192,12 @@ def test_it_refuses_gold_for_a_clip_outside_the_test(
 ) -> None:
     with pytest.raises(ValidationError, match=r"Clips \[999999\] are not part of"):
         qualification_set_gold(qualification=qualification, by=alice, golds={999999: "x"})
+
+
+def test_it_refuses_an_answer_that_starts_a_formula_once_normalised(
+    qualification: Qualification, ann: Any
+) -> None:
+    answers = _answers(qualification, "\u205f@SUM(1) a dog barks while cars pass by")
+    with pytest.raises(ValidationError, match="would run as a formula"):
+        qualification_submit(qualification=qualification, worker=ann, answers=answers)
+    assert not QualificationAttempt.objects.exists()

@@ -226,3 +226,18 @@ def test_it_refuses_a_flag_without_a_reason(batch: Batch, submit: Submit, ann: A
     with pytest.raises(ValidationError):
         flag_create(caption=caption, reason="   ")
     assert not Caption.objects.get().flags.exists()
+
+
+def test_it_refuses_a_fix_that_starts_a_formula_once_normalised(
+    batch: Batch, submit: Submit, ann: Any, rey: Any
+) -> None:
+    assignment = submit(ann)
+    caption = assignment.captions.get()
+    with pytest.raises(ValidationError, match="would run as a formula"):
+        review_approve(
+            assignment=assignment,
+            reviewer=rey,
+            fixes={caption.pk: "\u2002=HYPERLINK(1) a dog barks while cars pass by"},
+        )
+    caption.refresh_from_db()
+    assert caption.fixed_text == ""

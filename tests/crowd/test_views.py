@@ -50,6 +50,7 @@ class World:
     qualification: Qualification
     attempt: QualificationAttempt  # Abe's, waiting for grading
     worker: Any  # Ann
+    imported: Caption  # written in Label Studio, waiting for a reviewer
 
 
 @pytest.fixture
@@ -72,14 +73,24 @@ def world(
         worker=abe,
         answers=dict.fromkeys(clip_ids, "a kettle whistles on a stove"),
     )
+    caption = assignment.captions.get()
+    imported = Caption.objects.create(
+        provenance=Caption.Provenance.IMPORTED,
+        imported_into=batch.project,
+        clip_id=caption.clip_id,
+        text="a kettle whistles loudly",
+        external_id="label-studio/3/1#1",
+        pending_review=True,
+    )
     return World(
         project=batch.project,
         batch=batch,
         assignment=assignment,
-        caption=assignment.captions.get(),
+        caption=caption,
         qualification=qualification,
         attempt=attempt,
         worker=ann,
+        imported=imported,
     )
 
 
@@ -101,6 +112,7 @@ URLS: dict[str, URL] = {
     "review_approve": _p("review_approve", lambda w: w.assignment.pk),
     "review_reject": _p("review_reject", lambda w: w.assignment.pk),
     "review_fix": _p("review_fix", lambda w: w.assignment.pk),
+    "review_imported": _p("review_imported", lambda w: w.imported.pk, lambda w: "approve"),
     "worker_list": _p("worker_list"),
     "worker_detail": _p("worker_detail", lambda w: w.worker.pk),
     "worker_approve_all": _p("worker_approve_all", lambda w: w.worker.pk),
@@ -123,6 +135,7 @@ URLS: dict[str, URL] = {
     "work_blocked": lambda w: reverse("work_blocked"),
 }
 POST_ONLY = [
+    "review_imported",
     "review_approve",
     "review_reject",
     "review_fix",
@@ -150,6 +163,7 @@ REVIEWER_PAGES = [
     ("post", "review_approve"),
     ("post", "review_reject"),
     ("post", "review_fix"),
+    ("post", "review_imported"),
     ("get", "worker_list"),
     ("get", "worker_detail"),
     ("post", "worker_approve_all"),
@@ -203,7 +217,8 @@ def _unchanged(w: World) -> bool:
     w.caption.refresh_from_db()
     w.attempt.refresh_from_db()
     return (
-        w.assignment.state == Assignment.State.SUBMITTED
+        Caption.objects.filter(pk=w.imported.pk, pending_review=True).exists()
+        and w.assignment.state == Assignment.State.SUBMITTED
         and w.caption.fixed_text == ""
         and w.attempt.state == QualificationAttempt.State.SUBMITTED
         and not Review.objects.exists()

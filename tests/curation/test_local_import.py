@@ -341,3 +341,15 @@ def test_the_command_refuses_a_project_that_does_not_exist(
     with pytest.raises(CommandError, match="No project 'nope'"):
         call_command("import_local_audio", str(sounds["siren.wav"]), "--project", "nope")
     assert not Clip.objects.exists()
+
+
+def test_it_refuses_a_file_whose_name_holds_a_line_break(project: Project, tmp_path: Path) -> None:
+    path = tmp_path / "rain\nffff  evil.wav"
+    sf.write(path, np.zeros(800, dtype=np.int16), 8000)
+    with pytest.raises(ValidationError) as refused:
+        clips_import_local(project=project, paths=[path])
+    assert (
+        "'rain\\nffff  evil.wav': the file name holds a control character (U+000A)"
+        in (refused.value.messages[0])
+    )
+    assert not Clip.objects.exists()

@@ -335,8 +335,15 @@ def test_promoting_a_run_demotes_the_previous_one(project: Project, snapshot: Sn
         checkpoint=first.checkpoint.name,
     )
 
-    services.run_promote(run=first)
-    services.run_promote(run=second)
+    for run in (first, second):  # a run switches once its suggestions exist
+        Suggestion.objects.bulk_create(
+            Suggestion(run=run, clip=clip, text="a sound", log_prob=-1.0, mean_entropy=0.1,
+                       beam_size=1)
+            for clip in services.clips_unsuggested(run=run)
+        )  # fmt: skip
+
+    assert services.run_promote(run=first).switched
+    assert services.run_promote(run=second).switched
 
     first.refresh_from_db()
     assert first.promoted_at is None
