@@ -188,6 +188,14 @@ class ACTConfig(CaptionerConfig):
     ff_mult: int = 4
     # Longest caption in tokens; sizes the decoder's learnable positional embedding.
     max_caption_length: int = 64
+    # Which of the two published descriptions the network computes: "code" is the authors'
+    # released code (XinhaoMei/ACT, models/AudioTransformer.py and TransModel.py: BatchNorm
+    # over the mel bins, a CLS token, ReLU after the projection to d, post-norm decoder blocks
+    # without a final norm), which the released checkpoints fit and the paper's numbers came
+    # from; "paper" is the paper's text as Earmark first read it (no BatchNorm, no CLS, no
+    # ReLU, pre-norm decoder with a final LayerNorm). Checkpoints written before this field
+    # existed are the "paper" form (modeling.ml.checkpoint migrates them).
+    form: Literal["code", "paper"] = "code"
 
 
 # Adam's rate for a BiLSTM captioner that reads filterbanks instead of pretrained embeddings.
