@@ -438,6 +438,20 @@ def check_decoding_config(config: DecodingConfig) -> None:
 # --------------------------------------------------------------------------- dicts and overrides
 
 
+def recorded_model_args(cls: type[CaptionerConfig], data: Mapping[str, Any]) -> dict[str, Any]:
+    """A model config as recorded (a checkpoint's model_args, a run's stored config) with the
+    fields later versions added filled in as that version computed them.
+
+    ``form`` (MAAC, ACT, V-ACT): its default became the released code's network, but a record
+    written before the field existed describes the paper form, and its weights only fit that.
+    """
+    data = dict(data)
+    names = {f.name for f in dataclasses.fields(cls)}
+    if "form" in names and "form" not in data:
+        data["form"] = "paper"
+    return data
+
+
 def config_from_dict(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C:
     """Rebuild ``cls`` from ``asdict`` output (e.g. a checkpoint's model_args), strictly.
 
