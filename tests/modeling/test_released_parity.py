@@ -121,7 +121,7 @@ def random_state(layout: dict[str, tuple[int, ...]], seed: int) -> dict[str, Ten
         elif ("norm" in name or "bn" in name) and name.endswith("weight") and len(shape) == 1:
             state[name] = 1.0 + 0.1 * torch.randn(shape, generator=gen)
         else:
-            fan_in = shape[-1] if len(shape) >= 2 else 1
+            fan_in = math.prod(shape[1:]) if len(shape) >= 2 else 1
             scale = 1.0 / math.sqrt(fan_in) if len(shape) >= 2 else 0.1
             state[name] = scale * torch.randn(shape, generator=gen)
     return state
@@ -301,4 +301,217 @@ def test_vact_concatenation_logits_match_the_released_network(tmp_path):
             "tokens": earmark_ids(vocab, TOKENS),
         }
         logits = model(batch)[..., released_columns(vocab)]
+    torch.testing.assert_close(logits, expected, atol=LOGIT_TOLERANCE, rtol=LOGIT_TOLERANCE)
+
+
+# MAAC --------------------------------------------------------------------------------------
+
+MAAC_WORDS = ["<sos>", "a", "dog", "barks", "man", "speaks", "car", "passes", "rain", "<eos>"]
+MAAC_WORDS += ["falls", "wind", "blows"]
+
+
+def _conv_block_layout(name: str, cin: int, cout: int) -> dict[str, tuple[int, ...]]:
+    layout = {f"{name}.conv1.weight": (cout, cin, 3, 3), f"{name}.conv2.weight": (cout, cout, 3, 3)}
+    for bn in ("bn1", "bn2"):
+        layout |= _bn_layout(f"{name}.{bn}", cout)
+    return layout
+
+
+def _bn_layout(name: str, width: int) -> dict[str, tuple[int, ...]]:
+    return {
+        f"{name}.weight": (width,),
+        f"{name}.bias": (width,),
+        f"{name}.running_mean": (width,),
+        f"{name}.running_var": (width,),
+        f"{name}.num_batches_tracked": (),
+    }
+
+
+def resnet38_layout(prefix: str) -> dict[str, tuple[int, ...]]:
+    """PANNs ResNet38 without its front end and heads, as the MAAC code builds it
+    (encoder.py:309-320; _ResNet with 3-4-6-3 basic blocks of 64, 128, 256, 512 channels, a
+    stride-2 stage opening with AvgPool2d + 1x1 conv + BatchNorm as its downsample)."""
+    layout = _bn_layout("bn0", 64) | _conv_block_layout("conv_block1", 1, 64)
+    inplanes = 64
+    for stage, (blocks, planes) in enumerate(
+        zip((3, 4, 6, 3), (64, 128, 256, 512), strict=True), start=1
+    ):
+        for j in range(blocks):
+            block = f"resnet.layer{stage}.{j}"
+            cin = inplanes if j == 0 else planes
+            layout[f"{block}.conv1.weight"] = (planes, cin, 3, 3)
+            layout[f"{block}.conv2.weight"] = (planes, planes, 3, 3)
+            layout |= _bn_layout(f"{block}.bn1", planes) | _bn_layout(f"{block}.bn2", planes)
+            if j == 0 and stage > 1:
+                layout[f"{block}.downsample.1.weight"] = (planes, inplanes, 1, 1)
+                layout |= _bn_layout(f"{block}.downsample.2", planes)
+        inplanes = planes
+    layout |= _conv_block_layout("conv_block_after1", 512, 2048)
+    return {prefix + k: v for k, v in layout.items()}
+
+
+def maac_layout(ntoken: int) -> dict[str, tuple[int, ...]]:
+    """AttModel(encoder_name="tag", tag_emb, preword_emb, no multiScale, no two_stage_cnn) as
+    hparams.py sets it: Tag (encoder.py:501-548) and AttDecoder (model.py:131-204)."""
+    layout = resnet38_layout("encoder.feature.") | {
+        "encoder.fc1.weight": (2048, 2048),
+        "encoder.fc1.bias": (2048,),
+        "encoder.fc1_f1.weight": (2048, 128),
+        "encoder.fc1_f1.bias": (2048,),
+        "encoder.fc1_f2.weight": (2048, 256),
+        "encoder.fc1_f2.bias": (2048,),
+        "encoder.fc.weight": (300, 6144),
+        "encoder.fc.bias": (300,),
+        "decoder.linear_feature.weight": (512, 2048),
+        "decoder.linear_feature.bias": (512,),
+        "decoder.decode_step.weight_ih": (2048, 512),
+        "decoder.decode_step.weight_hh": (2048, 512),
+        "decoder.decode_step.bias_ih": (2048,),
+        "decoder.decode_step.bias_hh": (2048,),
+        "decoder.classifier.weight": (ntoken, 512),
+        "decoder.classifier.bias": (ntoken,),
+        "decoder.word_emb.weight": (ntoken, 512),
+    }
+    for attention in ("attention", "preword_attention", "taggingword_attention"):
+        for proj in ("Q", "K", "V"):
+            layout[f"decoder.{attention}.{proj}.weight"] = (512, 512)
+            layout[f"decoder.{attention}.{proj}.bias"] = (512,)
+        layout[f"decoder.{attention}.full_att.weight"] = (1, 512)
+        layout[f"decoder.{attention}.full_att.bias"] = (1,)
+    for square in ("init_h", "init_c", "f_beta", "f_beta_preword", "f_beta_taggingword"):
+        layout[f"decoder.{square}.weight"] = (512, 512)
+        layout[f"decoder.{square}.bias"] = (512,)
+    return layout
+
+
+def _bn(x: Tensor, s: dict[str, Tensor], name: str) -> Tensor:
+    return F.batch_norm(
+        x,
+        s[f"{name}.running_mean"],
+        s[f"{name}.running_var"],
+        s[f"{name}.weight"],
+        s[f"{name}.bias"],
+        training=False,
+        eps=1e-5,
+    )
+
+
+def _conv_block(x: Tensor, s: dict[str, Tensor], name: str, pool: int) -> Tensor:
+    x = torch.relu(_bn(F.conv2d(x, s[f"{name}.conv1.weight"], padding=1), s, f"{name}.bn1"))
+    x = torch.relu(_bn(F.conv2d(x, s[f"{name}.conv2.weight"], padding=1), s, f"{name}.bn2"))
+    return F.avg_pool2d(x, pool)
+
+
+def released_tag(s: dict[str, Tensor], spec: Tensor) -> tuple[Tensor, Tensor]:
+    """Tag.forward in eval mode -> keyword probabilities (B, 300), last block (B, T', 2048)."""
+    e = "encoder.feature."
+    x = _bn(spec[:, None].transpose(1, 3), s, e + "bn0").transpose(1, 3)
+    x = _conv_block(x, s, e + "conv_block1", 2)
+    levels = []
+    for stage, blocks in enumerate((3, 4, 6, 3), start=1):
+        for j in range(blocks):
+            block = f"{e}resnet.layer{stage}.{j}"
+            stride = 2 if stage > 1 and j == 0 else 1
+            out = F.avg_pool2d(x, 2) if stride == 2 else x
+            out = torch.relu(
+                _bn(F.conv2d(out, s[f"{block}.conv1.weight"], padding=1), s, f"{block}.bn1")
+            )
+            out = _bn(F.conv2d(out, s[f"{block}.conv2.weight"], padding=1), s, f"{block}.bn2")
+            identity = x
+            if stride == 2:
+                identity = F.conv2d(F.avg_pool2d(x, 2), s[f"{block}.downsample.1.weight"])
+                identity = _bn(identity, s, f"{block}.downsample.2")
+            x = torch.relu(out + identity)
+        levels.append(x)
+    last = _conv_block(F.avg_pool2d(x, 2), s, e + "conv_block_after1", 1)
+    pooled = []
+    for name, level in (("fc1", last), ("fc1_f1", levels[1]), ("fc1_f2", levels[2])):
+        frames = level.mean(dim=3)  # (B, C, T)
+        summary = frames.amax(dim=2) + frames.mean(dim=2)
+        pooled.append(torch.relu(linear(summary, s, f"encoder.{name}")))
+    probabilities = torch.sigmoid(linear(torch.cat(pooled, dim=1), s, "encoder.fc"))
+    return probabilities, last.mean(dim=3).transpose(1, 2)
+
+
+def _gated_attention(s, name, gate, keys: Tensor, h: Tensor) -> Tensor:
+    """Attention (model.py:50-68) times sigma(f_beta(h))."""
+    scores = linear(
+        torch.relu(linear(keys, s, f"{name}.K") + linear(h, s, f"{name}.Q")[:, None]),
+        s,
+        f"{name}.full_att",
+    )
+    alpha = torch.softmax(scores.squeeze(-1), dim=1)
+    context = (linear(keys, s, f"{name}.V") * alpha[..., None]).sum(1)
+    return torch.sigmoid(linear(h, s, gate)) * context
+
+
+def released_maac(
+    s: dict[str, Tensor], spec: Tensor, tokens: Tensor, tag_words: list[int]
+) -> tuple[Tensor, Tensor]:
+    """AttModel.forward with teacher forcing (AttDecoder.trainer, model.py:232-297) in eval
+    mode -> keyword probabilities (B, 300) and logits (B, L, V)."""
+    probabilities, last = released_tag(s, spec)
+    d = "decoder."
+    x = linear(last, s, d + "linear_feature")
+    h, c = linear(x.mean(1), s, d + "init_h"), linear(x.mean(1), s, d + "init_c")
+    emb = s[d + "word_emb.weight"]
+    top = probabilities.topk(5).indices
+    tags = emb[torch.tensor(tag_words)[top]]
+    previous = torch.zeros(tokens.shape[0], 1, 512)
+    word = emb[tokens[:, 0]]
+    logits = []
+    for t in range(tokens.shape[1]):
+        o_x = _gated_attention(s, d + "attention", d + "f_beta", x, h)
+        o_p = _gated_attention(s, d + "preword_attention", d + "f_beta_preword", previous, h)
+        o_w = _gated_attention(s, d + "preword_attention", d + "f_beta_taggingword", tags, h)
+        gates = linear(
+            o_p + word + o_x + o_w,
+            {"w.weight": s[d + "decode_step.weight_ih"], "w.bias": s[d + "decode_step.bias_ih"]},
+            "w",
+        )
+        gates = gates + h @ s[d + "decode_step.weight_hh"].T + s[d + "decode_step.bias_hh"]
+        i, f, g, o = gates.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        logits.append(linear(h, s, d + "classifier"))
+        if t < tokens.shape[1] - 1:
+            word = emb[tokens[:, t + 1]]
+            previous = torch.cat([previous, word[:, None]], dim=1)
+    return probabilities, torch.stack(logits, dim=1)
+
+
+def test_maac_keywords_and_logits_match_the_released_network(tmp_path):
+    state = random_state(maac_layout(len(MAAC_WORDS)), seed=5)
+    path = tmp_path / "30.pt"
+    torch.save(state, path)  # train.py:387 saves the bare state dict
+    gen = torch.Generator().manual_seed(6)
+    tag_words = torch.randint(1, len(MAAC_WORDS), (300,), generator=gen).tolist()
+    words = write_words(tmp_path / "words_list.p", MAAC_WORDS)
+    converted = convert(
+        "maac",
+        path,
+        words=words,
+        keyword_words=write_words(tmp_path / "TaggingToEmbs.p", tag_words),
+    )
+    model, vocab = converted.model, converted.vocab
+    assert model is not None
+    assert vocab is not None
+    spec = torch.randn(1, 128, 64, generator=gen) * 10
+    tokens = torch.tensor([[0, 1, 2, 3, 10, 9]])
+    with torch.no_grad():
+        probabilities, expected = released_maac(state, spec, tokens, tag_words)
+        batch = {
+            "features": spec,
+            "feature_lengths": torch.tensor([128]),
+            "tokens": torch.tensor(
+                [
+                    [vocab.id(MAAC_WORDS[i].replace("<sos>", "<bos>")) for i in row]
+                    for row in tokens.tolist()
+                ]
+            ),
+        }
+        keywords = torch.sigmoid(model.keyword_logits(batch))  # type: ignore[operator]
+        columns = [vocab.id(w.replace("<sos>", "<bos>")) for w in MAAC_WORDS]
+        logits = model(batch)[..., columns]
+    torch.testing.assert_close(keywords, probabilities, atol=LOGIT_TOLERANCE, rtol=LOGIT_TOLERANCE)
     torch.testing.assert_close(logits, expected, atol=LOGIT_TOLERANCE, rtol=LOGIT_TOLERANCE)
