@@ -39,6 +39,9 @@ class FeatureConfig(DictRoundTrip):
     center: bool = True  # pad the signal by n_fft/2 on both sides (torch.stft's center)
     log: str = "ln"  # ln: log(mel + log_offset); db: 10*log10(max(mel, log_offset))
     log_offset: float = 1e-6  # added before the log (ln) or the floor (db)
+    # db only: values more than this many dB below the clip's loudest are raised to that
+    # floor (librosa's power_to_db(top_db=80), which ACT's released code uses); None: no floor
+    top_db: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -58,6 +61,8 @@ class FeatureConfig(DictRoundTrip):
             problems.append(f"n_mfcc {self.n_mfcc} must be in 1..n_mels ({self.n_mels})")
         if self.log_offset <= 0:
             problems.append("log_offset must be > 0")
+        if self.top_db is not None and (self.log != "db" or self.top_db <= 0):
+            problems.append("top_db needs log 'db' and a value > 0")
         if problems:
             raise ValueError("Bad feature config: " + "; ".join(problems) + ".")
 
@@ -79,8 +84,11 @@ class FeatureConfig(DictRoundTrip):
 
     def key(self) -> str:
         """A stable 16-hex-digit hash of every field (and the code version): the cache key."""
+        fields = self.to_dict()
+        if fields["top_db"] is None:  # added later: configs without a floor keep their keys
+            del fields["top_db"]
         payload = json.dumps(
-            {"v": FEATURE_CODE_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":")
+            {"v": FEATURE_CODE_VERSION, **fields}, sort_keys=True, separators=(",", ":")
         )
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -89,6 +97,12 @@ class FeatureConfig(DictRoundTrip):
 
 # ACT (Liu et al.): 32 kHz, 1024-point Hann window, hop 640 (50 frames/s), 64 mels.
 ACT = FeatureConfig()
+# ACT's released front end (XinhaoMei/ACT data_handling/audiocaps_dataset.py:44-46, librosa's
+# melspectrogram and power_to_db defaults): the same STFT as ACT, Slaney mel scale and
+# normalisation, dB with an 80 dB floor below each clip's loudest bin.
+ACT_CODE = FeatureConfig(
+    mel_scale="slaney", mel_norm="slaney", log="db", log_offset=1e-10, top_db=80.0
+)
 # AudioCaps' MFCC baseline feature (Kim et al.): 16 kHz, 25 ms window, 10 ms hop.
 AUDIOCAPS_MFCC = FeatureConfig(
     kind="mfcc", sample_rate=16_000, n_fft=512, win_length=400, hop_length=160, n_mels=64
@@ -136,6 +150,7 @@ AV = FeatureConfig(sample_rate=22_050, n_fft=1536, win_length=1536, hop_length=5
 
 PRESETS: dict[str, FeatureConfig] = {
     "act": ACT,
+    "act_code": ACT_CODE,
     "audiocaps_mfcc": AUDIOCAPS_MFCC,
     "vggish": VGGISH,
     "yamnet": YAMNET,

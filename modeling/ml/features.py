@@ -100,7 +100,11 @@ def _as_mono(waveform: Tensor | np.ndarray) -> Tensor:
 
 def _log(mel: Tensor, config: FeatureConfig) -> Tensor:
     if config.log == "db":
-        return 10.0 * torch.log10(torch.clamp(mel, min=config.log_offset))
+        db = 10.0 * torch.log10(torch.clamp(mel, min=config.log_offset))
+        if config.top_db is not None:  # mel (B, T, F): the floor follows each clip's loudest
+            floor = db.amax(dim=(-2, -1), keepdim=True) - config.top_db
+            db = torch.maximum(db, floor)
+        return db
     return torch.log(mel + config.log_offset)
 
 

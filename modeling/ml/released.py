@@ -52,6 +52,7 @@ from modeling.ml.config_encoders import arch_config
 from modeling.ml.models.base import Captioner
 from modeling.ml.registry import build_model
 from modeling.ml.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocabulary
+from modeling.ml.weights_file import ALLOWED_NAMES, load_file
 
 # Output bias of the rows added for <pad>/<unk>: exp(-1e4) is 0 in float32, so these words
 # never take probability from the released ones.
@@ -65,58 +66,9 @@ class ReleasedWeightsError(ValueError):
 # --------------------------------------------------------------------------- safe reading
 
 
-def _numpy_globals() -> list[Any]:
-    """The numpy constructors a pickled array or scalar names: rebuilding an array from its
-    bytes, nothing that runs code. numpy 1.x files name them under ``numpy.core``, numpy 2
-    under ``numpy._core``; both spellings are allowed."""
-    from numpy._core import multiarray
-
-    dtype_classes = [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endswith("DType")]
-    return [
-        multiarray._reconstruct,
-        (multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),
-        multiarray.scalar,
-        (multiarray.scalar, "numpy.core.multiarray.scalar"),
-        np.ndarray,
-        np.dtype,
-        *dtype_classes,
-    ]
-
-
-NUMPY_GLOBALS = _numpy_globals()
-_ALLOWED_NAMES = {
-    entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
-    for entry in NUMPY_GLOBALS
-}
-_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
-
-
-def load_file(path: Path | str) -> Any:
-    """A ``torch.save`` file read with ``weights_only=True`` and the numpy allow-list.
-
-    ValueError says which: not a PyTorch file at all, or a PyTorch file that pickles an object
-    outside the allow-list (named), which is refused rather than unpickled.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"weights file {path} does not exist")
-    try:
-        with torch.serialization.safe_globals(NUMPY_GLOBALS):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        found = _GLOBAL.search(str(exc))
-        what = f" ({found.group(1)})" if found else ""
-        raise ValueError(
-            f"{path}: a PyTorch file that stores a Python object{what} outside the allowed "
-            "tensors, numbers, strings and numpy arrays; it is not unpickled"
-        ) from None
-    except Exception as exc:
-        raise ValueError(f"{path}: not a PyTorch weights file ({exc})") from None
-
-
 class _NumpyOnlyUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        if f"{module}.{name}" not in _ALLOWED_NAMES:
+        if f"{module}.{name}" not in ALLOWED_NAMES:
             raise pickle.UnpicklingError(f"GLOBAL {module}.{name} is not allowed")
         return super().find_class(module.replace("numpy.core", "numpy._core"), name)
 

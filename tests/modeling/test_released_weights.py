@@ -1,0 +1,175 @@
+"""Released weights in: safe reading, the name maps' errors, word lists, the command."""
+
+from __future__ import annotations
+
+import math
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from django.core.management import CommandError, call_command
+
+from modeling.ml.checkpoint import load_checkpoint
+from modeling.ml.encoders import ENCODERS, arch_config, load_weights, read_state_dict
+from modeling.ml.released import (
+    NEVER_PREDICTED,
+    ReleasedWeightsError,
+    convert,
+    read_word_list,
+    released_vocabulary,
+)
+from modeling.ml.weights_file import load_file
+from tests.modeling.captioning import one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.modeling.test_released_parity import WORDS, act_layout, random_state, write_words
+
+TINY_CNN14 = {"widths": [4, 8, 8, 8, 8, 16], "embedding_dim": 16, "classes": 5}
+SETS_OFF = []
+
+
+class Payload:
+    """An object a pickle would rebuild by running code: must never be unpickled."""
+
+    def __setstate__(self, state: object) -> None:
+        SETS_OFF.append(state)
+
+
+def _panns_main_file(path: Path) -> dict[str, torch.Tensor]:
+    """A file in the layout PANNs' main.py writes: iteration, model, and a sampler state of
+    numpy arrays (and the front end's weights, which Earmark recomputes)."""
+    network = ENCODERS["cnn14"][0](arch_config("cnn14", TINY_CNN14, 64))
+    state = network.state_dict()
+    front_end = {"spectrogram_extractor.stft.conv_real.weight": torch.zeros(513, 1, 1024)}
+    sampler = {
+        "indexes_per_class": [np.arange(4, dtype=np.int64), np.arange(3, dtype=np.int64)],
+        "queue": [3, 1],
+        "pointers_of_classes": np.zeros(527, dtype=np.int64),
+        "random_state": np.random.RandomState(1234).get_state(),
+    }
+    torch.save({"iteration": 660000, "model": {**state, **front_end}, "sampler": sampler}, path)
+    return state
+
+
+def test_a_panns_file_with_numpy_entries_loads_as_encoder_weights(tmp_path):
+    path = tmp_path / "Cnn14_mAP=0.431.pth"
+    state = _panns_main_file(path)
+    loaded = read_state_dict(path)
+    assert loaded.keys() == state.keys()
+    network = ENCODERS["cnn14"][0](arch_config("cnn14", TINY_CNN14, 64))
+    load_weights(network, path, name="cnn14")
+    torch.testing.assert_close(network.state_dict()["fc1.weight"], state["fc1.weight"])
+
+
+def test_a_file_pickling_other_objects_is_refused_with_the_object_named(tmp_path):
+    path = tmp_path / "trojan.pth"
+    torch.save({"model": {"w": torch.zeros(1)}, "extra": Payload()}, path)
+    with pytest.raises(ValueError, match=r"Payload\) outside the allowed .* not unpickled"):
+        load_file(path)
+    assert SETS_OFF == []
+
+
+def test_a_text_file_is_not_a_pytorch_file(tmp_path):
+    (tmp_path / "notes.pth").write_text("hello")
+    with pytest.raises(ValueError, match=r"notes\.pth: not a PyTorch weights file"):
+        load_file(tmp_path / "notes.pth")
+
+
+def test_a_word_list_pickling_objects_is_refused(tmp_path):
+    path = tmp_path / "words_list.p"
+    path.write_bytes(pickle.dumps([Payload()]))
+    with pytest.raises(ReleasedWeightsError, match="Payload is not allowed"):
+        read_word_list(path)
+    assert SETS_OFF == []
+
+
+def test_the_released_vocabulary_keeps_each_word_and_adds_pad_and_unk():
+    vocab, rows = released_vocabulary(WORDS, Path("words_list.p"))
+    assert vocab.words[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
+    assert rows[:4] == [None, 0, 8, None]  # <sos> -> <bos>, <eos> keeps its row
+    for word in ("dog", "rain", "falls"):
+        assert rows[vocab.id(word)] == WORDS.index(word)
+    assert len(vocab) == len(WORDS) + 2
+
+
+# a 1-block encoder, 1-layer decoder ACT in the released layout: the converter reads the
+# depths off the keys, so the error paths run in a blink
+def _small_act_state() -> dict[str, torch.Tensor]:
+    layout = {
+        name: shape
+        for name, shape in act_layout(len(WORDS)).items()
+        if not any(f"layers.{i}." in name for i in range(1, 12))
+    }
+    return random_state(layout, seed=7)
+
+
+def _save(tmp_path: Path, state: dict[str, torch.Tensor], name: str = "mine.pth") -> Path:
+    torch.save({"model": state, "optimizer": {}, "epoch": 1}, tmp_path / name)
+    return tmp_path / name
+
+
+def test_a_converted_act_keeps_each_words_rows_and_never_predicts_the_added_ones(tmp_path):
+    state = _small_act_state()
+    words = write_words(tmp_path / "words_list.p", WORDS)
+    converted = convert("act", _save(tmp_path, state), words=words)
+    assert converted.model is not None
+    assert converted.vocab is not None
+    weights, vocab = converted.model.state_dict(), converted.vocab
+    dog = vocab.id("dog")
+    torch.testing.assert_close(
+        weights["embedding.weight"][dog], state["word_emb.weight"][2] * math.sqrt(512)
+    )
+    torch.testing.assert_close(weights["out.weight"][dog], state["dec_fc.weight"][2])
+    assert weights["out.bias"][0] == weights["out.bias"][3] == NEVER_PREDICTED
+    assert not weights["embedding.weight"][0].any()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: s.__setitem__("encoder.bn0.weight", torch.ones(63)), "'encoder.bn0.weight'"),
+        (lambda s: s.pop("dec_fc.bias"), "the released key 'dec_fc.bias' is missing"),
+        (lambda s: s.__setitem__("decoder.extra", torch.ones(1)), "'decoder.extra' has no place"),
+    ],
+)
+def test_a_bad_act_file_is_refused_with_the_first_mismatching_key(tmp_path, change, message):
+    state = _small_act_state()
+    change(state)
+    words = write_words(tmp_path / "words_list.p", WORDS)
+    with pytest.raises(ReleasedWeightsError, match=message):
+        convert("act", _save(tmp_path, state), words=words)
+
+
+def test_a_word_list_of_another_length_is_refused(tmp_path):
+    words = write_words(tmp_path / "words_list.p", WORDS[:-1])
+    with pytest.raises(ReleasedWeightsError, match=r"has 11 rows, the word list words_list\.p"):
+        convert("act", _save(tmp_path, _small_act_state()), words=words)
+
+
+def test_a_known_release_of_another_kind_is_refused(tmp_path):
+    path = _save(tmp_path, _small_act_state(), name="ACTm.pth")
+    with pytest.raises(ReleasedWeightsError, match=r"ACTm\.pth is the released 'act' file"):
+        convert("panns_cnn14", path)
+
+
+@pytest.mark.django_db
+def test_import_weights_stores_a_checkpoint_that_loads(tmp_path, settings):
+    settings.ENCODER_WEIGHTS_DIR = tmp_path / "weights"
+    words = write_words(tmp_path / "words_list.p", WORDS)
+    path = _save(tmp_path, _small_act_state())
+    call_command("import_weights", "act", str(path), "--words", str(words), "--name", "act-m")
+    loaded = load_checkpoint(tmp_path / "weights" / "released" / "act-m.pt")
+    assert loaded.model_name == "act"
+    assert loaded.vocab.words[4:] == [w for w in WORDS if w not in ("<sos>", "<eos>")]
+    assert loaded.feature_config is not None
+    assert loaded.feature_config["top_db"] == 80.0
+
+
+@pytest.mark.django_db
+def test_import_weights_names_the_bad_key(tmp_path, settings):
+    settings.ENCODER_WEIGHTS_DIR = tmp_path / "weights"
+    state = _small_act_state()
+    del state["encoder.cls_token"]
+    words = write_words(tmp_path / "words_list.p", WORDS)
+    with pytest.raises(CommandError, match=r"'encoder\.cls_token' is missing"):
+        call_command("import_weights", "act", str(_save(tmp_path, state)), "--words", str(words))
