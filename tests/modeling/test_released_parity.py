@@ -311,7 +311,10 @@ MAAC_WORDS += ["falls", "wind", "blows"]
 
 
 def _conv_block_layout(name: str, cin: int, cout: int) -> dict[str, tuple[int, ...]]:
-    layout = {f"{name}.conv1.weight": (cout, cin, 3, 3), f"{name}.conv2.weight": (cout, cout, 3, 3)}
+    layout: dict[str, tuple[int, ...]] = {
+        f"{name}.conv1.weight": (cout, cin, 3, 3),
+        f"{name}.conv2.weight": (cout, cout, 3, 3),
+    }
     for bn in ("bn1", "bn2"):
         layout |= _bn_layout(f"{name}.{bn}", cout)
     return layout

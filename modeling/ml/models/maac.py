@@ -149,7 +149,7 @@ class KeywordEncoder(nn.Module):
         self.last_dim = level_dims[-1]
         self.code_form = config.form == "code"
 
-    def _level(self, level: nn.Linear, x: Tensor, lengths: Tensor) -> Tensor:
+    def _level(self, level: nn.Module, x: Tensor, lengths: Tensor) -> Tensor:
         if not self.code_form:
             return level(masked_mean(x, lengths))  # paper: GAP
         # encoder.py:597-611: max + mean over time, dropout 0.2, ReLU after the linear layer
