@@ -49,6 +49,7 @@ from torch import Tensor
 from modeling.ml.config import ACTConfig
 from modeling.ml.config_av import MAACConfig, VACTConfig
 from modeling.ml.config_encoders import arch_config
+from modeling.ml.config_released import NEEDS_KEYWORD_WORDS, NEEDS_WORDS, RELEASED_KINDS
 from modeling.ml.models.base import Captioner
 from modeling.ml.registry import build_model
 from modeling.ml.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocabulary
@@ -601,15 +602,7 @@ def _maac(
 
 # --------------------------------------------------------------------------- entry point
 
-KINDS: dict[str, str] = {
-    "panns_cnn14": "PANNs CNN14 (.pth as PANNs' main.py writes it)",
-    "panns_resnet38": "PANNs ResNet38 (.pth as PANNs' main.py writes it)",
-    "act_encoder": "ACT's AudioSet-pretrained encoder (audioset_deit.pth)",
-    "act": "an ACT checkpoint (ACT_s/m/l) + its words_list.p",
-    "vact_concat": "a V-ACT audio_visual checkpoint + its words_list.p",
-    "maac": "a MAAC captioner state dict (<epoch>.pt) + words_list.p + TaggingToEmbs.p",
-}
-_NEEDS_WORDS = ("act", "vact_concat", "maac")
+KINDS = RELEASED_KINDS
 
 
 def convert(
@@ -623,9 +616,9 @@ def convert(
     if kind not in KINDS:
         raise ReleasedWeightsError(f"unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}")
     path = Path(path)
-    if kind in _NEEDS_WORDS and words is None:
+    if kind in NEEDS_WORDS and words is None:
         raise ReleasedWeightsError(f"kind {kind!r} needs the released word list (words_list.p)")
-    if kind == "maac" and keyword_words is None:
+    if kind in NEEDS_KEYWORD_WORDS and keyword_words is None:
         raise ReleasedWeightsError("kind 'maac' needs the keyword-to-word list (TaggingToEmbs.p)")
     if not path.is_file():
         raise ReleasedWeightsError(f"{path}: no such file")

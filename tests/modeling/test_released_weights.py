@@ -173,3 +173,61 @@ def test_import_weights_names_the_bad_key(tmp_path, settings):
     words = write_words(tmp_path / "words_list.p", WORDS)
     with pytest.raises(CommandError, match=r"'encoder\.cls_token' is missing"):
         call_command("import_weights", "act", str(_save(tmp_path, state)), "--words", str(words))
+
+
+# the API queues the same workflow as a job ---------------------------------------------------
+
+
+def _api_post(user, body):
+    import json
+
+    from django.test import Client
+
+    from core.services import api_token_create
+
+    _, raw = api_token_create(user=user, name="script")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client.post("/api/weights/import", json.dumps(body), content_type="application/json")
+
+
+@pytest.mark.django_db
+def test_staff_queue_an_import_that_the_job_runs(tmp_path, settings, staff):
+    from core.models import Job
+    from modeling.weights import weights_import_job
+
+    settings.ENCODER_WEIGHTS_DIR = tmp_path
+    _save(tmp_path, _small_act_state(), name="ACTm.pth")
+    write_words(tmp_path / "words_list.p", WORDS)
+    response = _api_post(staff, {"kind": "act", "file": "ACTm.pth", "words": "words_list.p"})
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.kind, job.queue) == ("weights_import", "gpu")
+    result = weights_import_job(job=job, progress=lambda *a, **k: None, **job.params)
+    assert result["path"] == "released/ACTm.act.pt"
+    assert result["release"] == "ACTm.pth"
+    assert load_checkpoint(tmp_path / "released" / "ACTm.act.pt").model_name == "act"
+
+
+@pytest.mark.django_db
+def test_only_staff_import_weights(tmp_path, settings, alice):
+    settings.ENCODER_WEIGHTS_DIR = tmp_path
+    response = _api_post(alice, {"kind": "panns_cnn14", "file": "Cnn14.pth"})
+    assert response.status_code == 403
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"kind": "bert", "file": "x.pth"}, "kind: 'bert' is not one of act"),
+        ({"kind": "act", "file": "x.pth"}, "words: kind 'act' needs the released word list"),
+        ({"kind": "panns_cnn14", "file": "../x.pth"}, "file: ../x.pth is not in"),
+    ],
+)
+def test_a_bad_import_request_is_refused_with_the_field_named(
+    tmp_path, settings, staff, body, message
+):
+    settings.ENCODER_WEIGHTS_DIR = tmp_path
+    response = _api_post(staff, body)
+    assert response.status_code == 400
+    assert message in response.json()["detail"]

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from modeling.ml.released import KINDS, ReleasedWeightsError
+from modeling.ml.config_released import RELEASED_KINDS as KINDS
 
 
 class Command(BaseCommand):
@@ -33,6 +33,7 @@ class Command(BaseCommand):
         name: str,
         **options: Any,
     ) -> None:
+        from modeling.ml.released import ReleasedWeightsError
         from modeling.weights import weights_import
 
         try:
