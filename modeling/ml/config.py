@@ -196,6 +196,13 @@ class ACTConfig(CaptionerConfig):
     # ReLU, pre-norm decoder with a final LayerNorm). Checkpoints written before this field
     # existed are the "paper" form (modeling.ml.checkpoint migrates them).
     form: Literal["code", "paper"] = "code"
+    # A weights file from `manage.py import_weights act_encoder` (ACT's AudioSet-pretrained
+    # encoder, in ENCODER_WEIGHTS_DIR): the patch encoder starts from it, and the projection to
+    # d from a fresh linear layer on its AudioSet head, as the released encoder_linear sits on
+    # mlp_head.1 (TransModel.py:118-121). Needs the code form at the file's sizes (the
+    # released one: max_frames 500). Read when the model is built, like MAAC's
+    # backbone_weights; "" starts from random weights.
+    encoder_init: str = ""
 
 
 # Adam's rate for a BiLSTM captioner that reads filterbanks instead of pretrained embeddings.

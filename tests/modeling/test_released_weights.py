@@ -231,3 +231,56 @@ def test_a_bad_import_request_is_refused_with_the_field_named(
     response = _api_post(staff, body)
     assert response.status_code == 400
     assert message in response.json()["detail"]
+
+
+# ACT's AudioSet-pretrained encoder --------------------------------------------------------------
+
+
+def _imported_encoder(tmp_path: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """A one-block audioset_deit.pth in the released layout, imported."""
+    from tests.modeling.test_released_parity import audio_transformer_layout
+
+    layout = {
+        name: shape
+        for name, shape in audio_transformer_layout(prefix="").items()
+        if not any(f"layers.{i}." in name for i in range(1, 12))
+    }
+    state = random_state(layout, seed=9)
+    torch.save({"model": state}, tmp_path / "audioset_deit.pth")
+    converted = convert("act_encoder", tmp_path / "audioset_deit.pth")
+    assert converted.encoder_state is not None
+    torch.save(converted.encoder_state, tmp_path / "act_encoder.pt")
+    return state, tmp_path / "act_encoder.pt"
+
+
+def _act_on(path: Path, **changes: object):
+    from modeling.ml.config import ACTConfig
+    from modeling.ml.registry import build_model
+
+    config = ACTConfig(
+        encoder_layers=1, decoder_dim=16, decoder_layers=1, decoder_heads=2, max_frames=500
+    )
+    for key, value in changes.items():
+        setattr(config, key, value)
+    config.encoder_init = str(path)
+    return build_model("act", config, vocab_size=8)
+
+
+def test_act_starts_from_the_imported_audioset_encoder(tmp_path):
+    released, path = _imported_encoder(tmp_path)
+    model = _act_on(path)
+    weights = model.state_dict()
+    torch.testing.assert_close(
+        weights["encoder.project.weight"], released["patch_embed.proj.weight"]
+    )
+    torch.testing.assert_close(weights["encoder.blocks.norm.weight"], released["mlp_head.0.weight"])
+    # to_decoder is (fresh encoder_linear) @ mlp_head.1: its rows lie in the head's row space
+    head, to_decoder = released["mlp_head.1.weight"].double(), weights["to_decoder.weight"].double()
+    fresh = torch.linalg.lstsq(head.T, to_decoder.T).solution.T
+    torch.testing.assert_close(fresh @ head, to_decoder, atol=1e-5, rtol=1e-5)
+
+
+def test_the_audioset_encoder_needs_the_released_position_table(tmp_path):
+    _, path = _imported_encoder(tmp_path)
+    with pytest.raises(ValueError, match=r"'encoder\.position' .* model\.max_frames=500"):
+        _act_on(path, max_frames=1024)

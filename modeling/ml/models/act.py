@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from modeling.ml.config import ACTConfig
+from modeling.ml.encoders import read_state_dict
 from modeling.ml.models.base import Batch, Captioner, Memory, State, lengths_to_mask
 from modeling.ml.vocab import PAD_ID
 
@@ -125,6 +126,8 @@ class ACTCaptioner(Captioner):
         self.dropout = nn.Dropout(config.dropout)
         self.decoder = transformer_decoder(config)
         self.out = nn.Linear(d, config.vocab_size)
+        if config.encoder_init:
+            start_from_audioset_encoder(self.encoder, self.to_decoder, config.encoder_init)
 
     @property
     def max_prefix_length(self) -> int | None:
@@ -200,3 +203,35 @@ def transformer_decoder(config: ACTConfig, *, final_norm: bool = True) -> nn.Tra
     return nn.TransformerDecoder(
         block, config.decoder_layers, norm=nn.LayerNorm(d) if final_norm and not code else None
     )
+
+
+def start_from_audioset_encoder(encoder: PatchEncoder, to_decoder: nn.Linear, path: str) -> None:
+    """Load ``manage.py import_weights act_encoder``'s file into ``encoder`` and start
+    ``to_decoder`` as the released code does: a freshly initialised ``encoder_linear`` after
+    the pretrained AudioSet head ``mlp_head.1`` (the two folded into one linear map)."""
+    if encoder.cls_token is None:
+        raise ValueError("model.encoder_init: the AudioSet encoder needs model.form=code")
+    state = read_state_dict(path)
+    head_weight, head_bias = state.pop("head.weight", None), state.pop("head.bias", None)
+    if head_weight is None or head_bias is None:
+        raise ValueError(f"{path}: not an imported ACT encoder (no head.weight / head.bias)")
+    own = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
+    for key, value in own.items():
+        if key not in state:
+            raise ValueError(f"{path}: nothing for {key!r}")
+        if state[key].shape != value.shape:
+            hint = " (the released encoder: model.max_frames=500)" if "position" in key else ""
+            raise ValueError(
+                f"{path}: {key!r} has shape {tuple(state[key].shape)}, the model "
+                f"{tuple(value.shape)}{hint}"
+            )
+    extra = sorted(set(state) - set(own))
+    if extra:
+        raise ValueError(f"{path}: {extra[0]!r} has no place in the patch encoder")
+    encoder.load_state_dict({k.removeprefix("encoder."): v for k, v in state.items()})
+    if head_weight.shape[1] != encoder.project.out_features:
+        raise ValueError(f"{path}: head.weight does not read the encoder's width")
+    fresh = nn.Linear(head_weight.shape[0], to_decoder.out_features)
+    with torch.no_grad():
+        to_decoder.weight.copy_(fresh.weight @ head_weight)
+        to_decoder.bias.copy_(fresh.weight @ head_bias + fresh.bias)
