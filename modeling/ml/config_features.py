@@ -42,6 +42,9 @@ class FeatureConfig(DictRoundTrip):
     # db only: values more than this many dB below the clip's loudest are raised to that
     # floor (librosa's power_to_db(top_db=80), which ACT's released code uses); None: no floor
     top_db: float | None = None
+    # drop each clip's last frame (ACT's released code: feature[:-1], so that 10 s give 500
+    # frames, 125 patches of 4)
+    drop_last_frame: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -77,16 +80,21 @@ class FeatureConfig(DictRoundTrip):
     def num_frames(self, num_samples: int) -> int:
         """Frames `extract` returns for `num_samples` samples already at `sample_rate`."""
         if self.kind == "fbank":
-            return max(0, 1 + (num_samples - self.win_length) // self.hop_length)
-        if self.center:
-            return 1 + num_samples // self.hop_length
-        return max(0, 1 + (num_samples - self.n_fft) // self.hop_length)
+            frames = max(0, 1 + (num_samples - self.win_length) // self.hop_length)
+        elif self.center:
+            frames = 1 + num_samples // self.hop_length
+        else:
+            frames = max(0, 1 + (num_samples - self.n_fft) // self.hop_length)
+        return max(0, frames - 1) if self.drop_last_frame else frames
 
     def key(self) -> str:
         """A stable 16-hex-digit hash of every field (and the code version): the cache key."""
         fields = self.to_dict()
-        if fields["top_db"] is None:  # added later: configs without a floor keep their keys
+        # added later: the configs without them keep the keys they had
+        if fields["top_db"] is None:
             del fields["top_db"]
+        if not fields["drop_last_frame"]:
+            del fields["drop_last_frame"]
         payload = json.dumps(
             {"v": FEATURE_CODE_VERSION, **fields}, sort_keys=True, separators=(",", ":")
         )
@@ -99,9 +107,14 @@ class FeatureConfig(DictRoundTrip):
 ACT = FeatureConfig()
 # ACT's released front end (XinhaoMei/ACT data_handling/audiocaps_dataset.py:44-46, librosa's
 # melspectrogram and power_to_db defaults): the same STFT as ACT, Slaney mel scale and
-# normalisation, dB with an 80 dB floor below each clip's loudest bin.
+# normalisation, dB with an 80 dB floor below each clip's loudest bin, the last frame dropped.
 ACT_CODE = FeatureConfig(
-    mel_scale="slaney", mel_norm="slaney", log="db", log_offset=1e-10, top_db=80.0
+    mel_scale="slaney",
+    mel_norm="slaney",
+    log="db",
+    log_offset=1e-10,
+    top_db=80.0,
+    drop_last_frame=True,
 )
 # AudioCaps' MFCC baseline feature (Kim et al.): 16 kHz, 25 ms window, 10 ms hop.
 AUDIOCAPS_MFCC = FeatureConfig(

@@ -139,6 +139,8 @@ def _extract_batch_tensor(waves: Tensor, config: FeatureConfig) -> Tensor:
         )
     # a few clips at a time keep the samples and (B, T, n_fft) frames in cache-sized pieces
     logmel = torch.cat([_log(_mel(_pcm_to_float(part), config), config) for part in waves.split(8)])
+    if config.drop_last_frame:
+        logmel = logmel[:, :-1]
     if config.kind == "mfcc":
         return torch.matmul(logmel, _dct(config.n_mfcc, config.n_mels))
     return logmel
