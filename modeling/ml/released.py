@@ -123,45 +123,57 @@ class Release:
     kind: str
     url: str
     licence: str
+    # the file name a download has, where the authors name it; None where they do not, and
+    # then no file is matched to the release
+    file_name: str | None = None
     size: int | None = None
     sha256: str | None = None
 
 
 _ACT_README = "https://github.com/XinhaoMei/ACT#reproducible-results"
 _NO_LICENCE = "none stated (the repository has no licence file)"
+_PANNS_LICENCE = (
+    "code MIT (qiuqiangkong/audioset_tagging_cnn LICENSE.MIT); weights: see the Zenodo record"
+)
 RELEASES: tuple[Release, ...] = (
     Release(
-        "Cnn14_mAP=0.431.pth",
+        "PANNs Cnn14 (mAP 0.431)",
         "panns_cnn14",
         "https://zenodo.org/record/3987831/files/Cnn14_mAP%3D0.431.pth",
-        "code MIT (qiuqiangkong/audioset_tagging_cnn LICENSE.MIT); weights: see the Zenodo record",
+        _PANNS_LICENCE,
+        file_name="Cnn14_mAP=0.431.pth",
     ),
     Release(
-        "ResNet38_mAP=0.434.pth",
+        "PANNs ResNet38 (mAP 0.434)",
         "panns_resnet38",
         "https://zenodo.org/record/3987831/files/ResNet38_mAP%3D0.434.pth",
-        "code MIT (qiuqiangkong/audioset_tagging_cnn LICENSE.MIT); weights: see the Zenodo record",
+        _PANNS_LICENCE,
+        file_name="ResNet38_mAP=0.434.pth",
     ),
     Release(
-        "audioset_deit.pth",
+        "ACT DeiT encoder pretrained on AudioSet",
         "act_encoder",
         "https://drive.google.com/file/d/1QgQLbeBHwly5UN_V15mSJZ812h6QIgFe/view",
         _NO_LICENCE,
+        # the path settings.yaml's path.encoder names
+        file_name="audioset_deit.pth",
     ),
     Release(
-        "ACTm.pth",
+        "ACT_m (SPIDEr 0.4178)",
         "act",
         "https://drive.google.com/file/d/1nYym4APxEX4aiHINEykUIPyoHvXIjJRF/view",
         _NO_LICENCE,
+        # the path settings.yaml's path.eval_model names
+        file_name="ACTm.pth",
     ),
     Release(
-        "ACTs.pth",
+        "ACT_s (SPIDEr 0.4244)",
         "act",
         "https://drive.google.com/file/d/1c1b1Q6hAprt-CCu4VtMSb4Jqk604-RHi/view",
         _NO_LICENCE,
     ),
     Release(
-        "ACTl.pth",
+        "ACT_l (SPIDEr 0.4257)",
         "act",
         "https://drive.google.com/file/d/1fF4_XnheFiz_tPaRVdz4q5eUUi8infg_/view",
         _NO_LICENCE,
@@ -176,11 +188,11 @@ def check_release(kind: str, path: Path | str) -> Release | None:
     SHA-256 where the table has them; None for a file the table does not know."""
     path = Path(path)
     for release in RELEASES:
-        if release.name != path.name:
+        if release.file_name is None or release.file_name != path.name:
             continue
         if release.kind != kind:
             raise ReleasedWeightsError(
-                f"{path.name} is the released {release.kind!r} file, not {kind!r}"
+                f"{path.name} is the released {release.kind!r} file ({release.name}), not {kind!r}"
             )
         if release.size is not None and path.stat().st_size != release.size:
             raise ReleasedWeightsError(

@@ -204,7 +204,7 @@ def test_staff_queue_an_import_that_the_job_runs(tmp_path, settings, staff):
     assert (job.kind, job.queue) == ("weights_import", "gpu")
     result = weights_import_job(job=job, progress=lambda *a, **k: None, **job.params)
     assert result["path"] == "released/ACTm.act.pt"
-    assert result["release"] == "ACTm.pth"
+    assert result["release"] == "ACT_m (SPIDEr 0.4178)"
     assert load_checkpoint(tmp_path / "released" / "ACTm.act.pt").model_name == "act"
 
 
