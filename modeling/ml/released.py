@@ -130,7 +130,6 @@ class Release:
     sha256: str | None = None
 
 
-_ACT_README = "https://github.com/XinhaoMei/ACT#reproducible-results"
 _NO_LICENCE = "none stated (the repository has no licence file)"
 _PANNS_LICENCE = (
     "code MIT (qiuqiangkong/audioset_tagging_cnn LICENSE.MIT); weights: see the Zenodo record"
