@@ -284,3 +284,41 @@ def test_the_audioset_encoder_needs_the_released_position_table(tmp_path):
     _, path = _imported_encoder(tmp_path)
     with pytest.raises(ValueError, match=r"'encoder\.position' .* model\.max_frames=500"):
         _act_on(path, max_frames=1024)
+
+
+def cnn14_layout() -> dict[str, tuple[int, ...]]:
+    """PANNs Cnn14 as main.py saves it (audioset_tagging_cnn pytorch/models.py: bn0, six conv
+    blocks of 64 .. 2048 channels, fc1, fc_audioset; the torchlibrosa front end's buffers)."""
+    from tests.modeling.test_released_parity import _bn_layout, _conv_block_layout
+
+    layout: dict[str, tuple[int, ...]] = {
+        "spectrogram_extractor.stft.conv_real.weight": (513, 1, 1024),
+        "spectrogram_extractor.stft.conv_imag.weight": (513, 1, 1024),
+        "logmel_extractor.melW": (513, 64),
+        **_bn_layout("bn0", 64),
+        "fc1.weight": (2048, 2048),
+        "fc1.bias": (2048,),
+        "fc_audioset.weight": (527, 2048),
+        "fc_audioset.bias": (527,),
+    }
+    widths = (1, 64, 128, 256, 512, 1024, 2048)
+    for i in range(6):
+        layout |= _conv_block_layout(f"conv_block{i + 1}", widths[i], widths[i + 1])
+    return layout
+
+
+@pytest.mark.django_db
+def test_a_released_layout_cnn14_imports_as_encoder_weights(tmp_path, settings):
+    settings.ENCODER_WEIGHTS_DIR = tmp_path / "weights"
+    state = random_state(cnn14_layout(), seed=11)
+    path = tmp_path / "Cnn14_mAP=0.431.pth"
+    sampler = {"random_state": np.random.RandomState(0).get_state(), "queue": np.arange(3)}
+    torch.save({"iteration": 660000, "model": state, "sampler": sampler}, path)
+    call_command("import_weights", "panns_cnn14", str(path))
+    stored = tmp_path / "weights" / "released" / "Cnn14_mAP=0.431.panns_cnn14.pt"
+    network = ENCODERS["cnn14"][0](arch_config("cnn14", {}, 64))
+    load_weights(network, stored, name="cnn14")
+    torch.testing.assert_close(
+        network.state_dict()["conv_block6.conv2.weight"], state["conv_block6.conv2.weight"]
+    )
+    assert "spectrogram_extractor.stft.conv_real.weight" not in read_state_dict(stored)
