@@ -282,6 +282,8 @@ class TrainConfig:
     eps: float = 1e-8
     # Weight decay (L2 for adam, decoupled for adamw).
     weight_decay: float = 0.0
+    # Adam's AMSGrad variant (MAAC's released code trains with it and weight decay 1e-6).
+    amsgrad: bool = False
     # Linear warm-up from 0 over this many epochs of caption training (ACT: 5 of 15);
     # fractional epochs allowed.
     warmup_epochs: float = 0.0

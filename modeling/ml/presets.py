@@ -222,7 +222,10 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # 2.5), no weight decay (code: 1e-6 with amsgrad), no scheduled sampling, beam scores
     # not length-normalised (code: logp / len^1.15). The code's SCST differs from the paper's
     # (10 epochs at 1e-6 after a 15-epoch whole-model fine-tune); this follows the paper.
-    # The model itself is the released network (model.form=code).
+    # The model itself is the released network (model.form=code). The code's caption-stage
+    # optimiser is a run's overrides away: train.grad_clip=2.5 train.weight_decay=1e-6
+    # train.amsgrad=true (its scheduled sampling, per-stage batch sizes, fine-tune stage and
+    # length normalisation are not available).
     "maac": TrainConfig(
         pretrain_frozen_epochs=80,
         pretrain_frozen_lr=1e-3,
