@@ -45,6 +45,9 @@ JOB_KINDS: dict[str, JobKind] = {
         "Import local audio", "curation.services.local_import.clips_import_local_job", "media"
     ),
     "clips_fetch": JobKind("Fetch clips", "curation.services.fetching.clips_fetch_job", "media"),
+    "weights_import": JobKind(
+        "Import released weights", "modeling.weights.weights_import_job", "gpu", rerun_safe=True
+    ),
     "synthscenes_make": JobKind(
         "Make SynthScenes", "modeling.services_synth.synthscenes_make_job", "media"
     ),

@@ -3,7 +3,8 @@ cancel, resume, a new run from a finished one's checkpoint, promote — and the 
 suggests.
 
 As on the pages: a project you are not in is a 404; researchers and reviewers read;
-researchers start and change runs.
+researchers start and change runs. Staff also queue the import of the authors' released weights
+into the weights folder (``POST /api/weights/import``; README "Using the authors' weights").
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from curation.models import Subset
 from curation.queries import project_clips
 from modeling import services
 from modeling.models import Suggestion, TrainingRun
+from modeling.weights import weights_import_queue
 
 router = Router(tags=["modeling"])
 
@@ -279,3 +281,35 @@ def suggestion_list(
     rows = Suggestion.objects.filter(run=run).order_by("clip_id")
     offset = max(offset, 0)
     return rows[offset : offset + max(1, min(limit, MAX_PER_PAGE))]
+
+
+# Released weights ------------------------------------------------------------------------
+
+
+class WeightsImportIn(Schema):
+    kind: str  # modeling.ml.config_released.RELEASED_KINDS
+    file: str  # in ENCODER_WEIGHTS_DIR, relative to it
+    words: str = ""  # the released word list (act, vact_concat, maac)
+    keyword_words: str = ""  # MAAC's TaggingToEmbs.p
+    name: str = ""  # stored file name under released/, without .pt
+
+
+@router.post("/weights/import", response={201: JobOut, 400: ErrorOut, 403: ErrorOut})
+def weights_import(request: HttpRequest, payload: WeightsImportIn) -> Any:
+    """Queues a "weights_import" job (the weights folder serves every project: staff only);
+    follow it at /api/jobs/{id}."""
+    user = signed_in_user(request)
+    if not user.is_staff:
+        return Status(403, {"detail": "Only staff import weights."})
+    try:
+        job = weights_import_queue(
+            kind=payload.kind,
+            file=payload.file,
+            words=payload.words,
+            keyword_words=payload.keyword_words,
+            name=payload.name,
+            created_by=user,
+        )
+    except ValidationError as exc:
+        return Status(400, {"detail": _messages(exc)})
+    return Status(201, job)

@@ -37,7 +37,7 @@ from modeling.ml.presets import Recipe, default_recipe, describe, model_preset, 
 from modeling.scoring import validation_metrics
 
 # Model config fields that name a file, which must lie in ENCODER_WEIGHTS_DIR.
-FILE_SETTINGS = ("encoder_weights", "backbone_weights", "word_vectors")
+FILE_SETTINGS = ("encoder_weights", "backbone_weights", "word_vectors", "encoder_init")
 # The model size preset of a paper's recipe (the others are scaled down).
 PAPER_SIZE = "paper"
 

@@ -15,6 +15,10 @@ pickled code runs on load)::
     optimizer       optimizer.state_dict() or None
     trainer_state   TrainerState.saved() (loop and RNG states, to resume mid-epoch) or None
     code_version    earmark version and git commit that wrote the file
+
+Format 1 files predate ``model.form`` (MAAC, ACT, V-ACT): their model_args are read as the
+paper form they were trained in (``config.recorded_model_args``), so they load and compute what
+they did; format 2 files record the form.
 """
 
 from __future__ import annotations
@@ -31,12 +35,14 @@ from typing import Any
 
 import torch
 
-from modeling.ml.config import ConfigError
+from modeling.ml.config import ConfigError, recorded_model_args
 from modeling.ml.models.base import Captioner
 from modeling.ml.registry import UnknownModelError, build_model, lookup, model_config
 from modeling.ml.vocab import Vocabulary
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+# formats this code still reads (see the module docstring for what changed)
+_READABLE_FORMATS = (1, 2)
 _REQUIRED = ("format", "model_name", "model_args", "state_dict", "vocab")
 
 
@@ -151,10 +157,17 @@ def read_checkpoint(
     missing = [key for key in _REQUIRED if key not in payload]
     if missing:
         raise CheckpointError(f"{path}: checkpoint lacks {', '.join(missing)}")
-    if payload["format"] != CHECKPOINT_FORMAT:
+    if payload["format"] not in _READABLE_FORMATS:
+        readable = ", ".join(str(f) for f in _READABLE_FORMATS)
         raise CheckpointError(
-            f"{path}: checkpoint format {payload['format']!r}, this code reads {CHECKPOINT_FORMAT}"
+            f"{path}: checkpoint format {payload['format']!r}, this code reads {readable}"
         )
+    if payload["format"] == 1:
+        try:
+            config_class = lookup(payload["model_name"])[1]
+        except UnknownModelError as exc:
+            raise CheckpointError(f"{path}: {exc}") from exc
+        payload["model_args"] = recorded_model_args(config_class, payload["model_args"])
     return payload
 
 

@@ -188,6 +188,21 @@ class ACTConfig(CaptionerConfig):
     ff_mult: int = 4
     # Longest caption in tokens; sizes the decoder's learnable positional embedding.
     max_caption_length: int = 64
+    # Which of the two published descriptions the network computes: "code" is the authors'
+    # released code (XinhaoMei/ACT, models/AudioTransformer.py and TransModel.py: BatchNorm
+    # over the mel bins, a CLS token, ReLU after the projection to d, post-norm decoder blocks
+    # without a final norm), which the released checkpoints fit and the paper's numbers came
+    # from; "paper" is the paper's text as Earmark first read it (no BatchNorm, no CLS, no
+    # ReLU, pre-norm decoder with a final LayerNorm). Checkpoints written before this field
+    # existed are the "paper" form (modeling.ml.checkpoint migrates them).
+    form: Literal["code", "paper"] = "code"
+    # A weights file from `manage.py import_weights act_encoder` (ACT's AudioSet-pretrained
+    # encoder, in ENCODER_WEIGHTS_DIR): the patch encoder starts from it, and the projection to
+    # d from a fresh linear layer on its AudioSet head, as the released encoder_linear sits on
+    # mlp_head.1 (TransModel.py:118-121). Needs the code form at the file's sizes (the
+    # released one: max_frames 500). Read when the model is built, like MAAC's
+    # backbone_weights; "" starts from random weights.
+    encoder_init: str = ""
 
 
 # Adam's rate for a BiLSTM captioner that reads filterbanks instead of pretrained embeddings.
@@ -267,6 +282,8 @@ class TrainConfig:
     eps: float = 1e-8
     # Weight decay (L2 for adam, decoupled for adamw).
     weight_decay: float = 0.0
+    # Adam's AMSGrad variant (MAAC's released code trains with it and weight decay 1e-6).
+    amsgrad: bool = False
     # Linear warm-up from 0 over this many epochs of caption training (ACT: 5 of 15);
     # fractional epochs allowed.
     warmup_epochs: float = 0.0
@@ -428,6 +445,20 @@ def check_decoding_config(config: DecodingConfig) -> None:
 
 
 # --------------------------------------------------------------------------- dicts and overrides
+
+
+def recorded_model_args(cls: type[CaptionerConfig], data: Mapping[str, Any]) -> dict[str, Any]:
+    """A model config as recorded (a checkpoint's model_args, a run's stored config) with the
+    fields later versions added filled in as that version computed them.
+
+    ``form`` (MAAC, ACT, V-ACT): its default became the released code's network, but a record
+    written before the field existed describes the paper form, and its weights only fit that.
+    """
+    data = dict(data)
+    names = {f.name for f in dataclasses.fields(cls)}
+    if "form" in names and "form" not in data:
+        data["form"] = "paper"
+    return data
 
 
 def config_from_dict(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C:

@@ -89,6 +89,15 @@ class MAACConfig(CaptionerConfig):
     embedding_dropout: float = 0.5
     # Dropout before the word classifier.
     dropout: float = 0.25
+    # "code" computes the authors' released network (WangHelin1997/DCASE2021_Task6_PKU,
+    # encoder.py Tag and model.py AttDecoder), which their checkpoints fit and the paper's
+    # numbers came from: keyword pooling max + mean over time with a ReLU after each level's
+    # linear layer, h0 and c0 from learned layers on the mean acoustic feature, attention
+    # contexts sum(alpha * V(F)) gated by sigma(f_beta(h)) with a gate layer per attention, and
+    # a zero vector (not <bos>) opening the previous-word memory. "paper" follows the paper's
+    # equations as written (GAP, no ReLU, h0 = GAP(X) and c0 = 0, sum(alpha * F) * sigma(h),
+    # <bos> in the memory). Checkpoints written before this field existed are "paper".
+    form: Literal["code", "paper"] = "code"
 
     def keyword_targets_size(self) -> int:
         return self.num_keywords

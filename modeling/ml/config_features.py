@@ -39,6 +39,12 @@ class FeatureConfig(DictRoundTrip):
     center: bool = True  # pad the signal by n_fft/2 on both sides (torch.stft's center)
     log: str = "ln"  # ln: log(mel + log_offset); db: 10*log10(max(mel, log_offset))
     log_offset: float = 1e-6  # added before the log (ln) or the floor (db)
+    # db only: values more than this many dB below the clip's loudest are raised to that
+    # floor (librosa's power_to_db(top_db=80), which ACT's released code uses); None: no floor
+    top_db: float | None = None
+    # drop each clip's last frame (ACT's released code: feature[:-1], so that 10 s give 500
+    # frames, 125 patches of 4)
+    drop_last_frame: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -58,6 +64,8 @@ class FeatureConfig(DictRoundTrip):
             problems.append(f"n_mfcc {self.n_mfcc} must be in 1..n_mels ({self.n_mels})")
         if self.log_offset <= 0:
             problems.append("log_offset must be > 0")
+        if self.top_db is not None and (self.log != "db" or self.top_db <= 0):
+            problems.append("top_db needs log 'db' and a value > 0")
         if problems:
             raise ValueError("Bad feature config: " + "; ".join(problems) + ".")
 
@@ -72,15 +80,23 @@ class FeatureConfig(DictRoundTrip):
     def num_frames(self, num_samples: int) -> int:
         """Frames `extract` returns for `num_samples` samples already at `sample_rate`."""
         if self.kind == "fbank":
-            return max(0, 1 + (num_samples - self.win_length) // self.hop_length)
-        if self.center:
-            return 1 + num_samples // self.hop_length
-        return max(0, 1 + (num_samples - self.n_fft) // self.hop_length)
+            frames = max(0, 1 + (num_samples - self.win_length) // self.hop_length)
+        elif self.center:
+            frames = 1 + num_samples // self.hop_length
+        else:
+            frames = max(0, 1 + (num_samples - self.n_fft) // self.hop_length)
+        return max(0, frames - 1) if self.drop_last_frame else frames
 
     def key(self) -> str:
         """A stable 16-hex-digit hash of every field (and the code version): the cache key."""
+        fields = self.to_dict()
+        # added later: the configs without them keep the keys they had
+        if fields["top_db"] is None:
+            del fields["top_db"]
+        if not fields["drop_last_frame"]:
+            del fields["drop_last_frame"]
         payload = json.dumps(
-            {"v": FEATURE_CODE_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":")
+            {"v": FEATURE_CODE_VERSION, **fields}, sort_keys=True, separators=(",", ":")
         )
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -89,6 +105,17 @@ class FeatureConfig(DictRoundTrip):
 
 # ACT (Liu et al.): 32 kHz, 1024-point Hann window, hop 640 (50 frames/s), 64 mels.
 ACT = FeatureConfig()
+# ACT's released front end (XinhaoMei/ACT data_handling/audiocaps_dataset.py:44-46, librosa's
+# melspectrogram and power_to_db defaults): the same STFT as ACT, Slaney mel scale and
+# normalisation, dB with an 80 dB floor below each clip's loudest bin, the last frame dropped.
+ACT_CODE = FeatureConfig(
+    mel_scale="slaney",
+    mel_norm="slaney",
+    log="db",
+    log_offset=1e-10,
+    top_db=80.0,
+    drop_last_frame=True,
+)
 # AudioCaps' MFCC baseline feature (Kim et al.): 16 kHz, 25 ms window, 10 ms hop.
 AUDIOCAPS_MFCC = FeatureConfig(
     kind="mfcc", sample_rate=16_000, n_fft=512, win_length=400, hop_length=160, n_mels=64
@@ -136,6 +163,7 @@ AV = FeatureConfig(sample_rate=22_050, n_fft=1536, win_length=1536, hop_length=5
 
 PRESETS: dict[str, FeatureConfig] = {
     "act": ACT,
+    "act_code": ACT_CODE,
     "audiocaps_mfcc": AUDIOCAPS_MFCC,
     "vggish": VGGISH,
     "yamnet": YAMNET,

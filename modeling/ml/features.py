@@ -99,7 +99,11 @@ def _as_mono(waveform: Tensor | np.ndarray) -> Tensor:
 
 def _log(mel: Tensor, config: FeatureConfig) -> Tensor:
     if config.log == "db":
-        return 10.0 * torch.log10(torch.clamp(mel, min=config.log_offset))
+        db = 10.0 * torch.log10(torch.clamp(mel, min=config.log_offset))
+        if config.top_db is not None:  # mel (B, T, F): the floor follows each clip's loudest
+            floor = db.amax(dim=(-2, -1), keepdim=True) - config.top_db
+            db = torch.maximum(db, floor)
+        return db
     return torch.log(mel + config.log_offset)
 
 
@@ -134,6 +138,8 @@ def _extract_batch_tensor(waves: Tensor, config: FeatureConfig) -> Tensor:
         )
     # a few clips at a time keep the samples and (B, T, n_fft) frames in cache-sized pieces
     logmel = torch.cat([_log(_mel(_pcm_to_float(part), config), config) for part in waves.split(8)])
+    if config.drop_last_frame:
+        logmel = logmel[:, :-1]
     if config.kind == "mfcc":
         return torch.matmul(logmel, _dct(config.n_mfcc, config.n_mels))
     return logmel

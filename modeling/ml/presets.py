@@ -171,6 +171,14 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # Liu et al.: Adam 1e-4, linear warm-up over the first 5 of 15 epochs, batch 32, label
     # smoothing, SpecAugment (their code's masks, zero-valued there, the clip's mean here).
     # All 15 epochs run (the best validated one is kept): no early stopping.
+    # Source of each setting -- paper: Adam 1e-4, 5 warm-up epochs, 15 epochs (V-ACT's
+    # released settings.yaml too), batch 32, label smoothing 0.1. Released code
+    # (XinhaoMei/ACT train.py:245-258, settings.yaml): the SpecAugment masks. Adapted: the
+    # warm-up steps per batch (the code's GradualWarmupScheduler steps per epoch), the rate
+    # stays constant after it (the code's StepLR(10, 0.1) cuts it at epochs 15 and 25 of
+    # ACT's 30), no weight decay (code: 1e-6), gradient clip 1.0 (code: 2), the checkpoint
+    # chosen by greedy CIDEr-D (code: beam-3 SPIDEr). The model itself is the released
+    # network (model.form=code).
     "act": TrainConfig(
         lr=1e-4,
         epochs=15,
@@ -198,12 +206,26 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
         spec_freq_masks=1,
         spec_p=0.4,
     ),
-    # MAAC as one run, as its code trains it: the keyword encoder (BCE) 80 epochs at 1e-3 with
-    # the pretrained backbone frozen, then 25 at 5e-4 all of it, with mixup (alpha 1) and
-    # SpecAugment++ mixture stripes (time <= 64 x 3, frequency <= 5 x 2); captions 30 epochs
-    # at 3e-4 (Adam, batch 32, x 0.98 per epoch, label smoothing, SpecAugment); then SCST on
-    # CIDEr-D for 55 epochs at 5e-5 from the 30th caption epoch. The caption stage runs all its
-    # epochs (no early stopping) so that SCST starts where the paper's did.
+    # MAAC as one run, as the paper describes its stages: the keyword encoder (BCE) 80 epochs
+    # at 1e-3 with the pretrained backbone frozen, then 25 at 5e-4 all of it, with mixup
+    # (alpha 1) and SpecAugment++ mixture stripes (time <= 64 x 3, frequency <= 5 x 2);
+    # captions 30 epochs at 3e-4 (Adam, batch 32, x 0.98 per epoch, label smoothing,
+    # SpecAugment); then SCST on CIDEr-D for 55 epochs at 5e-5 from the 30th caption epoch.
+    # The caption stage runs all its epochs (no early stopping) so that SCST starts where the
+    # paper's did.
+    # Source of each setting -- paper: the stages, epochs and rates above, mixup, label
+    # smoothing. Released code (WangHelin1997/DCASE2021_Task6_PKU; README, hparams.py,
+    # Tag_train.py): the 80 + 25 keyword epochs, the SpecAugment++ stripe sizes, caption
+    # batch 32, 3e-4, x 0.98 per epoch. Adapted: SpecAugment in the caption stage uses
+    # PANNs' masks (the code: p 0.2, time < 30, frequency < 15), keyword pre-training
+    # batches are the caption batch size (code: 64, then 16), gradient clip 1.0 (code:
+    # 2.5), no weight decay (code: 1e-6 with amsgrad), no scheduled sampling, beam scores
+    # not length-normalised (code: logp / len^1.15). The code's SCST differs from the paper's
+    # (10 epochs at 1e-6 after a 15-epoch whole-model fine-tune); this follows the paper.
+    # The model itself is the released network (model.form=code). The code's caption-stage
+    # optimiser is a run's overrides away: train.grad_clip=2.5 train.weight_decay=1e-6
+    # train.amsgrad=true (its scheduled sampling, per-stage batch sizes, fine-tune stage and
+    # length normalisation are not available).
     "maac": TrainConfig(
         pretrain_frozen_epochs=80,
         pretrain_frozen_lr=1e-3,

@@ -22,6 +22,7 @@ from modeling.ml.config import (
     TrainConfig,
     VocabConfig,
     config_from_dict,
+    recorded_model_args,
 )
 from modeling.ml.config_encoders import check_encoder_config
 from modeling.ml.models.act import ACTCaptioner
@@ -119,9 +120,16 @@ def run_config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     name = data.get("model_name", RunConfig.model_name)
     if not isinstance(name, str):
         raise ConfigError(f"config key 'model_name': expected text, got {name!r}")
+    recorded = data.get("model")
     return RunConfig(
         model_name=name,
-        model=model_config(name, data.get("model") or model_preset(name, "paper")),
+        # a run recorded before a model field existed computes as it did then
+        model=model_config(
+            name,
+            recorded_model_args(lookup(name)[1], recorded)
+            if isinstance(recorded, Mapping)
+            else recorded or model_preset(name, "paper"),
+        ),
         vocab=config_from_dict(VocabConfig, data.get("vocab", {}), where="vocab."),
         train=config_from_dict(TrainConfig, data.get("train", {}), where="train."),
         # runs recorded before decoding settings existed decode as they did: beam 3

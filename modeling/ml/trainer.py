@@ -290,7 +290,14 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         cfg = self.config
         kind = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg.optimizer]
-        return kind(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+        return kind(
+            params,
+            lr=cfg.lr,
+            betas=cfg.betas,
+            eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
+            amsgrad=cfg.amsgrad,
+        )
 
     @property
     def warmup_steps(self) -> int:

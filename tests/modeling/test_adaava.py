@@ -146,3 +146,20 @@ def test_clip_without_video_gets_a_zero_video_context():
     assert torch.isfinite(context).all()
     assert torch.equal(context[1], torch.zeros(3, 4))
     assert context[0].abs().sum() > 0
+
+
+def test_post_norm_block_normalises_after_each_sublayer_as_the_released_act():
+    torch.manual_seed(0)
+    layer = AdaAVADecoderLayer(8, 2, 16, 0.0, beta=0.13, guide="audio", norm_first=False).eval()
+    words, audio, audio_mask, video, video_mask, causal = _inputs()
+    with torch.no_grad():
+        attended, _ = layer.self_attn(words, words, words, attn_mask=causal)
+        hidden = layer.norm_self(words + attended)  # eq. 1, post-norm
+        got_hidden, audio_context, video_context = layer.attend(
+            words, audio, audio_mask, video, video_mask, causal
+        )
+        x = layer.norm_cross(layer.adaava(hidden, audio_context, video_context))  # no residual
+        expected = layer.norm_ff(x + layer.ff(x))
+        out = layer(words, audio, audio_mask, video, video_mask, causal)
+    torch.testing.assert_close(got_hidden, hidden)
+    torch.testing.assert_close(out, expected)

@@ -153,3 +153,34 @@ def test_saving_replaces_the_file_atomically(tmp_path):
     save_checkpoint(path, model_name="lstm", model=model, vocab=vocab, step=2)
     assert load_checkpoint(path).step == 2
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+@pytest.mark.parametrize("name", ["act", "maac", "vact_concat"])
+def test_a_format_1_checkpoint_loads_in_the_paper_form_it_was_trained_in(name, tmp_path):
+    # Format 1 predates model.form; its weights are the paper form's, whose default changed.
+    from tests.modeling.captioning_av import av_batch, tiny_av_model
+
+    vocab = vocabulary()
+    model = tiny_av_model(name, vocab, form="paper").eval()
+    path = save_checkpoint(tmp_path / "old.pt", model_name=name, model=model, vocab=vocab)
+    payload = torch.load(path, weights_only=True)
+    payload["format"] = 1
+    del payload["model_args"]["form"]
+    torch.save(payload, path)
+    loaded = load_checkpoint(path)
+    assert loaded.model.config.form == "paper"  # type: ignore[attr-defined]
+    data = av_batch(vocab)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model.eval()(data), model(data))
+
+
+def test_a_checkpoint_of_an_unknown_format_names_the_formats_read(tmp_path):
+    vocab = vocabulary()
+    path = save_checkpoint(
+        tmp_path / "c.pt", model_name="lstm", model=tiny_model("lstm", vocab), vocab=vocab
+    )
+    payload = torch.load(path, weights_only=True)
+    payload["format"] = 7
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match="checkpoint format 7, this code reads 1, 2"):
+        load_checkpoint(path)

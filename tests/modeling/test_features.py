@@ -144,7 +144,7 @@ def test_a_config_round_trips_through_a_dict() -> None:
 def test_presets_are_looked_up_by_name() -> None:
     assert F.feature_preset("act") == ACT
     assert (F.AV.sample_rate, F.AV.n_fft, F.AV.hop_length, F.AV.n_mels) == (22_050, 1536, 588, 64)
-    with pytest.raises(ValueError, match="known presets: act, ast, audiocaps_mfcc"):
+    with pytest.raises(ValueError, match="known presets: act, act_code, ast, audiocaps_mfcc"):
         F.feature_preset("vgg")
 
 
@@ -352,3 +352,26 @@ def test_extracted_features_can_feed_a_trained_model() -> None:
     conv = torch.nn.Conv1d(64, 4, 3)
     conv(features.T[None]).sum().backward()
     assert conv.weight.grad is not None
+
+
+def test_the_act_code_front_end_floors_at_80_db_below_the_loudest_bin() -> None:
+    wave = torch.from_numpy(tone())
+    wave[: wave.numel() // 2] *= 1e-6  # a near-silent first half, far below the floor
+    mel = torchaudio.transforms.MelSpectrogram(
+        sample_rate=32_000, n_fft=1024, hop_length=640, n_mels=64, norm="slaney", mel_scale="slaney"
+    )(wave)
+    expected = torchaudio.transforms.AmplitudeToDB(top_db=80.0)(mel).T[:-1]  # last one dropped
+    features = extract(wave, 32_000, F.feature_preset("act_code"))
+    assert float(features.amax() - features.amin()) == pytest.approx(80.0, abs=1e-3)
+    torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_a_floor_leaves_the_cache_keys_of_configs_without_one_alone() -> None:
+    assert F.PANNS.key() == "5b4d843237a9855e"  # its key before top_db existed
+    assert replace(F.PANNS, top_db=80.0).key() != F.PANNS.key()
+
+
+def test_the_act_code_front_end_gives_500_frames_for_10_seconds() -> None:
+    config = F.feature_preset("act_code")
+    assert config.num_frames(320_000) == 500
+    assert extract(torch.zeros(320_000), 32_000, config).shape == (500, 64)

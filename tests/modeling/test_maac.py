@@ -79,9 +79,10 @@ def test_glu_attention_ignores_masked_positions():
 # the shared semantic module -----------------------------------------------------------------
 
 
-def test_one_semantic_module_reads_both_keywords_and_previous_words():
+@pytest.mark.parametrize("form", ["code", "paper"])
+def test_one_semantic_module_reads_both_keywords_and_previous_words(form):
     vocab = vocabulary()
-    model = _model(vocab).eval()
+    model = _model(vocab, form=form).eval()
     data = av_batch(vocab)
     modules = [m for m in model.modules() if isinstance(m, GLUAttention)]
     assert modules == [model.acoustic_attention, model.semantic_attention]
@@ -96,7 +97,10 @@ def test_one_semantic_module_reads_both_keywords_and_previous_words():
     keywords, words = seen
     assert torch.equal(keywords, memory["keywords"])  # W: (B, K, C)
     assert keywords.shape == (4, model.config.top_k, model.config.hidden_dim)
-    assert torch.equal(words, model.embedding(data["tokens"][:, :3]))  # P: w_0 .. w_{t-1}
+    previous = model.embedding(data["tokens"][:, :3])  # P: w_0 .. w_{t-1}
+    if form == "code":  # the released memory opens with a zero vector, not <bos>
+        previous[:, 0] = 0.0
+    assert torch.equal(words, previous)
 
 
 def test_semantic_parameters_shape_both_keyword_and_word_attention():
@@ -155,14 +159,39 @@ def test_decoder_attends_to_the_top_k_predicted_keywords_unless_given():
     assert not torch.allclose(other, implicit)
 
 
-def test_initial_state_is_the_average_of_the_acoustic_features():
+def test_paper_initial_state_is_the_average_of_the_acoustic_features():
     vocab = vocabulary()
-    model = _model(vocab).eval()
+    model = _model(vocab, form="paper").eval()
     with torch.no_grad():
         memory = model.encode(av_batch(vocab))
     lengths = memory["acoustic_mask"].sum(1)
     torch.testing.assert_close(memory["h"], masked_mean(memory["acoustic"], lengths))
     assert not memory["c"].any()
+
+
+def test_code_initial_state_is_learned_from_the_average_acoustic_feature():
+    vocab = vocabulary()
+    model = _model(vocab).eval()
+    assert isinstance(model, MAACCaptioner)
+    with torch.no_grad():
+        memory = model.encode(av_batch(vocab))
+        mean = masked_mean(memory["acoustic"], memory["acoustic_mask"].sum(1))
+        torch.testing.assert_close(memory["h"], mean @ model.init_h.weight.T + model.init_h.bias)
+        torch.testing.assert_close(memory["c"], mean @ model.init_c.weight.T + model.init_c.bias)
+
+
+def test_code_attention_gates_a_value_projection_with_its_own_layer():
+    psi = GLUAttention(2, 2, value=True)
+    gate = torch.nn.Linear(2, 2)
+    features, hidden = torch.randn(1, 3, 2), torch.randn(1, 2)
+    with torch.no_grad():
+        out, alpha = psi(features, torch.ones(1, 3, dtype=torch.bool), hidden, gate)
+        assert psi.value is not None
+        values = features @ psi.value.weight.T + psi.value.bias
+        expected = torch.sigmoid(hidden @ gate.weight.T + gate.bias) * (
+            alpha[..., None] * values
+        ).sum(1)
+    torch.testing.assert_close(out, expected)
 
 
 def test_frozen_keyword_encoder_gets_no_gradient_and_keeps_its_statistics():
@@ -266,10 +295,11 @@ def test_resnet38_backbone_loads_panns_weights_from_a_file(tmp_path):
     assert model.keyword_logits(batch).shape == (2, N_KEYWORDS)
 
 
-def test_the_resnet38_keyword_encoder_pools_layer2_layer3_and_the_last_block():
+@pytest.mark.parametrize("form", ["code", "paper"])
+def test_the_resnet38_keyword_encoder_pools_layer2_layer3_and_the_last_block(form):
     config = model_preset("maac", "tiny")
     assert isinstance(config, MAACConfig)
-    config.backbone, config.feature_dim = "resnet38", 64
+    config.backbone, config.feature_dim, config.form = "resnet38", 64, form
     # distinct widths: layer2 6, layer3 10, layer4 12, conv_block_after1 18 channels
     config.panns_widths, config.panns_layers = (4, 6, 10, 12, 14, 18), (1, 1, 1, 1)
     model = build_model("maac", config, vocab_size=len(vocabulary())).eval()
@@ -296,7 +326,10 @@ def test_the_resnet38_keyword_encoder_pools_layer2_layer3_and_the_last_block():
 
     for pooled, key in zip(level_inputs, ("layer2", "layer3", "last"), strict=True):
         frames = outputs[key].mean(dim=3).transpose(1, 2)  # the block averaged over frequency
-        torch.testing.assert_close(pooled, frames.mean(dim=1))  # GAP over its (full) frames
+        if form == "paper":
+            torch.testing.assert_close(pooled, frames.mean(dim=1))  # GAP over its (full) frames
+        else:  # encoder.py:597-605: max + mean over time
+            torch.testing.assert_close(pooled, frames.amax(dim=1) + frames.mean(dim=1))
 
 
 def test_checkpoint_rebuilds_the_model(tmp_path):

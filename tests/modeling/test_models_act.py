@@ -15,15 +15,17 @@ from tests.modeling.captioning import (  # one_torch_thread is an autouse fixtur
 )
 
 
-def test_patches_cover_the_clip_in_non_overlapping_time_slices():
+@pytest.mark.parametrize(("form", "cls_tokens"), [("code", 1), ("paper", 0)])
+def test_patches_cover_the_clip_in_non_overlapping_time_slices(form, cls_tokens):
     vocab = vocabulary()
-    model = tiny_model("act", vocab)  # tiny: 2 frames per patch
+    model = tiny_model("act", vocab, form=form)  # tiny: 2 frames per patch
     data = batch(vocab)
     memory = model.encode(data)
     frames = data["features"].size(1)
     assert isinstance(model.config, ACTConfig)
-    assert memory["audio"].shape == (4, (frames + 1) // 2, model.config.decoder_dim)
-    patch_lengths = (data["feature_lengths"] + 1) // 2
+    patches = (frames + 1) // 2
+    assert memory["audio"].shape == (4, cls_tokens + patches, model.config.decoder_dim)
+    patch_lengths = (data["feature_lengths"] + 1) // 2 + cls_tokens
     assert memory["mask"].sum(1).tolist() == patch_lengths.tolist()
 
 

@@ -188,3 +188,10 @@ def test_scaling_a_recipe_scales_every_stage_and_the_warm_up():
 def test_scaling_to_no_epochs_is_refused():
     with pytest.raises(ConfigError, match="epochs: must be at least 1"):
         scaled_epochs(train_preset("act"), 0)
+
+
+def test_a_run_recorded_before_model_form_existed_keeps_the_paper_form():
+    recorded = dataclasses.asdict(run_config("act"))
+    del recorded["model"]["form"]
+    assert run_config_from_dict(recorded).model.form == "paper"  # type: ignore[attr-defined]
+    assert run_config("act").model.form == "code"  # type: ignore[attr-defined]

@@ -142,6 +142,13 @@ def _trainer(name: str = "lstm", **train_changes: Any) -> Trainer:
     )
 
 
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_the_optimizer_takes_amsgrad_from_the_config(amsgrad):
+    optimizer = _trainer(amsgrad=amsgrad, weight_decay=1e-6)._make_optimizer()
+    assert optimizer.param_groups[0]["amsgrad"] is amsgrad
+    assert optimizer.param_groups[0]["weight_decay"] == 1e-6
+
+
 def test_linear_decay_after_a_warm_up_share_of_the_stage():
     # 6 captions one per batch, 2 epochs: 12 steps; warm-up over a quarter of them (3)
     trainer = _trainer(

@@ -46,6 +46,7 @@ from modeling.ml.encoders.panns import Cnn14, ResNet38
 from modeling.ml.encoders.spectrogram_transformer import AST
 from modeling.ml.encoders.vggish import VGGish
 from modeling.ml.encoders.yamnet import YAMNET_LAYERS, YAMNet
+from modeling.ml.weights_file import load_file
 
 __all__ = [
     "AST",
@@ -164,17 +165,18 @@ def read_state_dict(path: Path | str) -> dict[str, Tensor]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"encoder weights file {path} does not exist")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"{path}: not a PyTorch weights file ({exc})") from None
+    # PANNs' own files carry numpy arrays (the sampler state) beside the weights
+    data = load_file(path)
     if isinstance(data, dict):
         for key in ("model", "state_dict"):
             if isinstance(data.get(key), dict):
                 data = data[key]
                 break
     if not isinstance(data, dict) or not all(isinstance(v, Tensor) for v in data.values()):
-        raise ValueError(f"{path}: does not hold a state_dict of tensors")
+        raise ValueError(
+            f"{path}: does not hold a state_dict of tensors (a released file of another "
+            "layout goes through `manage.py import_weights` first)"
+        )
     return {
         k.removeprefix("module."): v
         for k, v in data.items()

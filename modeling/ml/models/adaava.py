@@ -10,8 +10,19 @@ A V-ACT decoder block replaces the Transformer decoder's single cross-attention 
 
 and AV_out goes straight into the feed-forward sublayer: there is no residual connection
 around the audio-visual attention, so the word stream H only reaches the rest of the block
-through the gate. The blocks are pre-norm like ACT's (``norm_first=True``): the attentions read
-layer-normalised inputs, and the residual stream H itself is what eq. 3 concatenates.
+through the gate.
+
+AdaAVA was never released (liuxubo717/V-ACT holds only the concatenation model), so these
+equations are the paper's in either block layout. V-ACT's default (``VACTConfig.form`` "code")
+puts them in blocks laid out as the released ACT decoder's, post-norm
+(``norm_first=False``, PyTorch's ``TransformerDecoderLayer``, ACT TransModel.py:92-97)::
+
+    H = LN_1(W + SelfAttn(W))                    (eq. 1; H is what eq. 2-3 read)
+    X = LN_2(AV_out)                             (no residual: the post-norm of eq. 6's output)
+    out = LN_3(X + FF(X))
+
+The paper form (``norm_first=True``) is pre-norm: the attentions read layer-normalised inputs,
+the residual stream H itself is what eq. 3 concatenates, and ``out = AV_out + FF(LN(AV_out))``.
 """
 
 from __future__ import annotations
@@ -86,7 +97,8 @@ def cross_attend(attention: nn.MultiheadAttention, query: Tensor, memory: Tensor
 
 
 class AdaAVADecoderLayer(nn.Module):
-    """Pre-norm Transformer decoder block with AdaAVA in place of cross-attention."""
+    """Transformer decoder block with AdaAVA in place of cross-attention; pre-norm
+    (``norm_first``, the paper form) or post-norm (the released ACT's layout)."""
 
     def __init__(
         self,
@@ -98,8 +110,10 @@ class AdaAVADecoderLayer(nn.Module):
         beta: float,
         guide: Guide,
         confidence: Literal["vector", "scalar"] = "vector",
+        norm_first: bool = True,
     ) -> None:
         super().__init__()
+        self.norm_first = norm_first
         self.norm_self = nn.LayerNorm(dim)
         self.self_attn = nn.MultiheadAttention(dim, heads, dropout=dropout, batch_first=True)
         self.norm_cross = nn.LayerNorm(dim)
@@ -124,6 +138,14 @@ class AdaAVADecoderLayer(nn.Module):
         causal: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Eq. 1-2 -> (H, A_cross, V_cross), each (B, L, d)."""
+        if not self.norm_first:
+            attended, _ = self.self_attn(
+                words, words, words, attn_mask=causal, is_causal=True, need_weights=False
+            )
+            hidden = self.norm_self(words + self.dropout_self(attended))  # eq. 1, post-norm
+            audio_context = cross_attend(self.audio_attn, hidden, audio, audio_mask)  # eq. 2
+            video_context = cross_attend(self.video_attn, hidden, video, video_mask)
+            return hidden, audio_context, video_context
         x = self.norm_self(words)
         attended, _ = self.self_attn(x, x, x, attn_mask=causal, is_causal=True, need_weights=False)
         hidden = words + self.dropout_self(attended)  # eq. 1
@@ -148,4 +170,7 @@ class AdaAVADecoderLayer(nn.Module):
         )
         # Eq. 3-6, and no residual: AV_out alone goes on to the feed-forward sublayer.
         out = self.dropout_cross(self.adaava(hidden, audio_context, video_context))
+        if not self.norm_first:
+            out = self.norm_cross(out)
+            return self.norm_ff(out + self.dropout_ff(self.ff(out)))
         return out + self.dropout_ff(self.ff(self.norm_ff(out)))

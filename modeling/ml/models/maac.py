@@ -1,22 +1,44 @@
 """MAAC (DCASE 2021): a keyword encoder and a multi-modal attention LSTM decoder.
 
+Two forms (``MAACConfig.form``). "code", the default, is the authors' released network
+(WangHelin1997/DCASE2021_Task6_PKU @ 1d36c81): the paper's numbers came from it and the
+authors' checkpoints only fit it (``modeling.ml.released`` converts them). "paper" follows the
+paper's equations where the code differs. Per step of the network, paper | code (file:line):
+
 Keyword encoder (eq. 1-2): a CNN backbone (the paper's PANNs ResNet38, or a trainable small CNN
 with the same ``forward_blocks`` interface) gives frame-level features after its 3rd, 4th and
-last blocks; each is averaged over time (GAP) and mapped by its own linear layer to f1, f2, f3;
-``y = sigma(Linear([f1; f2; f3]))`` scores the N keywords, trained with BCE
-(``MAACCaptioner.keyword_loss``) before the captioner, then frozen while it trains.
+last blocks (ResNet38: layer2, layer3, conv_block_after1), each averaged over frequency; then
+
+    paper:  f_k = Linear_k(GAP_t(x_k))
+    code:   f_k = ReLU(Linear_k(max_t x_k + mean_t x_k))   encoder.py:595-611 (Tag.forward)
+
+and ``y = sigma(Linear([f1; f2; f3]))`` scores the N keywords, trained with BCE
+(``MAACCaptioner.keyword_loss``) before the captioner, then frozen while it trains. (The code
+concatenates [f_last; f_2; f_3]; the converter permutes the classifier's columns.)
 
 Decoder: acoustic features X (a linear layer on the last block), the embeddings W of the top K
 predicted keywords and the embeddings P of the previous words, all C-dimensional, are read by
 attention modules Psi (eq. 3-6) given the previous LSTM state h::
 
     A = ReLU((F W_i + b_i) + (h W_s + b_s))    alpha = softmax(A W_n + b_n)
-    o = GLU([sum alpha F ; h]) = (sum alpha F) * sigma(h)
+    paper:  o = GLU([sum alpha F ; h]) = (sum alpha F) * sigma(h)
+    code:   o = sigma(f_beta(h)) * sum alpha V(F)    model.py:50-68 (Attention), 259-273
 
-One module Psi_x reads X; ONE semantic module Psi_s reads both W and P (separate modules did
-worse in the paper). ``h_0 = GAP(X)``, ``h_t = LSTM(h_{t-1}, o_x + o_w + o_p + Emb(w_{t-1}))``,
-``v_t = softmax(Linear(h_t))`` (eq. 7). Dropout 0.5 on the word and keyword embeddings and 0.25
-before the classifier. Self-critical fine-tuning is ``modeling.ml.scst``.
+with a gate layer f_beta per input (acoustic, keyword, previous word) but, as in the paper, ONE
+semantic module Psi_s for both W and P (model.py:268 reads the tags with preword_attention).
+Initial state: paper ``h_0 = GAP(X), c_0 = 0``; code ``h_0 = init_h(mean X), c_0 =
+init_c(mean X)`` (model.py:170-171, 206-216). The previous-word memory P starts with the
+``<bos>`` embedding (paper) or a zero vector (code, model.py:249), then holds w_1 .. w_{t}.
+``h_t = LSTM(h_{t-1}, o_x + o_w + o_p + Emb(w_{t-1}))``, ``v_t = softmax(Linear(h_t))`` (eq. 7).
+Dropout 0.5 on the word embeddings (and on the keyword embeddings in the paper form; the code
+takes them detached, without dropout) and 0.25 before the classifier. Keyword embeddings are a
+table of their own here; the code looks keywords up in the caption word table
+(``TaggingToEmbs.p``), which the converter copies rows from.
+
+Released-code behaviour not reproduced (bugs): its beam search never feeds the previous words
+to the semantic attention (model.py:444-596), and its SCST mask counts tokens after the first
+``<eos>``; Earmark's decoding and ``modeling.ml.scst`` do both as the paper describes.
+Self-critical fine-tuning is ``modeling.ml.scst``.
 """
 
 from __future__ import annotations
@@ -125,13 +147,22 @@ class KeywordEncoder(nn.Module):
         self.levels = nn.ModuleList(nn.Linear(dim, config.level_dim) for dim in level_dims)
         self.classifier = nn.Linear(len(level_dims) * config.level_dim, config.num_keywords)
         self.last_dim = level_dims[-1]
+        self.code_form = config.form == "code"
+
+    def _level(self, level: nn.Module, x: Tensor, lengths: Tensor) -> Tensor:
+        if not self.code_form:
+            return level(masked_mean(x, lengths))  # paper: GAP
+        # encoder.py:597-611: max + mean over time, dropout 0.2, ReLU after the linear layer
+        valid = lengths_to_mask(lengths, x.size(1)).unsqueeze(-1)
+        pooled = x.masked_fill(~valid, float("-inf")).amax(dim=1) + masked_mean(x, lengths)
+        return torch.relu(level(F.dropout(pooled, p=0.2, training=self.training)))
 
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """-> keyword logits (B, N) (eq. 1 before the sigmoid), last-block frames (B, T', C),
         their lengths (B,)."""
         blocks = self.backbone.forward_blocks(features, lengths)
         pooled = [
-            level(masked_mean(x, n)) for level, (x, n) in zip(self.levels, blocks, strict=True)
+            self._level(level, x, n) for level, (x, n) in zip(self.levels, blocks, strict=True)
         ]
         last, last_lengths = blocks[-1]
         return self.classifier(torch.cat(pooled, dim=-1)), last, last_lengths
@@ -141,19 +172,32 @@ class KeywordEncoder(nn.Module):
 
 
 class GLUAttention(nn.Module):
-    """Psi (eq. 3-6): additive attention over F given the LSTM state h, gated by a GLU."""
+    """Psi (eq. 3-6): additive attention over F given the LSTM state h, gated.
 
-    def __init__(self, dim: int, attention_dim: int) -> None:
+    ``value=True`` is the released code's form (model.py:50-68, ``Attention``): the context is
+    sum alpha V(F) with a value projection V, and the caller passes the gate layer f_beta.
+    """
+
+    def __init__(self, dim: int, attention_dim: int, *, value: bool = False) -> None:
         super().__init__()
-        self.feature = nn.Linear(dim, attention_dim)  # W_i, b_i
-        self.state = nn.Linear(dim, attention_dim)  # W_s, b_s
-        self.score = nn.Linear(attention_dim, 1)  # W_n, b_n
+        self.feature = nn.Linear(dim, attention_dim)  # W_i, b_i (code: K)
+        self.state = nn.Linear(dim, attention_dim)  # W_s, b_s (code: Q)
+        self.score = nn.Linear(attention_dim, 1)  # W_n, b_n (code: full_att)
+        self.value = nn.Linear(dim, dim) if value else None  # code: V
 
-    def forward(self, features: Tensor, mask: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
-        """features F (B, N, C), mask (B, N), hidden h (B, C) -> o (B, C), alpha (B, N)."""
+    def forward(
+        self, features: Tensor, mask: Tensor, hidden: Tensor, gate: nn.Linear | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """features F (B, N, C), mask (B, N), hidden h (B, C) -> o (B, C), alpha (B, N).
+
+        Without ``gate``: o = GLU([sum alpha F ; h]) (eq. 5-6); with it: o = sigma(gate(h)) *
+        context (model.py:260-273)."""
         a = torch.relu(self.feature(features) + self.state(hidden).unsqueeze(1))  # eq. 3
         alpha = masked_softmax(self.score(a).squeeze(-1), mask)  # eq. 4
-        context = torch.einsum("bn,bnc->bc", alpha, features)
+        values = self.value(features) if self.value is not None else features
+        context = torch.einsum("bn,bnc->bc", alpha, values)
+        if gate is not None:
+            return torch.sigmoid(gate(hidden)) * context, alpha
         return F.glu(torch.cat([context, hidden], dim=-1), dim=-1), alpha  # eq. 5-6
 
 
@@ -174,8 +218,18 @@ class MAACCaptioner(Captioner):
         self.acoustic = nn.Linear(self.keyword_encoder.last_dim, c)  # X = linear(last block)
         self.keyword_embedding = nn.Embedding(config.num_keywords, c)
         self.embedding = nn.Embedding(config.vocab_size, c, padding_idx=PAD_ID)
-        self.acoustic_attention = GLUAttention(c, config.attention_dim)  # Psi_x
-        self.semantic_attention = GLUAttention(c, config.attention_dim)  # Psi_s, for W and P
+        code = config.form == "code"
+        self.code_form = code
+        self.acoustic_attention = GLUAttention(c, config.attention_dim, value=code)  # Psi_x
+        # Psi_s, for W and P
+        self.semantic_attention = GLUAttention(c, config.attention_dim, value=code)
+        if code:
+            # f_beta, f_beta_taggingword, f_beta_preword and init_h, init_c (model.py:154-189)
+            self.acoustic_gate = nn.Linear(c, c)
+            self.keyword_gate = nn.Linear(c, c)
+            self.word_gate = nn.Linear(c, c)
+            self.init_h = nn.Linear(c, c)
+            self.init_c = nn.Linear(c, c)
         self.lstm = nn.LSTMCell(c, c)
         self.embedding_dropout = nn.Dropout(config.embedding_dropout)
         self.dropout = nn.Dropout(config.dropout)
@@ -238,25 +292,40 @@ class MAACCaptioner(Captioner):
             keywords = top_keywords(logits, self.config.top_k)
         acoustic = self.acoustic(last)
         mask = lengths_to_mask(last_lengths, acoustic.size(1))
-        h0 = masked_mean(acoustic, last_lengths)  # h_0 = GAP(X)
+        mean = masked_mean(acoustic, last_lengths)
+        keyword_vectors = self.keyword_embedding(keywords)
+        if self.code_form:
+            # model.py:206-216 (init_hidden_state); the tags are read detached, no dropout
+            h0, c0 = self.init_h(mean), self.init_c(mean)
+        else:
+            h0, c0 = mean, torch.zeros_like(mean)  # h_0 = GAP(X)
+            keyword_vectors = self.embedding_dropout(keyword_vectors)
         return {
             "acoustic": acoustic,
             "acoustic_mask": mask,
-            "keywords": self.embedding_dropout(self.keyword_embedding(keywords)),
+            "keywords": keyword_vectors,
             "h": h0,
-            "c": torch.zeros_like(h0),
+            "c": c0,
         }
 
     def _step(
         self, memory: Memory, words: Tensor, word_mask: Tensor, h: Tensor, c: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
         """One LSTM step; ``words`` (B, t, C) are the embeddings of w_0 .. w_{t-1}."""
-        o_x, _ = self.acoustic_attention(memory["acoustic"], memory["acoustic_mask"], h)
+        code = self.code_form
+        o_x, _ = self.acoustic_attention(
+            memory["acoustic"], memory["acoustic_mask"], h, self.acoustic_gate if code else None
+        )
         keyword_mask = torch.ones(
             memory["keywords"].shape[:2], dtype=torch.bool, device=words.device
         )
-        o_w, _ = self.semantic_attention(memory["keywords"], keyword_mask, h)
-        o_p, _ = self.semantic_attention(words, word_mask, h)
+        o_w, _ = self.semantic_attention(
+            memory["keywords"], keyword_mask, h, self.keyword_gate if code else None
+        )
+        previous = words
+        if code:  # model.py:249: the memory opens with a zero vector where <bos> would be
+            previous = torch.cat([torch.zeros_like(words[:, :1]), words[:, 1:]], dim=1)
+        o_p, _ = self.semantic_attention(previous, word_mask, h, self.word_gate if code else None)
         h, c = self.lstm(o_x + o_w + o_p + words[:, -1], (h, c))
         return self.out(self.dropout(h)), h, c
 

@@ -14,6 +14,14 @@ The four fusions share everything else and differ only in the decoder's cross-at
 
 The fusion is a class attribute, not a config field, so a registry name always builds the
 model it names (checkpoints store the name).
+
+``VACTConfig.form`` as ACT's (``modeling.ml.models.act``): the "code" form is the released
+V-ACT (liuxubo717/V-ACT @ ae8f32e, models/TransModel.py), which adds to ACT's differences a ReLU
+after the video projection (TransModel.py:132) and reads [V ; A] concatenated (the order does
+not matter to attention: the memory carries no positions). That repository has no AdaAVA code
+in any commit (only concatenation, and at HEAD its audio/audio_visual modes fail with shape
+errors), so AdaAVA follows the paper's eq. 1-6 inside decoder blocks that match the released
+ACT's (post-norm, no final norm; ``modeling.ml.models.adaava``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from modeling.ml.config_av import VACTConfig
-from modeling.ml.models.act import PatchEncoder, embed_caption_prefix
+from modeling.ml.models.act import PatchEncoder, embed_caption_prefix, transformer_decoder
 from modeling.ml.models.adaava import AdaAVADecoderLayer
 from modeling.ml.models.base import Batch, Captioner, Memory, State, lengths_to_mask
 from modeling.ml.video import FrameCNN
@@ -44,6 +52,7 @@ class VideoEncoder(nn.Module):
             FrameCNN(config.video_frame_size, config.video_dim) if config.video_frame_size else None
         )
         self.project = nn.Linear(config.video_dim, d)  # "linear to d = 512"
+        self.relu = config.form == "code"  # TransModel.py@ae8f32e:132
         self.blocks: nn.TransformerEncoder | None = None
         if config.video_layers > 0:
             self.position = nn.Parameter(torch.zeros(1, config.max_video_frames, d))
@@ -70,6 +79,8 @@ class VideoEncoder(nn.Module):
         if self.frames is not None:
             video = self.frames(video, mask)
         x = self.project(video.masked_fill(~mask.unsqueeze(-1), 0.0))
+        if self.relu:
+            x = torch.relu(x)
         if self.blocks is not None:
             if video.size(1) > self.max_frames:
                 raise ValueError(
@@ -114,22 +125,16 @@ class VACTCaptioner(Captioner):
                     beta=config.beta,
                     guide=guide,
                     confidence=config.confidence,
+                    norm_first=config.form == "paper",
                 )
                 for _ in range(config.decoder_layers)
             )
             self.decoder = None
         else:
-            block = nn.TransformerDecoderLayer(
-                d,
-                config.decoder_heads,
-                ff_dim,
-                config.dropout,
-                activation="gelu",
-                batch_first=True,
-                norm_first=True,
-            )
-            self.decoder = nn.TransformerDecoder(block, config.decoder_layers)
-        self.norm = nn.LayerNorm(d)
+            # the paper form's final norm is self.norm below, shared with the AdaAVA fusions
+            self.decoder = transformer_decoder(config, final_norm=False)
+        # The paper form ends with a LayerNorm; the released decoder has none (post-norm).
+        self.norm = nn.LayerNorm(d) if config.form == "paper" else nn.Identity()
         self.out = nn.Linear(d, config.vocab_size)
 
     @property
@@ -144,7 +149,10 @@ class VACTCaptioner(Captioner):
         memory = {"video": video, "video_mask": video_mask}
         if self.uses_audio:
             patches, mask = self.encoder(batch["features"], batch["feature_lengths"])
-            memory.update(audio=self.to_decoder(patches), audio_mask=mask)
+            audio = self.to_decoder(patches)
+            if self.config.form == "code":
+                audio = torch.relu(audio)  # TransModel.py@ae8f32e:128
+            memory.update(audio=audio, audio_mask=mask)
         return memory
 
     def _decode(self, memory: Memory, tokens: Tensor) -> Tensor:
