@@ -50,14 +50,15 @@ def _snapshot_list_page(request: HttpRequest, slug: str, form: SnapshotForm) -> 
 @login_required
 @require_GET
 def snapshot_list(request: HttpRequest, slug: str) -> HttpResponse:
-    return _snapshot_list_page(request, slug, SnapshotForm())
+    project, _ = project_for_page(request, slug, *WRITE)
+    return _snapshot_list_page(request, slug, SnapshotForm(project=project))
 
 
 @login_required
 @require_POST
 def snapshot_new(request: HttpRequest, slug: str) -> HttpResponse:
     project, _ = project_for_page(request, slug, *WRITE)
-    form = SnapshotForm(request.POST)
+    form = SnapshotForm(request.POST, project=project)
     if form.is_valid():
         try:
             snapshot = services.snapshot_start(

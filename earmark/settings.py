@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.forms",  # its widget templates, for FORM_RENDERER below
     "axes",  # login lockout (see "Brute force and abuse" below)
     "csp",  # Content-Security-Policy (see "HTTPS" below)
     "ninja",  # serves the API docs' Swagger UI from its own pinned static files, not a CDN
@@ -106,6 +107,10 @@ TEMPLATES = [
         },
     },
 ]
+
+# Forms render through the site's templates, so templates/django/forms/ overrides Django's
+# own: form errors are announced (role="alert") and styled (.errorlist) on every page.
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 
 # Database ----------------------------------------------------------------------------
 # A kept connection is checked before a request's first query and replaced when it died
