@@ -23,6 +23,7 @@ from active.forms import BatchActiveForm, ProjectActiveForm
 from active.models import ProjectConfig, PromotionDecision, Retrain
 from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.models import Project, Role
 from core.services import job_enqueue
 from modeling.models import Suggestion, TrainingRun
@@ -119,7 +120,8 @@ def retrain(request: HttpRequest, slug: str) -> HttpResponse:
         user=signed_in_user(request),
         debounce=False,
     )
-    messages.success(request, f"Retrain #{started.pk} is queued on the GPU queue.")
+    if started.job is not None:
+        job_queued(request, job=started.job, text=f"Retrain #{started.pk} is queued as {{job}}.")
     return redirect("active_loop", project.slug)
 
 
@@ -177,7 +179,7 @@ def batch_flag(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         created_by=signed_in_user(request),
         label=f"Check captions of batch {batch.name}",
     )
-    messages.success(request, f"Checking the batch's captions (job #{job.pk}).")
+    job_queued(request, job=job, text="Checking the batch's captions as {job}.")
     return redirect(batch)
 
 

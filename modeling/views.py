@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.models import Job, Project, Role
 from core.services import job_cancel, job_enqueue
 from modeling import services
@@ -68,7 +69,8 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            messages.success(request, f"Run #{run.pk} is queued on the GPU queue.")
+            if run.job is not None:
+                job_queued(request, job=run.job, text=f"Run #{run.pk} is queued as {{job}}.")
             return redirect(run)
     split = request.GET.get("split", "")
     if split not in SPLITS:
@@ -222,5 +224,5 @@ def run_suggest(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
             created_by=signed_in_user(request),
             label=f"Suggest captions for {form.cleaned_data['subset'].name} (run #{run.pk})",
         )
-        messages.success(request, f"Captioning as job #{job.pk}.")
+        job_queued(request, job=job, text="Captioning as {job}.")
     return redirect(run)
