@@ -30,7 +30,8 @@ from annotation.models import (
 )
 from annotation.services import assignment_submit, caption_limits, hit_claim
 from core.models import Project
-from crowd.models import LedgerEntry
+from crowd.models import LedgerEntry, RejectReason
+from crowd.services import review_approve, review_reject
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.factories import CAPTION, MakeBatch, captions_for, listened
 from tests.conftest import login, streamed, wav_bytes
@@ -487,8 +488,12 @@ def _reviewed(worker: Any, approve: bool) -> Assignment:
     assignment_submit(
         assignment=listened(assignment), worker=worker, captions=captions_for(assignment)
     )
-    state = Assignment.State.APPROVED if approve else Assignment.State.REJECTED
-    Assignment.objects.filter(pk=assignment.pk).update(state=state, reviewed_at=timezone.now())
+    reviewer = assignment.hit.batch.project.created_by
+    assert reviewer is not None
+    if approve:  # books the reward in the ledger, which is what a worker has earned
+        review_approve(assignment=assignment, reviewer=reviewer)
+    else:
+        review_reject(assignment=assignment, reviewer=reviewer, reason=RejectReason.VISUAL_ONLY)
     return assignment
 
 
@@ -504,7 +509,7 @@ def test_it_shows_the_worker_their_approval_rate_and_earnings(
     stats = response.content.decode().split('data-testid="worker-stats"')[1].split("</dl>")[0]
     assert "75%" in stats
     assert "$3.75" in stats
-    assert "+ $1.25 pending" in stats
+    assert "$1.25 <small>not earned yet</small>" in stats
     assert "5 HITs" in stats  # done in this batch
 
 
@@ -528,7 +533,7 @@ def test_it_counts_the_workers_bonuses_in_their_earnings(
     _bonus(abe, 777)
     response = login(ann).get(_claim(ann).get_absolute_url())
     stats = response.content.decode().split('data-testid="worker-stats"')[1].split("</dl>")[0]
-    assert "$1.75 <small>incl. $0.50 bonus</small>" in stats
+    assert "$1.75</a> <small>incl. $0.50 bonus</small>" in stats
 
 
 def test_it_shows_no_other_workers_record(make_batch: MakeBatch, ann: Any, abe: Any) -> None:
@@ -613,7 +618,7 @@ def test_it_says_kindly_when_no_work_is_left(make_batch: MakeBatch, ann: Any) ->
     content = response.content.decode()
     assert "That's all for now. Thank you!" in content
     assert "Check for new HITs" in content
-    assert "+ $0.40 pending" in content
+    assert "$0.40 <small>not earned yet</small>" in content
 
 
 # Hostile captions ----------------------------------------------------------------------
