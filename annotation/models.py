@@ -322,6 +322,17 @@ class Assignment(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("assignment_detail", args=[self.pk])
 
+    @property
+    def worth_opening(self) -> bool:
+        """Whether the worker's list links its page: the HIT in progress, or one handed in
+        (shown read-only, as submitted); a returned or expired one holds nothing of theirs."""
+        return self.state in (
+            self.State.ACCEPTED,
+            self.State.SUBMITTED,
+            self.State.APPROVED,
+            self.State.REJECTED,
+        )
+
     def is_late(self, now: datetime | None = None) -> bool:
         return self.deadline <= (now or timezone.now())
 

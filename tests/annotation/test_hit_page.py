@@ -524,6 +524,22 @@ def _bonus(worker: Any, cents: int) -> None:
     )
 
 
+def test_the_work_page_links_submitted_hits_which_open_read_only(
+    make_batch: MakeBatch, ann: Any
+) -> None:
+    make_batch(clips=2, captions_per_clip=1)
+    submitted = _claim(ann)
+    assignment_submit(assignment=listened(submitted), worker=ann, captions=captions_for(submitted))
+    client = login(ann)
+
+    work = client.get(reverse("work")).content.decode()
+    page = client.get(submitted.get_absolute_url()).content.decode()
+
+    assert f'<a href="{submitted.get_absolute_url()}">' in work
+    assert "Submit and next" not in page
+    assert page.count("readonly>") == 1  # the one caption box
+
+
 def test_it_counts_the_workers_bonuses_in_their_earnings(
     make_batch: MakeBatch, ann: Any, abe: Any
 ) -> None:
