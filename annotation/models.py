@@ -82,6 +82,8 @@ class Batch(models.Model):
     mturk_hit_type_id = models.CharField(max_length=64, blank=True)
 
     class Meta:
+        verbose_name = "batch"
+        verbose_name_plural = "batches"
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
@@ -189,6 +191,8 @@ class Hit(models.Model):
     mturk_hit_id = models.CharField(max_length=64, blank=True)
 
     class Meta:
+        verbose_name = "HIT"
+        verbose_name_plural = "HITs"
         ordering = ["-priority", "id"]
         indexes = [
             # hit_claim: open HITs, highest priority first, oldest first among equals
@@ -220,6 +224,8 @@ class HitClip(models.Model):
     position = models.PositiveSmallIntegerField()
 
     class Meta:
+        verbose_name = "HIT clip"
+        verbose_name_plural = "HIT clips"
         ordering = ["hit", "position"]
         constraints = [
             models.UniqueConstraint(fields=["hit", "clip"], name="hitclip_clip_once"),
@@ -465,6 +471,8 @@ class ClipAudioServed(models.Model):
     earliest_heard_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = "clip audio served record"
+        verbose_name_plural = "clip audio served records"
         ordering = ["assignment", "served_at"]
         constraints = [
             models.UniqueConstraint(fields=["assignment", "clip"], name="clipaudioserved_once"),

@@ -307,6 +307,8 @@ class ApiToken(models.Model):
     read_only = models.BooleanField(default=False)
 
     class Meta:
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
