@@ -7,48 +7,23 @@ pytest-playwright's output folder (test-results/ by default).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect
 
-from core.models import Job, Project
+from core.models import Project
 from demo.services import DEMO_PASSWORD, HOSTILE_SUFFIX, OFF_TOPIC, QUALIFICATION
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
 from tests.browser.test_roles import TIMEOUT_MS, log_in
 from tests.demo.conftest import (
     SYNTHSCENES,
-    DemoSounds,
-    demo_sounds_make,
-    quick_demo_seed,
-    run_queued_training,
 )
 
 if not CHROMIUM.exists():
     pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def demo_sounds(tmp_path_factory: pytest.TempPathFactory) -> DemoSounds:
-    return demo_sounds_make(tmp_path_factory)
-
-
-@pytest.fixture
-def demo(
-    db: None,
-    settings: Any,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    demo_sounds: DemoSounds,
-) -> Project:
-    settings.VAR_DIR = tmp_path / "var"
-    settings.MEDIA_ROOT = tmp_path / "var" / "media"
-    project = quick_demo_seed(monkeypatch=monkeypatch, sounds=demo_sounds)
-    assert [j.state for j in run_queued_training()] == [Job.State.SUCCEEDED] * 2
-    return project
 
 
 def _page_as(browser: Browser, site: str, username: str, dialogs: list[str]) -> Page:
