@@ -72,6 +72,7 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
         "form": form if role == Role.RESEARCHER else None,
         "approved": services.approved_caption_count(project),
         "promoted": promoted,
+        "promoted_val_cider": promoted.score("val", "CIDEr-D") if promoted else None,
         "suggestions": suggestions[:SUGGESTIONS_SHOWN],
         "suggestion_count": suggestions.count(),
         "retrains": Retrain.objects.filter(project=project).select_related("job", "run")[:20],

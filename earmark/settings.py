@@ -421,6 +421,10 @@ ARS_IMAGE_WORD_FREQUENCIES = env_str("ARS_IMAGE_WORD_FREQUENCIES", "")
 SCR_TRANSCRIPTS = env_str("SCR_TRANSCRIPTS", "")
 
 # Active learning (active/) ---------------------------------------------------------------
+# Reviewers see the suggesting run's caption beside each caption only when the model was at
+# least this confident of it (modeling.models.Suggestion.confidence, 0 to 1; 0 shows all):
+# a caption it was unsure of is more often plainly wrong than helpful.
+SUGGESTION_MIN_CONFIDENCE = env_float("SUGGESTION_MIN_CONFIDENCE", 0.3, minimum=0.0)
 # Disagreement flags: a suggestion is "confident" at mean token entropy <= MAX_ENTROPY, and a
 # caption is flagged when its CIDEr-D against it is below MODEL_MIN_CIDER; a caption whose
 # leave-one-out CIDEr-D against the clip's other captions (at least MIN_CAPTIONS in all) is

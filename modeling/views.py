@@ -74,7 +74,7 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect(run)
     split = request.GET.get("split", "")
     if split not in SPLITS:
-        split = "test"
+        split = "val"  # the split the suggesting run is chosen on (active.services)
     context = {
         "project": project,
         "role": role,
@@ -108,22 +108,17 @@ def run_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "suggestions": suggestions,
         "suggestion_count": run.suggestions.count(),
         "suggest_form": (
-            SuggestForm(project=run.project, initial={"beam_size": _beam_size(run)})
+            SuggestForm(project=run.project, initial={"beam_size": run.final_beam_size})
             if role == Role.RESEARCHER
             else None
         ),
-        "beam_size": _beam_size(run),
+        "beam_size": run.final_beam_size,
         "suggest_jobs": Job.objects.filter(kind="clips_caption", params__run_id=run.pk)[:5],
         "can_cancel": role == Role.RESEARCHER
         and run.job is not None
         and run.job.state in (Job.State.QUEUED, Job.State.RUNNING),
     }
     return render(request, "modeling/run_detail.html", context)
-
-
-def _beam_size(run: TrainingRun) -> int:
-    """The beam the run's recipe decodes with (3 for runs recorded before recipes)."""
-    return int(run.config.get("run", {}).get("decoding", {}).get("beam_size", 3))
 
 
 @login_required

@@ -119,11 +119,28 @@ def test_the_leaderboard_ranks_by_cider_and_shows_unavailable_as_na(
     weaker = _run(project, snapshot, model_name="lstm", metrics={"test": {"CIDEr-D": 0.05}})
     stronger = _run(project, snapshot, model_name="topdown", metrics={"test": {"CIDEr-D": 0.4}})
 
-    html = login(alice).get(reverse("run_list", args=[project.slug])).content.decode()
+    url = reverse("run_list", args=[project.slug])
+    html = login(alice).get(f"{url}?split=test").content.decode()
 
     board = html[html.index('data-testid="leaderboard"') :]
     assert board.index(f"#{stronger.pk} topdown") < board.index(f"#{weaker.pk} lstm")
     assert "n/a" in board
+
+
+def test_the_leaderboard_ranks_by_val_the_split_the_suggesting_run_is_chosen_on(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    val_best = _run(project, snapshot, model_name="lstm", metrics={"val": {"CIDEr-D": 0.5}})
+    _run(project, snapshot, model_name="topdown", metrics={"val": {"CIDEr-D": 0.2}})
+
+    html = login(alice).get(reverse("run_list", args=[project.slug])).content.decode()
+
+    board = html[html.index('data-testid="leaderboard"') :]
+    first = board[board.index("<tbody>") :].split("</tr>")[0]
+    assert f"#{val_best.pk} lstm" in first
+    assert "<th>val CIDEr-D</th>" in board
+    assert "<td>beam 3</td>" in first
+    assert "chosen by val CIDEr-D (beam search)" in html
 
 
 def test_a_researcher_queues_a_run_from_the_form(
