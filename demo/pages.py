@@ -81,9 +81,17 @@ def _same_site_paths(html: str) -> list[str]:
     return paths
 
 
-def demo_pages(*, client: Client, start: list[str], limit: int = 300) -> list[str]:
+def demo_pages(
+    *,
+    client: Client,
+    start: list[str],
+    limit: int = 300,
+    refused: list[str] | None = None,
+) -> list[str]:
     """The paths of the pages `client` (logged in or not) reaches from `start`, in the order
-    a breadth-first crawl finds them, at most PER_VIEW per view and `limit` in all."""
+    a breadth-first crawl finds them, at most PER_VIEW per view and `limit` in all. Links
+    answered with an error (a page linking a login to what it may not open) are appended
+    to `refused` as "path: status". Pass a client with raise_request_exception=False."""
     seen: set[str] = set()
     per_view: dict[str, int] = {}
     queue = deque(start)
@@ -97,6 +105,8 @@ def demo_pages(*, client: Client, start: list[str], limit: int = 300) -> list[st
         if name is None or per_view.get(name, 0) >= PER_VIEW:
             continue
         response = client.get(path)
+        if response.status_code >= 400 and refused is not None:
+            refused.append(f"{path}: {response.status_code}")
         if response.status_code != 200 or not response["Content-Type"].startswith("text/html"):
             continue
         per_view[name] = per_view.get(name, 0) + 1

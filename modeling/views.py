@@ -3,7 +3,6 @@ learning curve, scores and suggestions. Researchers act; reviewers may look."""
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from django.contrib import messages
@@ -18,6 +17,7 @@ from core.flash import job_queued
 from core.models import Job, Project, Role
 from core.services import job_cancel, job_enqueue
 from modeling import services
+from modeling.charts import learning_curve_svg
 from modeling.forms import RunForm, SuggestForm, recipe_rows
 from modeling.models import TrainingRun
 
@@ -124,34 +124,9 @@ def run_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def run_curve(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    """The learning curve as a PNG: training loss per step, validation CIDEr-D per epoch."""
+    """The learning curve as SVG: training loss per step, validation CIDEr-D per check."""
     run, _ = _run_for(request, slug, pk, *READ)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    steps = [r for r in run.learning_curve if r.get("loss") is not None]
-    checks = [r for r in run.learning_curve if r.get("score") is not None]
-    figure = Figure(figsize=(7, 3.2), dpi=100)
-    loss_axes = figure.add_subplot(1, 1, 1)
-    loss_axes.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=1, color="#3566a8")
-    loss_axes.set_xlabel("step")
-    loss_axes.set_ylabel("training loss", color="#3566a8")
-    if checks:
-        score_axes = loss_axes.twinx()
-        score_axes.plot(
-            [r["step"] for r in checks], [r["score"] for r in checks], "o-", color="#c0582b"
-        )
-        score_axes.set_ylabel("validation CIDEr-D", color="#c0582b")
-    if not steps and not checks:
-        loss_axes.text(
-            0.5, 0.5, "no steps yet", ha="center", va="center", transform=loss_axes.transAxes
-        )
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    response = HttpResponse(buffer.getvalue(), content_type="image/png")
+    response = HttpResponse(learning_curve_svg(run.learning_curve), content_type="image/svg+xml")
     response["Cache-Control"] = "private, no-cache"
     return response
 

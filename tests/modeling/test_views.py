@@ -247,10 +247,23 @@ def test_a_run_recorded_before_recipes_shows_no_recipe(run: TrainingRun, alice: 
     assert 'data-testid="recipe"' not in html
 
 
-def test_the_curve_is_a_png(run: TrainingRun, alice: Any) -> None:
+def test_the_curve_is_an_svg_of_loss_and_score(run: TrainingRun, alice: Any) -> None:
+    run.learning_curve = [
+        {"step": 1, "epoch": 0, "loss": 4.0, "lr": 1e-3},
+        {"step": 2, "epoch": 0, "loss": 3.0, "lr": 1e-3},
+        {"step": 2, "epoch": 0, "val_loss": 3.1, "score": 0.25},
+    ]
+    run.save(update_fields=["learning_curve"])
+
     response = login(alice).get(PAGES["run_curve"](run))
-    assert response["Content-Type"] == "image/png"
-    assert response.content.startswith(b"\x89PNG")
+
+    svg = response.content.decode()
+    assert response["Content-Type"] == "image/svg+xml"
+    assert svg.startswith("<svg")
+    assert svg.endswith("</svg>")
+    assert "training loss: 4.000 max, 3.000 min" in svg
+    assert "validation CIDEr-D (greedy): 0.250 max" in svg
+    assert svg.count("<circle") == 1
 
 
 def test_promoting_marks_the_run(run: TrainingRun, alice: Any) -> None:
