@@ -248,6 +248,21 @@ def test_one_file_downloads_on_its_own(world: World, alice: Any) -> None:
     assert streamed(response) == AUDIOCAPS.read_bytes()
 
 
+def test_the_statistics_page_draws_its_charts_inline_without_storing_images(
+    world: World, rey: Any
+) -> None:
+    html = login(rey).get(reverse("corpus_statistics", args=["sounds"])).content.decode()
+
+    world.statistics.refresh_from_db()
+    lengths = html.split('data-testid="length-chart">', 1)[1].split("</figure>", 1)[0]
+    assert lengths.startswith('<svg xmlns="http://www.w3.org/2000/svg" class="chart"')
+    assert 'aria-label="Histogram of words per caption (mean' in lengths
+    assert "<rect x=" in lengths
+    assert 'aria-label="Bar chart: clips per AudioSet label' in html
+    assert not world.statistics.length_chart
+    assert not world.statistics.label_chart
+
+
 def test_an_unknown_file_is_404(world: World, alice: Any) -> None:
     response = login(alice).get(reverse("snapshot_file", args=["sounds", 1, "settings.py"]))
 
