@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import Error
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.errors import HttpError
 from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer, SessionAuth
@@ -82,6 +82,11 @@ class EarmarkAPI(NinjaAPI):
 
 
 api = EarmarkAPI(
+    # Swagger UI with its tags folded and without its Schemas section: drawing every
+    # operation and schema of the ~70 took Chromium 2.6-3.5 s on a loaded 2-core VM, folded
+    # 1.8 s (benchmarks/RESULTS.md, pages); a tag opens with one click, and each operation
+    # still shows its request and response schemas.
+    docs=Swagger(settings={"defaultModelsExpandDepth": -1, "docExpansion": "none"}),
     title="Earmark API",
     version="1",
     description=__doc__ or "",
