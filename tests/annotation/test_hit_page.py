@@ -170,6 +170,12 @@ def test_it_locks_the_caption_box_until_the_clip_was_heard(
     assert "Listen to the whole clip once to unlock the box." in page
 
 
+def test_it_announces_heard_in_full_to_screen_readers(assignment: Assignment, ann: Any) -> None:
+    page = login(ann).get(assignment.get_absolute_url()).content.decode()
+
+    assert 'data-heard-state aria-live="polite">Not heard in full yet</span>' in page
+
+
 def test_it_remembers_a_heard_clip_across_reloads(assignment: Assignment, ann: Any) -> None:
     client, clip = login(ann), _clip(listened(assignment))
     response = client.post(_url("assignment_clip_heard", assignment, clip))

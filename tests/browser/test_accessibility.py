@@ -84,11 +84,14 @@ def test_every_demo_page_passes_axe_for_every_login(
 
     assert held.get_absolute_url() in _pages_of("annotator")
     assert seen > 60  # the crawl reached the project's pages, not just the home page
-    assert not found, "\n".join(f"{line}\n    on {', '.join(where)}" for line, where in found.items())
+    report = [f"{line}\n    on {', '.join(where)}" for line, where in found.items()]
+    assert not found, "\n".join(report)
 
 
 def test_the_review_page_fits_a_phone(
-    browser: Browser, live_server: Any, submitted: list[Assignment]  # noqa: F811
+    browser: Browser,
+    live_server: Any,
+    submitted: list[Assignment],  # noqa: F811
 ) -> None:
     page = _browser_page(browser, live_server.url, "rey", viewport=PHONE)
     page.goto(f"{live_server.url}/projects/sounds/review/")
