@@ -31,6 +31,7 @@ from active.models import (
 )
 from annotation.models import Batch
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.models import Project, Role
 from core.services import job_enqueue
 from core.uploads import accepts_uploads
@@ -81,6 +82,7 @@ def loop(request: HttpRequest, slug: str) -> HttpResponse:
         "form": form if role == Role.RESEARCHER else None,
         "approved": services.approved_caption_count(project),
         "promoted": promoted,
+        "promoted_val_cider": promoted.score("val", "CIDEr-D") if promoted else None,
         "suggestions": suggestions[:SUGGESTIONS_SHOWN],
         "suggestion_count": suggestions.count(),
         "retrains": Retrain.objects.filter(project=project).select_related("job", "run")[:20],
@@ -158,7 +160,8 @@ def retrain(request: HttpRequest, slug: str) -> HttpResponse:
         user=signed_in_user(request),
         debounce=False,
     )
-    messages.success(request, f"Retrain #{started.pk} is queued on the GPU queue.")
+    if started.job is not None:
+        job_queued(request, job=started.job, text=f"Retrain #{started.pk} is queued as {{job}}.")
     return redirect("active_loop", project.slug)
 
 
@@ -216,7 +219,7 @@ def batch_flag(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         created_by=signed_in_user(request),
         label=f"Check captions of batch {batch.name}",
     )
-    messages.success(request, f"Checking the batch's captions (job #{job.pk}).")
+    job_queued(request, job=job, text="Checking the batch's captions as {job}.")
     return redirect(batch)
 
 

@@ -13,6 +13,7 @@ from annotation.models import (
     ClipListen,
     ClipReport,
     Hit,
+    HitClip,
     MTurkWorker,
     VideoHintView,
 )
@@ -34,10 +35,17 @@ class BatchAdmin(admin.ModelAdmin):
         return readonly
 
 
+class HitClipInline(admin.TabularInline):
+    model = HitClip
+    extra = 0
+    raw_id_fields = ["clip"]
+
+
 @admin.register(Hit)
 class HitAdmin(admin.ModelAdmin):
     list_display = ["__str__", "priority", "taken", "max_assignments"]
     raw_id_fields = ["batch"]
+    inlines = [HitClipInline]
 
 
 @admin.register(Assignment)

@@ -97,6 +97,8 @@ class Batch(models.Model):
     )
 
     class Meta:
+        verbose_name = "batch"
+        verbose_name_plural = "batches"
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
@@ -205,6 +207,8 @@ class Hit(models.Model):
     )
 
     class Meta:
+        verbose_name = "HIT"
+        verbose_name_plural = "HITs"
         ordering = ["-priority", "id"]
         indexes = [
             # hit_claim: open HITs, highest priority first, oldest first among equals
@@ -232,6 +236,8 @@ class HitClip(models.Model):
     position = models.PositiveSmallIntegerField()
 
     class Meta:
+        verbose_name = "HIT clip"
+        verbose_name_plural = "HIT clips"
         ordering = ["hit", "position"]
         constraints = [
             models.UniqueConstraint(fields=["hit", "clip"], name="hitclip_clip_once"),
@@ -325,6 +331,17 @@ class Assignment(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("assignment_detail", args=[self.pk])
+
+    @property
+    def worth_opening(self) -> bool:
+        """Whether the worker's list links its page: the HIT in progress, or one handed in
+        (shown read-only, as submitted); a returned or expired one holds nothing of theirs."""
+        return self.state in (
+            self.State.ACCEPTED,
+            self.State.SUBMITTED,
+            self.State.APPROVED,
+            self.State.REJECTED,
+        )
 
     def is_late(self, now: datetime | None = None) -> bool:
         return self.deadline <= (now or timezone.now())
@@ -466,6 +483,8 @@ class ClipAudioServed(models.Model):
     earliest_heard_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = "clip audio served record"
+        verbose_name_plural = "clip audio served records"
         ordering = ["assignment", "served_at"]
         constraints = [
             models.UniqueConstraint(fields=["assignment", "clip"], name="clipaudioserved_once"),

@@ -103,7 +103,6 @@ def _render_assignment(
         "caption_rules": rules.table(limits),
         "hit_data": {"clips": [item["data"] for item in items]},
         "summary": summary,
-        **_money(summary),
         "batch_done": Assignment.objects.filter(
             worker=worker, hit__batch=batch, state__in=services.REVIEW_STATES
         ).count(),
@@ -193,15 +192,7 @@ def _next_hit(request: HttpRequest) -> HttpResponse:
 @login_required
 def work_done(request: HttpRequest) -> HttpResponse:
     summary = services.worker_summary(worker=signed_in_user(request))
-    return render(request, "annotation/work_done.html", {"summary": summary, **_money(summary)})
-
-
-def _money(summary: services.WorkerSummary) -> dict[str, str]:
-    return {
-        "earned": f"{summary.total_cents / 100:,.2f}",
-        "bonus": f"{summary.bonus_cents / 100:,.2f}",
-        "pending": f"{summary.pending_cents / 100:,.2f}",
-    }
+    return render(request, "annotation/work_done.html", {"summary": summary})
 
 
 @login_required

@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from ninja.errors import HttpError
 
-from core.models import Project, Role
+from core.models import Membership, Project, Role
 from core.services import require_role
 
 
@@ -28,6 +28,16 @@ def project_membership(
     if project is None or (project.role_of(user) is None and not staff):
         raise Http404("No such project.")
     return project, require_role(project, user, *roles)
+
+
+def annotates_only(user: User | AnonymousUser) -> bool:
+    """Whether the user is in projects as an annotator only (not staff, no researcher or
+    reviewer role anywhere): the crowd, who land on Work after logging in and are offered
+    no API links."""
+    if not user.is_authenticated or user.is_staff:
+        return False
+    user_roles = set(Membership.objects.filter(user=user).values_list("role", flat=True))
+    return user_roles == {Role.ANNOTATOR}
 
 
 def signed_in_user(request: HttpRequest) -> User:

@@ -264,6 +264,17 @@ class Job(models.Model):
         return min(100, round(100 * self.progress_done / self.progress_total))
 
     @property
+    def progress_text(self) -> str:
+        """What the job is doing and how far it is, as the job pages and their live updates
+        show it: "captioning clips: 12 of 42". Handlers report the stage in the message and
+        the count in done/total, so neither repeats the other."""
+        if self.progress_total:
+            count = f"{self.progress_done:,} of {self.progress_total:,}"
+        else:
+            count = f"{self.progress_done:,}" if self.progress_done else ""
+        return ": ".join(part for part in (self.progress_message, count) if part)
+
+    @property
     def duration(self) -> timedelta | None:
         if not self.started_at:
             return None
@@ -296,6 +307,8 @@ class ApiToken(models.Model):
     read_only = models.BooleanField(default=False)
 
     class Meta:
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(

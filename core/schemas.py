@@ -26,6 +26,7 @@ class JobOut(Schema):
     progress_done: int
     progress_total: int | None
     progress_message: str
+    progress_text: str  # the message and the count, as the job pages show them
     percent: int | None
     error: str
     result: dict[str, Any]

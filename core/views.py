@@ -6,21 +6,33 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from core import services
-from core.access import project_for_page, signed_in_user
+from core.access import annotates_only, project_for_page, signed_in_user
 from core.forms import ApiTokenForm, CountryForm, InviteForm, ProjectForm, SignupForm
 from core.health import run_checks
 from core.models import ApiToken, Invite, Job, Membership, Role
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login, landing annotators-only on Work (their screen) rather than on the
+    project list, unless the login asked for a page (?next=)."""
+
+    def get_default_redirect_url(self) -> str:
+        if annotates_only(self.request.user):
+            return reverse("work")
+        return super().get_default_redirect_url()
 
 
 def _job_for(request: HttpRequest, pk: int) -> Job:

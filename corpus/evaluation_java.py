@@ -98,12 +98,13 @@ class Toolkit:
         missing = [name for name in CORENLP_JARS if not (lib / name).is_file()]
         if not missing:
             return ""
+        # no server paths: the reason is stored with scores and shown on run pages
         return (
-            f"SPICE needs Stanford CoreNLP 3.6.0, which is not installed ({', '.join(missing)} "
-            f"missing). Put stanford-corenlp-3.6.0.jar and stanford-corenlp-3.6.0-models.jar "
-            f"(from stanford-corenlp-full-2015-12-09.zip; pycocoevalcap's "
-            f"spice/get_stanford_models.py downloads them) into {self.source / 'spice' / 'lib'} "
-            f"or {lib}."
+            f"SPICE needs Stanford CoreNLP 3.6.0, which is not installed on this server "
+            f"({', '.join(missing)} missing). Put stanford-corenlp-3.6.0.jar and "
+            f"stanford-corenlp-3.6.0-models.jar (from stanford-corenlp-full-2015-12-09.zip; "
+            f"pycocoevalcap's spice/get_stanford_models.py downloads them) into the spice/lib "
+            f"folder of the installed pycocoevalcap package."
         )
 
 

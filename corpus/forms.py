@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
+from core.models import Project
 from corpus.models import Snapshot
+from corpus.services import snapshot_default_format
 from curation.models import Split
 
 
 class SnapshotForm(forms.Form):
-    format = forms.ChoiceField(choices=Snapshot.Format.choices, initial=Snapshot.Format.AUDIOCAPS)
+    format = forms.ChoiceField(choices=Snapshot.Format.choices)
     text = forms.ChoiceField(choices=Snapshot.Text.choices, initial=Snapshot.Text.RAW)
     splits = forms.MultipleChoiceField(
         choices=Split.choices, initial=Split.values, widget=forms.CheckboxSelectMultiple
@@ -24,6 +28,10 @@ class SnapshotForm(forms.Form):
         required=False,  # left out: the default, as the API's
         help_text="of the captions and metadata, written into the card",
     )
+
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["format"].initial = snapshot_default_format(project=project)
 
     def clean_licence(self) -> str:
         return str(self.cleaned_data["licence"] or Snapshot.Licence.CC_BY_4)

@@ -196,6 +196,8 @@ class CorpusStatistics(models.Model):
     computed_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name = "corpus statistics"
+        verbose_name_plural = "corpus statistics"
         ordering = ["-computed_at", "-id"]
         indexes = [
             # the statistics page: the latest computation for the project (or a snapshot)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -15,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.media import media_response
 from core.models import Role
 from core.services import job_enqueue
@@ -50,14 +50,15 @@ def _snapshot_list_page(request: HttpRequest, slug: str, form: SnapshotForm) -> 
 @login_required
 @require_GET
 def snapshot_list(request: HttpRequest, slug: str) -> HttpResponse:
-    return _snapshot_list_page(request, slug, SnapshotForm())
+    project, _ = project_for_page(request, slug, *WRITE)
+    return _snapshot_list_page(request, slug, SnapshotForm(project=project))
 
 
 @login_required
 @require_POST
 def snapshot_new(request: HttpRequest, slug: str) -> HttpResponse:
     project, _ = project_for_page(request, slug, *WRITE)
-    form = SnapshotForm(request.POST)
+    form = SnapshotForm(request.POST, project=project)
     if form.is_valid():
         try:
             snapshot = services.snapshot_start(
@@ -72,7 +73,9 @@ def snapshot_new(request: HttpRequest, slug: str) -> HttpResponse:
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            messages.success(request, f"Building snapshot v{snapshot.version}.")
+            if snapshot.job is not None:
+                text = f"Building snapshot v{snapshot.version} as {{job}}."
+                job_queued(request, job=snapshot.job, text=text)
             return redirect(snapshot)
     return _snapshot_list_page(request, slug, form)
 
@@ -148,7 +151,7 @@ def statistics_compute(request: HttpRequest, slug: str) -> HttpResponse:
         created_by=signed_in_user(request),
         label=f"Statistics of {project.slug}" + (f" v{version}" if version else ""),
     )
-    messages.success(request, f"Computing statistics as job #{job.pk}.")
+    job_queued(request, job=job, text="Computing statistics as {job}.")
     return redirect(job)
 
 

@@ -8,7 +8,10 @@ from crowd.models import (
     Flag,
     LedgerEntry,
     Qualification,
+    QualificationAnswer,
     QualificationAttempt,
+    QualificationClip,
+    RequiredLocale,
     Review,
 )
 
@@ -26,10 +29,23 @@ class FlagAdmin(admin.ModelAdmin):
     raw_id_fields = ["caption"]
 
 
+class QualificationClipInline(admin.TabularInline):
+    model = QualificationClip
+    extra = 0
+    raw_id_fields = ["clip"]
+
+
 @admin.register(Qualification)
 class QualificationAdmin(admin.ModelAdmin):
     list_display = ["name", "project", "created_at"]
     raw_id_fields = ["created_by"]
+    inlines = [QualificationClipInline]
+
+
+class QualificationAnswerInline(admin.TabularInline):
+    model = QualificationAnswer
+    extra = 0
+    raw_id_fields = ["clip"]
 
 
 @admin.register(QualificationAttempt)
@@ -37,12 +53,19 @@ class QualificationAttemptAdmin(admin.ModelAdmin):
     list_display = ["qualification", "worker", "state", "submitted_at", "reviewed_at"]
     list_filter = ["state"]
     raw_id_fields = ["worker", "reviewer"]
+    inlines = [QualificationAnswerInline]
+
+
+class RequiredLocaleInline(admin.TabularInline):
+    model = RequiredLocale
+    extra = 0
 
 
 @admin.register(BatchRequirements)
 class BatchRequirementsAdmin(admin.ModelAdmin):
     list_display = ["batch", "min_approval_percent", "min_approved"]
     raw_id_fields = ["batch"]
+    inlines = [RequiredLocaleInline]
 
 
 @admin.register(Block)

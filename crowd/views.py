@@ -7,7 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation import services as annotation_services
 from annotation.models import Assignment, Batch, Caption
 from core.access import project_for_page, signed_in_user
 from core.models import Project, Role
@@ -613,7 +614,7 @@ def my_earnings(request: HttpRequest) -> HttpResponse:
     entries = LedgerEntry.objects.filter(worker=worker).select_related("project", "batch")
     context = {
         "entries": Paginator(entries, 50).get_page(request.GET.get("page")),
-        "total_cents": entries.aggregate(total=Sum("amount_cents", default=0))["total"],
+        "summary": annotation_services.worker_summary(worker=worker),
         "record": worker_record(worker=worker),
     }
     return render(request, "crowd/my_earnings.html", context)

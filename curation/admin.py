@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from curation.models import Clip, Label, LabelCuration
+from curation.models import (
+    Clip,
+    Label,
+    LabelCuration,
+    LabelSourceCount,
+    Recipe,
+    Subset,
+    SubsetClip,
+    WordLabel,
+    WordLabelExtraCategory,
+)
 
 
 @admin.register(Label)
@@ -29,3 +39,48 @@ class ClipAdmin(admin.ModelAdmin):
     # the list a segment was first imported from; the ontology page's cached counts are
     # kept per list, and curation.signals follows label edits and deletions, not this
     readonly_fields = ["segment_list"]
+
+
+class WordLabelExtraCategoryInline(admin.TabularInline):
+    model = WordLabelExtraCategory
+    extra = 0
+
+
+@admin.register(WordLabel)
+class WordLabelAdmin(admin.ModelAdmin):
+    list_display = ["name", "super_category"]
+    list_filter = ["super_category"]
+    search_fields = ["name"]
+    inlines = [WordLabelExtraCategoryInline]
+
+
+@admin.register(LabelSourceCount)
+class LabelSourceCountAdmin(admin.ModelAdmin):
+    """The ontology page's cached clip counts per segment list (curation.signals keeps them)."""
+
+    list_display = ["label", "segment_list", "clips"]
+    list_filter = ["segment_list"]
+    raw_id_fields = ["label"]
+
+
+@admin.register(Recipe)
+class RecipeAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "project", "created_by", "updated_at"]
+    list_filter = ["project"]
+    search_fields = ["name", "slug"]
+    raw_id_fields = ["created_by"]
+
+
+class SubsetClipInline(admin.TabularInline):
+    model = SubsetClip
+    extra = 0
+    raw_id_fields = ["clip"]
+
+
+@admin.register(Subset)
+class SubsetAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "project", "recipe", "built_at"]
+    list_filter = ["project"]
+    search_fields = ["name", "slug"]
+    raw_id_fields = ["recipe"]
+    inlines = [SubsetClipInline]

@@ -64,6 +64,8 @@ class WordLabelExtraCategory(models.Model):
     super_category = models.CharField(max_length=20, choices=SuperCategory.choices)
 
     class Meta:
+        verbose_name = "word label extra category"
+        verbose_name_plural = "word label extra categories"
         ordering = ["pk"]  # as the CSV listed them
         constraints = [
             models.UniqueConstraint(

@@ -24,6 +24,7 @@ from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_GET, require_POST
 
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.jobs import JOB_KINDS
 from core.media import media_response
 from core.models import Project, Role
@@ -321,7 +322,7 @@ def recipe_build(request: HttpRequest, slug: str, recipe_slug: str) -> HttpRespo
         created_by=signed_in_user(request),
         label=f"Build subset from {recipe.name}",
     )
-    messages.success(request, f"Building a subset from {recipe.name} as job #{job.pk}.")
+    job_queued(request, job=job, text=f"Building a subset from {recipe.name} as {{job}}.")
     return redirect(job)
 
 
@@ -389,7 +390,7 @@ def subset_fetch(request: HttpRequest, slug: str, subset_slug: str) -> HttpRespo
         created_by=signed_in_user(request),
         label=f"Fetch clips of {subset.name}",
     )
-    messages.success(request, f"Fetching the clips of {subset.name} as job #{job.pk}.")
+    job_queued(request, job=job, text=f"Fetching the clips of {subset.name} as {{job}}.")
     return redirect("subset_detail", slug, subset.slug)
 
 
@@ -467,7 +468,7 @@ def clip_import(request: HttpRequest, slug: str) -> HttpResponse:
                 created_by=signed_in_user(request),
                 label=f"Import audio from {upload.name}",
             )
-            messages.success(request, f"Importing {upload.name} as job #{job.pk}.")
+            job_queued(request, job=job, text=f"Importing {upload.name} as {{job}}.")
             return redirect(job)
     context = {
         "project": project,

@@ -12,8 +12,9 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import Error
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.errors import HttpError
+from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer, SessionAuth
 
 from active.api import router as active_router
@@ -63,7 +64,30 @@ class SessionCookieAuth(SessionAuth):
         return super()._get_key(request)
 
 
-api = NinjaAPI(
+class EarmarkAPI(NinjaAPI):
+    """NinjaAPI with its OpenAPI schema built once per process: the routes do not change
+    while it runs, and building it took the first /api/docs view ~2 s on a loaded 2-core
+    machine (benchmarks/RESULTS.md, pages)."""
+
+    _schemas: dict[str, OpenAPISchema]
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        schemas = self.__dict__.setdefault("_schemas", {})
+        if path_prefix not in schemas:
+            schemas[path_prefix] = super().get_openapi_schema(path_prefix=path_prefix)
+        return schemas[path_prefix]
+
+
+api = EarmarkAPI(
+    # Swagger UI with its tags folded and without its Schemas section: drawing every
+    # operation and schema of the ~70 took Chromium 2.6-3.5 s on a loaded 2-core VM, folded
+    # 1.8 s (benchmarks/RESULTS.md, pages); a tag opens with one click, and each operation
+    # still shows its request and response schemas.
+    docs=Swagger(settings={"defaultModelsExpandDepth": -1, "docExpansion": "none"}),
     title="Earmark API",
     version="1",
     description=__doc__ or "",

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.forms",  # its widget templates, for FORM_RENDERER below
     "axes",  # login lockout (see "Brute force and abuse" below)
     "csp",  # Content-Security-Policy (see "HTTPS" below)
     "ninja",  # serves the API docs' Swagger UI from its own pinned static files, not a CDN
@@ -109,6 +110,10 @@ TEMPLATES = [
         },
     },
 ]
+
+# Forms render through the site's templates, so templates/django/forms/ overrides Django's
+# own: form errors are announced (role="alert") and styled (.errorlist) on every page.
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 
 # Database ----------------------------------------------------------------------------
 # A kept connection is checked before a request's first query and replaced when it died
@@ -461,6 +466,10 @@ ARS_IMAGE_WORD_FREQUENCIES = env_str("ARS_IMAGE_WORD_FREQUENCIES", "")
 SCR_TRANSCRIPTS = env_str("SCR_TRANSCRIPTS", "")
 
 # Active learning (active/) ---------------------------------------------------------------
+# Reviewers see the suggesting run's caption beside each caption only when the model was at
+# least this confident of it (modeling.models.Suggestion.confidence, 0 to 1; 0 shows all):
+# a caption it was unsure of is more often plainly wrong than helpful.
+SUGGESTION_MIN_CONFIDENCE = env_float("SUGGESTION_MIN_CONFIDENCE", 0.3, minimum=0.0)
 # Disagreement flags: a suggestion is "confident" at mean token entropy <= MAX_ENTROPY, and a
 # caption is flagged when its CIDEr-D against it is below MODEL_MIN_CIDER; a caption whose
 # leave-one-out CIDEr-D against the clip's other captions (at least MIN_CAPTIONS in all) is

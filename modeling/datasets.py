@@ -195,7 +195,7 @@ def attach_features(
                 continue
             kept.append(clip)
             if done % 50 == 0 or done == total:
-                progress(done, total, f"features {done:,}/{total:,}")
+                progress(done, total, "features")
         data.clips = kept
     return out
 
@@ -244,7 +244,7 @@ def attach_video(
             counts["with_video" if clip.video.size(0) else "without_video"] += 1
             counts["features_video"] += bool(sharp and clip.video.size(0))
         if done % 50 == 0 or done == len(clips):
-            progress(done, len(clips), f"video {done:,}/{len(clips):,}")
+            progress(done, len(clips), "video")
     return counts
 
 

@@ -7,6 +7,7 @@ The PyTorch side lives in modeling/ml and knows nothing of these rows; modeling/
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -107,6 +108,17 @@ class TrainingRun(models.Model):
     def score(self, split: str, metric: str) -> Any:
         return (self.metrics.get(split) or {}).get(metric)
 
+    @property
+    def final_beam_size(self) -> int:
+        """The beam of its final val/test scores and, by default, of its suggestions (the
+        recipe's DecodingConfig.beam_size; 3 for runs recorded before recipes)."""
+        return int(self.config.get("run", {}).get("decoding", {}).get("beam_size", 3))
+
+    @property
+    def final_decoding(self) -> str:
+        """How its final scores were decoded, as pages label them: "beam 3" or "greedy"."""
+        return "greedy" if self.final_beam_size == 1 else f"beam {self.final_beam_size}"
+
 
 class Suggestion(models.Model):
     """A caption a run's model proposes for a clip (beam search), with how sure it was:
@@ -132,3 +144,17 @@ class Suggestion(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+    @property
+    def confidence(self) -> float:
+        """How sure the model was of this caption, from 0 to 1: exp(-mean token entropy),
+        one over the number of words it was choosing between on average (1: certain of
+        every word). Pages show it as a percentage."""
+        return math.exp(-self.mean_entropy)
+
+    @staticmethod
+    def at_least(confidence: float) -> Q:
+        """The suggestions whose confidence is at least `confidence` (a database filter)."""
+        if confidence <= 0:
+            return Q()
+        return Q(mean_entropy__lte=-math.log(min(confidence, 1.0)))

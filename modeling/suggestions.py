@@ -75,7 +75,7 @@ def clips_caption(
     videos = datasets.clip_video_names([r[0] for r in rows])
     stored = 0
     total = len(rows)
-    progress(0, total, f"captioning {total:,} clip(s)")
+    progress(0, total, "captioning clips")
     for start in range(0, total, batch_size):
         chunk = rows[start : start + batch_size]
         group = []
@@ -104,7 +104,7 @@ def clips_caption(
             ).delete()
             Suggestion.objects.bulk_create(suggestions)
         stored += len(suggestions)
-        progress(min(start + batch_size, total), total, f"{stored:,} suggestion(s)")
+        progress(min(start + batch_size, total), total, "captioning clips")
     return {"run": run.pk, "clips": total, "suggestions": stored, "beam_size": beam_size}
 
 

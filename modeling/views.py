@@ -3,7 +3,6 @@ learning curve, scores and suggestions. Researchers act; reviewers may look."""
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from django.contrib import messages
@@ -14,9 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.models import Job, Project, Role
 from core.services import job_cancel, job_enqueue
 from modeling import services
+from modeling.charts import learning_curve_svg
 from modeling.forms import RunForm, StartFromForm, SuggestForm, recipe_rows
 from modeling.models import TrainingRun
 
@@ -68,11 +69,12 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            messages.success(request, f"Run #{run.pk} is queued on the GPU queue.")
+            if run.job is not None:
+                job_queued(request, job=run.job, text=f"Run #{run.pk} is queued as {{job}}.")
             return redirect(run)
     split = request.GET.get("split", "")
     if split not in SPLITS:
-        split = "test"
+        split = "val"  # the split the suggesting run is chosen on (active.services)
     context = {
         "project": project,
         "role": role,
@@ -106,11 +108,11 @@ def run_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "suggestions": suggestions,
         "suggestion_count": run.suggestions.count(),
         "suggest_form": (
-            SuggestForm(project=run.project, initial={"beam_size": _beam_size(run)})
+            SuggestForm(project=run.project, initial={"beam_size": run.final_beam_size})
             if role == Role.RESEARCHER
             else None
         ),
-        "beam_size": _beam_size(run),
+        "beam_size": run.final_beam_size,
         "suggest_jobs": Job.objects.filter(kind="clips_caption", params__run_id=run.pk)[:5],
         "can_cancel": role == Role.RESEARCHER
         and run.job is not None
@@ -119,42 +121,12 @@ def run_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return render(request, "modeling/run_detail.html", context)
 
 
-def _beam_size(run: TrainingRun) -> int:
-    """The beam the run's recipe decodes with (3 for runs recorded before recipes)."""
-    return int(run.config.get("run", {}).get("decoding", {}).get("beam_size", 3))
-
-
 @login_required
 @require_GET
 def run_curve(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    """The learning curve as a PNG: training loss per step, validation CIDEr-D per epoch."""
+    """The learning curve as SVG: training loss per step, validation CIDEr-D per check."""
     run, _ = _run_for(request, slug, pk, *READ)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    steps = [r for r in run.learning_curve if r.get("loss") is not None]
-    checks = [r for r in run.learning_curve if r.get("score") is not None]
-    figure = Figure(figsize=(7, 3.2), dpi=100)
-    loss_axes = figure.add_subplot(1, 1, 1)
-    loss_axes.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=1, color="#3566a8")
-    loss_axes.set_xlabel("step")
-    loss_axes.set_ylabel("training loss", color="#3566a8")
-    if checks:
-        score_axes = loss_axes.twinx()
-        score_axes.plot(
-            [r["step"] for r in checks], [r["score"] for r in checks], "o-", color="#c0582b"
-        )
-        score_axes.set_ylabel("validation CIDEr-D", color="#c0582b")
-    if not steps and not checks:
-        loss_axes.text(
-            0.5, 0.5, "no steps yet", ha="center", va="center", transform=loss_axes.transAxes
-        )
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    response = HttpResponse(buffer.getvalue(), content_type="image/png")
+    response = HttpResponse(learning_curve_svg(run.learning_curve), content_type="image/svg+xml")
     response["Cache-Control"] = "private, no-cache"
     return response
 
@@ -241,5 +213,5 @@ def run_suggest(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
             created_by=signed_in_user(request),
             label=f"Suggest captions for {form.cleaned_data['subset'].name} (run #{run.pk})",
         )
-        messages.success(request, f"Captioning as job #{job.pk}.")
+        job_queued(request, job=job, text="Captioning as {job}.")
     return redirect(run)

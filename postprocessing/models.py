@@ -88,6 +88,8 @@ class VocabularyEntry(models.Model):
     count = models.PositiveIntegerField()
 
     class Meta:
+        verbose_name = "vocabulary entry"
+        verbose_name_plural = "vocabulary entries"
         ordering = ["-count", "token"]
         constraints = [
             models.UniqueConstraint(fields=["project", "token"], name="vocabulary_token_once"),

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from annotation.models import Caption
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.models import Job, Project, Role
 from core.services import job_enqueue
 from postprocessing import services
@@ -68,7 +69,7 @@ def run(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         kind, params = "captions_postprocess", {"project_id": project.pk}
     job = job_enqueue(kind=kind, params=params, created_by=signed_in_user(request), project=project)
-    messages.success(request, f"{job.label} queued (job #{job.pk}).")
+    job_queued(request, job=job, text=f"{job.label}: queued as {{job}}.")
     return redirect("postprocessing_overview", slug=project.slug)
 
 

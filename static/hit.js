@@ -215,7 +215,7 @@
         for (var k = a; k < b && k < peaks.length; k++) peak = Math.max(peak, peaks[k]);
       }
       var half = Math.max(ratio, peak * (middle - ratio));
-      ctx.fillStyle = i / bars < played ? "#1f6feb" : "#b6c2cf";
+      ctx.fillStyle = i / bars < played ? "#0969da" : "#b6c2cf";
       ctx.fillRect(i * (bar + gap), middle - half, bar, half * 2);
     }
     // what has been heard, as a strip along the bottom

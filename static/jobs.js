@@ -12,9 +12,7 @@
       bar.parentNode.setAttribute("aria-valuenow", job.percent || 0);
     }
     if (text) {
-      var count = job.progress_total ? job.progress_done + " / " + job.progress_total
-                                     : (job.progress_done || "");
-      text.textContent = count + " " + job.progress_message;
+      text.textContent = job.progress_text;
     }
   }
   function poll() {

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from active import scoring
@@ -81,11 +82,17 @@ def edit_stats(*, batch: Batch) -> dict[str, Any]:
 
 
 def suggestions_for_review(clip_ids: Iterable[int], project: Project) -> dict[int, Suggestion]:
-    """The promoted run's suggestion per clip, for reviewers (one query)."""
+    """The promoted run's suggestion per clip, for reviewers (one query), left out where
+    its confidence is below settings.SUGGESTION_MIN_CONFIDENCE."""
     run = promoted_run(project)
     if run is None:
         return {}
-    return {s.clip_id: s for s in Suggestion.objects.filter(run=run, clip_id__in=list(clip_ids))}
+    confident = Suggestion.objects.filter(
+        Suggestion.at_least(settings.SUGGESTION_MIN_CONFIDENCE),
+        run=run,
+        clip_id__in=list(clip_ids),
+    )
+    return {s.clip_id: s for s in confident}
 
 
 def clips_to_suggest(*, run: TrainingRun) -> QuerySet[Clip]:

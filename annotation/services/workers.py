@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import User
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 
 from annotation.models import (
     Assignment,
@@ -27,9 +27,11 @@ class WorkerSummary:
     submitted: int  # waiting for review
     approved: int
     rejected: int
-    earned_cents: int  # rewards of approved HITs
+    # Earned is the worker's ledger (crowd.LedgerEntry), the one figure every page shows:
+    # rewards booked when a HIT is approved, and bonuses. Pending is not earned yet.
+    earned_cents: int  # rewards booked in the ledger (approved HITs)
     pending_cents: int  # rewards of HITs waiting for review
-    bonus_cents: int  # bonuses paid (crowd.LedgerEntry)
+    bonus_cents: int  # bonuses booked in the ledger
 
     @property
     def approval_percent(self) -> float | None:
@@ -52,16 +54,17 @@ def worker_summary(*, worker: User) -> WorkerSummary:
         .values_list("state", "n", "cents")
     }
     submitted, pending = rows.get(Assignment.State.SUBMITTED, (0, 0))
-    approved, earned = rows.get(Assignment.State.APPROVED, (0, 0))
+    approved, _ = rows.get(Assignment.State.APPROVED, (0, 0))
     rejected, _ = rows.get(Assignment.State.REJECTED, (0, 0))
-    bonuses = LedgerEntry.objects.filter(worker=worker, kind=LedgerEntry.Kind.BONUS).aggregate(
-        cents=Sum("amount_cents")
+    ledger = LedgerEntry.objects.filter(worker=worker).aggregate(
+        rewards=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.REWARD), default=0),
+        bonuses=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.BONUS), default=0),
     )
     return WorkerSummary(
         submitted=submitted,
         approved=approved,
         rejected=rejected,
-        earned_cents=earned,
+        earned_cents=ledger["rewards"],
         pending_cents=pending,
-        bonus_cents=bonuses["cents"] or 0,
+        bonus_cents=ledger["bonuses"],
     )

@@ -105,16 +105,30 @@ def snapshot_check(
                 "wait for the text queue) and export again, or export raw text."
             )
     if fmt == Snapshot.Format.AUDIOCAPS:
-        local = sum(
-            queries.approved_captions(project, split).filter(clip__source=Clip.Source.LOCAL).count()
-            for split in splits
-        )
+        local = _local_captions(project, splits)
         if local:
             raise ValidationError(
                 f"{local:,} approved captions belong to local clips, which an AudioCaps CSV "
                 "cannot name (it identifies clips by YouTube id and start time); export them "
                 "as clotho or jsonl."
             )
+
+
+def _local_captions(project: Project, splits: list[str]) -> int:
+    """Approved captions of local clips in `splits`: an AudioCaps CSV cannot name them."""
+    return sum(
+        queries.approved_captions(project, split).filter(clip__source=Clip.Source.LOCAL).count()
+        for split in splits
+    )
+
+
+def snapshot_default_format(*, project: Project) -> str:
+    """The export format the new-snapshot form starts on: AudioCaps CSV unless some approved
+    caption is of a local clip, which only Clotho CSV (by file name) and JSON lines name;
+    then Clotho CSV, so the form's defaults export as they stand."""
+    if _local_captions(project, Split.values):
+        return Snapshot.Format.CLOTHO
+    return Snapshot.Format.AUDIOCAPS
 
 
 def snapshot_create(
@@ -573,9 +587,9 @@ def _write_with_audio(
     def clip_done() -> None:
         nonlocal done
         done += 1
-        progress(done, total + 2, f"audio: {done:,} of {total:,} clips")
+        progress(done, total + 2, "audio")
 
-    progress(0, total + 2, f"audio: 0 of {total:,} clips")
+    progress(0, total + 2, "audio")
     names = label_names()
     missing = MissingAudio(out)
     files: list[dict[str, Any]] = []

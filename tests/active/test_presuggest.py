@@ -4,6 +4,7 @@ suggestion next to the caption."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from active.services.ranking import batch_configure
 from annotation.models import Batch
 from annotation.services import assignment_submit
 from curation.models import Clip
-from modeling.models import TrainingRun
+from modeling.models import Suggestion, TrainingRun
 from tests.active.conftest import claim, suggest
 from tests.annotation.factories import listened
 from tests.conftest import login
@@ -119,3 +120,34 @@ def test_reviewers_see_the_suggestion_beside_the_caption(
     page = login(rey).get(f"/projects/{batch.project.slug}/review/").content.decode()
     assert 'data-testid="model-suggestion"' in page
     assert SUGGESTION in page
+
+
+def _reviewed_page(batch: Batch, ann: Any, rey: Any) -> str:
+    assignment = claim(ann)
+    clip = assignment.hit.hit_clips.get().clip
+    assignment_submit(
+        assignment=listened(assignment), worker=ann, captions={clip.pk: "a dog barks twice"}
+    )
+    return login(rey).get(f"/projects/{batch.project.slug}/review/").content.decode()
+
+
+def test_reviewers_see_how_confident_the_model_was(
+    batch: Batch, suggested: list[Clip], ann: Any, rey: Any
+) -> None:
+    Suggestion.objects.update(mean_entropy=math.log(2))  # choosing between two words
+
+    page = _reviewed_page(batch, ann, rey)
+
+    assert '<span data-testid="suggestion-confidence">50% confident</span>' in page
+
+
+def test_reviewers_see_no_suggestion_below_the_confidence_floor(
+    batch: Batch, suggested: list[Clip], ann: Any, rey: Any, settings: Any
+) -> None:
+    settings.SUGGESTION_MIN_CONFIDENCE = 0.6
+    Suggestion.objects.update(mean_entropy=math.log(2))
+
+    page = _reviewed_page(batch, ann, rey)
+
+    assert 'data-testid="model-suggestion"' not in page
+    assert SUGGESTION not in page

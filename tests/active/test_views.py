@@ -124,6 +124,32 @@ def test_the_loop_page_says_why_there_are_no_suggestions_yet(project: Any, alice
     assert "No suggestions yet: promote a finished run" in page
 
 
+def test_retrain_now_links_its_job(project: Any, alice: Any) -> None:
+    response = login(alice).post("/projects/sounds/active/retrain/", follow=True)
+
+    job = Retrain.objects.get().job
+    assert job is not None
+    assert f'as <a href="/jobs/{job.pk}/">job #{job.pk}</a>.' in response.content.decode()
+
+
+def test_a_reviewer_who_sees_no_job_pages_gets_the_jobs_number(batch: Batch, rey: Any) -> None:
+    response = login(rey).post(f"/projects/sounds/batches/{batch.pk}/active/flag/", follow=True)
+
+    job = Job.objects.get(kind="batch_flag")
+    page = response.content.decode()
+    assert f"Checking the batch&#x27;s captions as job #{job.pk}." in page
+    assert f"/jobs/{job.pk}/" not in page
+
+
+@pytest.mark.parametrize("page", ["/projects/sounds/", "/projects/sounds/runs/"])
+def test_active_learning_is_linked_from_the_hub_and_the_modeling_nav(
+    project: Any, rey: Any, page: str
+) -> None:
+    html = login(rey).get(page).content.decode()
+
+    assert '<a href="/projects/sounds/active/"' in html
+
+
 def test_the_flag_button_queues_a_check(batch: Batch, rey: Any) -> None:
     login(rey).post(f"/projects/sounds/batches/{batch.pk}/active/flag/")
     assert Job.objects.get(kind="batch_flag").params == {"batch_id": batch.pk}

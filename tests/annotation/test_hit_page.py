@@ -30,7 +30,8 @@ from annotation.models import (
 )
 from annotation.services import assignment_submit, caption_limits, hit_claim
 from core.models import Project
-from crowd.models import LedgerEntry
+from crowd.models import LedgerEntry, RejectReason
+from crowd.services import review_approve, review_reject
 from curation.models import Clip, Label, SuperCategory, WordLabel
 from tests.annotation.factories import CAPTION, MakeBatch, captions_for, listened
 from tests.conftest import login, streamed, wav_bytes
@@ -167,6 +168,12 @@ def test_it_locks_the_caption_box_until_the_clip_was_heard(
     page = _page(login(ann), assignment)
     assert " readonly" in _textarea(page, _clip(assignment))
     assert "Listen to the whole clip once to unlock the box." in page
+
+
+def test_it_announces_heard_in_full_to_screen_readers(assignment: Assignment, ann: Any) -> None:
+    page = login(ann).get(assignment.get_absolute_url()).content.decode()
+
+    assert 'data-heard-state aria-live="polite">Not heard in full yet</span>' in page
 
 
 def test_it_remembers_a_heard_clip_across_reloads(assignment: Assignment, ann: Any) -> None:
@@ -487,8 +494,12 @@ def _reviewed(worker: Any, approve: bool) -> Assignment:
     assignment_submit(
         assignment=listened(assignment), worker=worker, captions=captions_for(assignment)
     )
-    state = Assignment.State.APPROVED if approve else Assignment.State.REJECTED
-    Assignment.objects.filter(pk=assignment.pk).update(state=state, reviewed_at=timezone.now())
+    reviewer = assignment.hit.batch.project.created_by
+    assert reviewer is not None
+    if approve:  # books the reward in the ledger, which is what a worker has earned
+        review_approve(assignment=assignment, reviewer=reviewer)
+    else:
+        review_reject(assignment=assignment, reviewer=reviewer, reason=RejectReason.VISUAL_ONLY)
     return assignment
 
 
@@ -504,7 +515,7 @@ def test_it_shows_the_worker_their_approval_rate_and_earnings(
     stats = response.content.decode().split('data-testid="worker-stats"')[1].split("</dl>")[0]
     assert "75%" in stats
     assert "$3.75" in stats
-    assert "+ $1.25 pending" in stats
+    assert "$1.25 <small>not earned yet</small>" in stats
     assert "5 HITs" in stats  # done in this batch
 
 
@@ -519,6 +530,22 @@ def _bonus(worker: Any, cents: int) -> None:
     )
 
 
+def test_the_work_page_links_submitted_hits_which_open_read_only(
+    make_batch: MakeBatch, ann: Any
+) -> None:
+    make_batch(clips=2, captions_per_clip=1)
+    submitted = _claim(ann)
+    assignment_submit(assignment=listened(submitted), worker=ann, captions=captions_for(submitted))
+    client = login(ann)
+
+    work = client.get(reverse("work")).content.decode()
+    page = client.get(submitted.get_absolute_url()).content.decode()
+
+    assert f'<a href="{submitted.get_absolute_url()}">' in work
+    assert "Submit and next" not in page
+    assert page.count("readonly>") == 1  # the one caption box
+
+
 def test_it_counts_the_workers_bonuses_in_their_earnings(
     make_batch: MakeBatch, ann: Any, abe: Any
 ) -> None:
@@ -528,7 +555,7 @@ def test_it_counts_the_workers_bonuses_in_their_earnings(
     _bonus(abe, 777)
     response = login(ann).get(_claim(ann).get_absolute_url())
     stats = response.content.decode().split('data-testid="worker-stats"')[1].split("</dl>")[0]
-    assert "$1.75 <small>incl. $0.50 bonus</small>" in stats
+    assert "$1.75</a> <small>incl. $0.50 bonus</small>" in stats
 
 
 def test_it_shows_no_other_workers_record(make_batch: MakeBatch, ann: Any, abe: Any) -> None:
@@ -613,7 +640,7 @@ def test_it_says_kindly_when_no_work_is_left(make_batch: MakeBatch, ann: Any) ->
     content = response.content.decode()
     assert "That's all for now. Thank you!" in content
     assert "Check for new HITs" in content
-    assert "+ $0.40 pending" in content
+    assert "$0.40 <small>not earned yet</small>" in content
 
 
 # Hostile captions ----------------------------------------------------------------------

@@ -14,6 +14,14 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage
 
+from core.models import Job, Project
+from tests.demo.conftest import (
+    DemoSounds,
+    demo_sounds_make,
+    quick_demo_seed,
+    run_queued_training,
+)
+
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -60,3 +68,24 @@ def csp_violations(browser: Browser, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setattr(browser, "new_context", watched)
     yield violations
     assert not violations, "blocked by the Content-Security-Policy:\n" + "\n".join(violations)
+
+
+@pytest.fixture(scope="module")
+def demo_sounds(tmp_path_factory: pytest.TempPathFactory) -> DemoSounds:
+    return demo_sounds_make(tmp_path_factory)
+
+
+@pytest.fixture
+def demo(
+    db: None,
+    settings: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    demo_sounds: DemoSounds,
+) -> Project:
+    """The demo project seeded (a few SynthScenes) with its first training run done."""
+    settings.VAR_DIR = tmp_path / "var"
+    settings.MEDIA_ROOT = tmp_path / "var" / "media"
+    project = quick_demo_seed(monkeypatch=monkeypatch, sounds=demo_sounds)
+    assert [j.state for j in run_queued_training()] == [Job.State.SUCCEEDED] * 2
+    return project

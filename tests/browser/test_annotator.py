@@ -307,7 +307,7 @@ def test_it_captions_every_clip_of_a_hit_then_says_no_work_is_left(
 
     page.get_by_role("button", name="Submit and next").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("That's all for now. Thank you!")
-    expect(page.get_by_test_id("work-done")).to_contain_text("+ $0.10 pending")
+    expect(page.get_by_test_id("pending")).to_have_text("$0.10 not earned yet")
     page.screenshot(path=str(artifacts / "work_done.png"))
     assert Caption.objects.filter(assignment__worker=ann).count() == 2
 

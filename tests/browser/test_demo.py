@@ -7,48 +7,25 @@ pytest-playwright's output folder (test-results/ by default).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import Browser, Dialog, Page, expect
 
-from core.models import Job, Project
+from core.models import Project
 from demo.services import DEMO_PASSWORD, HOSTILE_SUFFIX, OFF_TOPIC, QUALIFICATION
+from modeling.models import Suggestion
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
 from tests.browser.test_roles import TIMEOUT_MS, log_in
 from tests.demo.conftest import (
     SYNTHSCENES,
-    DemoSounds,
-    demo_sounds_make,
-    quick_demo_seed,
-    run_queued_training,
 )
 
 if not CHROMIUM.exists():
     pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def demo_sounds(tmp_path_factory: pytest.TempPathFactory) -> DemoSounds:
-    return demo_sounds_make(tmp_path_factory)
-
-
-@pytest.fixture
-def demo(
-    db: None,
-    settings: Any,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    demo_sounds: DemoSounds,
-) -> Project:
-    settings.VAR_DIR = tmp_path / "var"
-    settings.MEDIA_ROOT = tmp_path / "var" / "media"
-    project = quick_demo_seed(monkeypatch=monkeypatch, sounds=demo_sounds)
-    assert [j.state for j in run_queued_training()] == [Job.State.SUCCEEDED] * 2
-    return project
 
 
 def _page_as(browser: Browser, site: str, username: str, dialogs: list[str]) -> Page:
@@ -86,8 +63,16 @@ def test_every_demo_login_finds_its_main_screen_lived_in(
     expect(hostile).to_have_count(1)
     expect(hostile).to_contain_text(HOSTILE_SUFFIX)
     expect(hostile.locator("script")).to_have_count(0)
-    # the promoted run's suggestion sits beside each caption
-    expect(cards.nth(0).get_by_test_id("model-suggestion")).to_be_visible()
+    # the promoted run's suggestion sits beside the caption when the model was confident
+    # enough of it (SUGGESTION_MIN_CONFIDENCE), with its confidence
+    shown = cards.nth(0).get_by_test_id("model-suggestion")
+    suggestion = Suggestion.objects.get(
+        run__promoted_at__isnull=False, clip__captions__text=OFF_TOPIC
+    )
+    if suggestion.confidence >= settings.SUGGESTION_MIN_CONFIDENCE:
+        expect(shown.get_by_test_id("suggestion-confidence")).to_contain_text("% confident")
+    else:
+        expect(shown).to_have_count(0)
     reviewer.screenshot(path=f"{output_path}/demo-review-queue.png", full_page=True)
     reviewer.goto(f"{site}/projects/{slug}/qualifications/")
     expect(reviewer.get_by_role("main")).to_contain_text(QUALIFICATION)

@@ -13,7 +13,10 @@ from django.test import Client
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 # The MTurk page is framed by MTurk and sends its own policy (annotation/platforms/mturk/views.py).
 OWN_POLICY = {"annotation/mturk_hit.html", "annotation/mturk_submit.html"}
-INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.IGNORECASE)
+# a data block (type="application/json", as json_script and Swagger's settings) runs nothing
+INLINE_SCRIPT = re.compile(
+    r"<script(?![^>]*\b(?:src=|type=\"application/json\"))[^>]*>", re.IGNORECASE
+)
 HANDLER = re.compile(r"\son[a-z]+\s*=", re.IGNORECASE)
 STYLE = re.compile(r"<style\b|\sstyle\s*=", re.IGNORECASE)
 
@@ -49,3 +52,15 @@ def test_the_api_docs_load_swagger_ui_from_the_pinned_package_not_a_cdn(db: None
     html = Client().get("/api/docs").content.decode()
     assert '<script src="/static/ninja/swagger-ui-bundle.js">' in html
     assert "cdn" not in html.lower()
+
+
+def test_the_api_docs_link_back_to_the_app(db: None) -> None:
+    html = Client().get("/api/docs").content.decode()
+
+    assert '<a href="/">← Back to Earmark</a>' in html
+
+
+def test_the_api_schema_is_built_once_per_process(db: None) -> None:
+    from earmark.api import api
+
+    assert api.get_openapi_schema() is api.get_openapi_schema()

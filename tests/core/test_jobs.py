@@ -565,3 +565,20 @@ def test_a_restarted_worker_that_got_its_old_pid_back_still_ends_the_old_jobs(
 
     left.refresh_from_db()
     assert left.state == Job.State.FAILED
+
+
+@pytest.mark.parametrize(
+    ("done", "total", "message", "text"),
+    [
+        (42, 42, "captioning clips", "captioning clips: 42 of 42"),
+        (1200, 3000, "", "1,200 of 3,000"),
+        (0, None, "ranking", "ranking"),
+        (7, None, "", "7"),
+    ],
+)
+def test_progress_reads_stage_then_count_once(
+    done: int, total: int | None, message: str, text: str
+) -> None:
+    job = Job(progress_done=done, progress_total=total, progress_message=message)
+
+    assert job.progress_text == text

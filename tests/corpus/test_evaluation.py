@@ -127,7 +127,7 @@ def test_it_reports_spice_and_spider_unavailable_never_zero(
     assert evaluated.scores["SPICE"] is None
     assert evaluated.scores["SPIDEr"] is None
     assert "stanford-corenlp-3.6.0.jar" in evaluated.unavailable["SPICE"]
-    assert str(kit.source / "spice" / "lib") in evaluated.unavailable["SPICE"]
+    assert "spice/lib folder of the installed pycocoevalcap" in evaluated.unavailable["SPICE"]
     assert "SPICE is unavailable" in evaluated.unavailable["SPIDEr"]
 
 
@@ -146,6 +146,17 @@ def test_it_reports_a_spice_that_fails_as_unavailable(tmp_path: Path) -> None:
     assert result.scores["SPICE"] is None
     assert result.unavailable["SPICE"].startswith("SPICE failed (exit 1)")
     assert result.scores["SPIDEr"] is None
+
+
+def test_why_spice_is_missing_names_no_server_path(tmp_path: Path) -> None:
+    source = tmp_path / "pycocoevalcap"
+    subprocess.run(["cp", "-rs", str(evaluation_java.pycocoevalcap_dir()), str(source)], check=True)
+    kit = evaluation_java.toolkit(tmp_path / "cache", source=source)
+
+    why = kit.spice_missing()
+
+    assert "into the spice/lib folder of the installed pycocoevalcap package" in why
+    assert str(tmp_path) not in why
 
 
 def test_it_finds_corenlp_jars_installed_after_it_started(tmp_path: Path) -> None:

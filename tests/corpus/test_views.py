@@ -183,6 +183,32 @@ def test_a_snapshot_that_cannot_be_made_is_explained_on_the_form(
     assert not Snapshot.objects.exists()
 
 
+def test_a_refused_snapshot_is_an_announced_styled_error(project: Project, alice: Any) -> None:
+    captions_import(project=project, path=CLOTHO, fmt="clotho", split="train")
+
+    response = login(alice).post(
+        reverse("snapshot_new", args=["sounds"]),
+        {"format": "audiocaps", "text": "raw", "splits": ["train"]},
+    )
+
+    assert b'<ul class="errorlist nonfield" role="alert"><li>' in response.content
+
+
+def test_the_form_starts_on_a_format_local_clips_export_in(project: Project, alice: Any) -> None:
+    captions_import(project=project, path=CLOTHO, fmt="clotho", split="train")
+
+    response = login(alice).get(reverse("snapshot_list", args=["sounds"]))
+
+    assert response.context["form"]["format"].value() == Snapshot.Format.CLOTHO
+    assert b'<option value="clotho" selected>' in response.content
+
+
+def test_the_form_starts_on_audiocaps_for_youtube_clips(imported: CorpusImport, alice: Any) -> None:
+    response = login(alice).get(reverse("snapshot_list", args=["sounds"]))
+
+    assert response.context["form"]["format"].value() == Snapshot.Format.AUDIOCAPS
+
+
 def test_posting_needs_the_csrf_token(imported: CorpusImport, alice: Any) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
@@ -220,6 +246,21 @@ def test_one_file_downloads_on_its_own(world: World, alice: Any) -> None:
 
     assert response.status_code == 200
     assert streamed(response) == AUDIOCAPS.read_bytes()
+
+
+def test_the_statistics_page_draws_its_charts_inline_without_storing_images(
+    world: World, rey: Any
+) -> None:
+    html = login(rey).get(reverse("corpus_statistics", args=["sounds"])).content.decode()
+
+    world.statistics.refresh_from_db()
+    lengths = html.split('data-testid="length-chart">', 1)[1].split("</figure>", 1)[0]
+    assert lengths.startswith('<svg xmlns="http://www.w3.org/2000/svg" class="chart"')
+    assert 'aria-label="Histogram of words per caption (mean' in lengths
+    assert "<rect x=" in lengths
+    assert 'aria-label="Bar chart: clips per AudioSet label' in html
+    assert not world.statistics.length_chart
+    assert not world.statistics.label_chart
 
 
 def test_an_unknown_file_is_404(world: World, alice: Any) -> None:

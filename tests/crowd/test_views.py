@@ -443,6 +443,29 @@ def test_it_shows_a_worker_only_their_own_earnings(
     assert b"rey" not in mine.content  # who paid is not shown to workers
 
 
+def _figures(html: str) -> tuple[str, str]:
+    earned = html.split('data-testid="earned">', 1)[1].split("</dd>", 1)[0]
+    pending = html.split('data-testid="pending">', 1)[1].split("</dd>", 1)[0]
+    return earned, pending
+
+
+def test_the_earnings_page_and_the_hit_page_show_the_same_figures(
+    world: World, make_batch: MakeBatch, ann: Any, rey: Any
+) -> None:
+    """Ann's first HIT waits for review (pending, not earned); after a bonus, both pages
+    say earned $0.77 and pending the HIT's reward."""
+    bonus_pay(project=world.project, worker=ann, by=rey, amount_cents=77, reason="r",
+              idempotency_key="k", batch=world.batch)  # fmt: skip
+    client = login(ann)
+    hit_page = client.post(reverse("work_claim"), follow=True).content.decode()
+    earnings = client.get(reverse("my_earnings")).content.decode()
+
+    pending = f"${world.batch.reward_cents / 100:.2f} <small>not earned yet</small>"
+    assert _figures(hit_page) == _figures(earnings)
+    assert _figures(earnings) == ('<a href="/work/earnings/">$0.77</a> <small>incl. $0.77 '
+                                  "bonus</small>", pending)  # fmt: skip
+
+
 def test_it_sends_a_blocked_worker_to_the_block_page(world: World, abe: Any, rey: Any) -> None:
     worker_block(project=world.project, worker=abe, by=rey, reason="Copies <the> hints.")
     client = login(abe)

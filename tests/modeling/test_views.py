@@ -120,11 +120,28 @@ def test_the_leaderboard_ranks_by_cider_and_shows_unavailable_as_na(
     weaker = _run(project, snapshot, model_name="lstm", metrics={"test": {"CIDEr-D": 0.05}})
     stronger = _run(project, snapshot, model_name="topdown", metrics={"test": {"CIDEr-D": 0.4}})
 
-    html = login(alice).get(reverse("run_list", args=[project.slug])).content.decode()
+    url = reverse("run_list", args=[project.slug])
+    html = login(alice).get(f"{url}?split=test").content.decode()
 
     board = html[html.index('data-testid="leaderboard"') :]
     assert board.index(f"#{stronger.pk} topdown") < board.index(f"#{weaker.pk} lstm")
     assert "n/a" in board
+
+
+def test_the_leaderboard_ranks_by_val_the_split_the_suggesting_run_is_chosen_on(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    val_best = _run(project, snapshot, model_name="lstm", metrics={"val": {"CIDEr-D": 0.5}})
+    _run(project, snapshot, model_name="topdown", metrics={"val": {"CIDEr-D": 0.2}})
+
+    html = login(alice).get(reverse("run_list", args=[project.slug])).content.decode()
+
+    board = html[html.index('data-testid="leaderboard"') :]
+    first = board[board.index("<tbody>") :].split("</tr>")[0]
+    assert f"#{val_best.pk} lstm" in first
+    assert "<th>val CIDEr-D</th>" in board
+    assert "<td>beam 3</td>" in first
+    assert "chosen by val CIDEr-D (beam search)" in html
 
 
 def test_a_researcher_queues_a_run_from_the_form(
@@ -231,10 +248,23 @@ def test_a_run_recorded_before_recipes_shows_no_recipe(run: TrainingRun, alice: 
     assert 'data-testid="recipe"' not in html
 
 
-def test_the_curve_is_a_png(run: TrainingRun, alice: Any) -> None:
+def test_the_curve_is_an_svg_of_loss_and_score(run: TrainingRun, alice: Any) -> None:
+    run.learning_curve = [
+        {"step": 1, "epoch": 0, "loss": 4.0, "lr": 1e-3},
+        {"step": 2, "epoch": 0, "loss": 3.0, "lr": 1e-3},
+        {"step": 2, "epoch": 0, "val_loss": 3.1, "score": 0.25},
+    ]
+    run.save(update_fields=["learning_curve"])
+
     response = login(alice).get(PAGES["run_curve"](run))
-    assert response["Content-Type"] == "image/png"
-    assert response.content.startswith(b"\x89PNG")
+
+    svg = response.content.decode()
+    assert response["Content-Type"] == "image/svg+xml"
+    assert svg.startswith("<svg")
+    assert svg.endswith("</svg>")
+    assert "training loss: 4.000 max, 3.000 min" in svg
+    assert "validation CIDEr-D (greedy): 0.250 max" in svg
+    assert svg.count("<circle") == 1
 
 
 def test_promoting_marks_the_run(run: TrainingRun, alice: Any) -> None:
