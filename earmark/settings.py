@@ -1,8 +1,9 @@
 """Earmark settings: one file, read from the environment.
 
-Embedded defaults (SQLite and a filesystem broker under var/) let the app run with
-no servers; production points DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at
-Redis or RabbitMQ. See README.md for every variable.
+Embedded defaults (SQLite under var/, and a private Redis on a Unix socket under var/
+that `bin/earmark up` starts) let the app run with no servers to set up; production points
+DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at its Redis or RabbitMQ. See README.md
+for every variable.
 """
 
 from __future__ import annotations
@@ -259,10 +260,18 @@ ARCHIVE_MAX_EXPANSION_RATIO = env_float("ARCHIVE_MAX_EXPANSION_RATIO", 100.0, mi
 WHITENOISE_USE_FINDERS = DEBUG
 
 # Celery ------------------------------------------------------------------------------
-CELERY_BROKER_URL = env_broker("CELERY_BROKER_URL", "filesystem://")
+# The embedded broker: a private Redis listening only on this Unix socket, which
+# `bin/earmark up` starts and stops with the other processes (core.supervisor). kombu's
+# filesystem transport is no default any more: with several consumers it races on a
+# message file and kills the worker that lost (JSONDecodeError; celery/kombu#1551).
+# AF_UNIX paths hold at most 107 bytes; runstack names a var dir too deep for that.
+EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis" / "redis.sock"
+EMBEDDED_BROKER_URL = f"redis+socket://{EMBEDDED_REDIS_SOCKET}"
+CELERY_BROKER_URL = env_broker("CELERY_BROKER_URL", EMBEDDED_BROKER_URL)
 BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # kombu's filesystem transport: producers and consumers share one folder, no server.
+    # kombu's filesystem transport (the unit tests' default, see settings_test.py):
+    # producers and consumers share one folder, no server.
     for folder in ("queue", "control"):
         (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
