@@ -335,6 +335,16 @@ WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
 # /healthz: anyone gets the status and whether each check passed; what each found
 # (versions, hosts, errors) goes to staff and to `Authorization: Bearer <HEALTHZ_TOKEN>`.
 HEALTHZ_TOKEN = env_str("HEALTHZ_TOKEN")
+# Queues /healthz requires a live consumer for (503 naming the one without). gpu is one by
+# default: training and suggestions wait on it, and `bin/earmark up` always runs a gpu
+# worker (on the CPU without a GPU). A site that never trains may leave it out.
+HEALTHZ_REQUIRED_QUEUES = env_list("HEALTHZ_REQUIRED_QUEUES", ["default", "media", "text", "gpu"])
+_unknown_queues = sorted(set(HEALTHZ_REQUIRED_QUEUES) - {q.name for q in CELERY_TASK_QUEUES})
+if _unknown_queues:
+    raise ImproperlyConfigured(
+        f"HEALTHZ_REQUIRED_QUEUES names no such queue: {', '.join(_unknown_queues)}; the queues "
+        f"are {', '.join(q.name for q in CELERY_TASK_QUEUES)}."
+    )
 # how long a probe of an external tool (ffmpeg, java: a JVM start; LanguageTool) is reused
 HEALTHZ_PROBE_SECONDS = env_int("HEALTHZ_PROBE_SECONDS", 300, minimum=0)
 # A running job's lease: its runner renews it every third of this; jobs_fail_lost ends a job
