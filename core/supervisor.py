@@ -202,6 +202,8 @@ class Supervisor:
             if self.stopping.is_set():
                 return
             if process is not None and process.poll() is not None:
+                if self.stopping.is_set():  # stopped by stop(), not dead
+                    return
                 self._exited(running, process, now)
             elif running.restart_at is not None and now >= running.restart_at:
                 self.say(f"restarting {running.program.name}")
@@ -344,6 +346,7 @@ def torch_threads_for_gpu_worker() -> str | None:
 def embedded_stack(
     *,
     var_dir: Path,
+    log_dir: Path,
     port: int,
     embedded_redis_socket: Path | None,
     worker_concurrency: int,
@@ -352,7 +355,7 @@ def embedded_stack(
     """The programs of `bin/earmark up`, in start order: the private Redis (when the
     broker is the embedded one, `embedded_redis_socket`), the cpu and gpu workers, beat and
     the web server."""
-    logs = var_dir / "log"
+    logs = log_dir
     programs: list[Program] = []
     if embedded_redis_socket is not None:
         if len(str(embedded_redis_socket).encode()) > UNIX_SOCKET_PATH_MAX:

@@ -46,6 +46,12 @@ class Command(BaseCommand):
             "before the workers start, e.g. seed_demo (repeatable, in order)",
         )
         parser.add_argument(
+            "--log-dir",
+            type=Path,
+            default=None,
+            help="where each program's log and runstack.log go (default: log/ in the var dir)",
+        )
+        parser.add_argument(
             "--announce", default="", help="text to print once every program has started"
         )
 
@@ -57,13 +63,16 @@ class Command(BaseCommand):
         only: list[str],
         prepare: list[str],
         announce: str,
+        log_dir: Path | None,
         **options: Any,
     ) -> None:
         var_dir = Path(settings.VAR_DIR)
+        log_dir = log_dir or var_dir / "log"
         embedded = settings.CELERY_BROKER_URL == settings.EMBEDDED_BROKER_URL
         try:
             programs = embedded_stack(
                 var_dir=var_dir,
+                log_dir=log_dir,
                 port=port,
                 embedded_redis_socket=settings.EMBEDDED_REDIS_SOCKET if embedded else None,
                 worker_concurrency=worker_concurrency,
@@ -76,8 +85,8 @@ class Command(BaseCommand):
             raise CommandError(f"--only {', '.join(unknown)}: no such program; use {names}")
         if only:
             programs = [p for p in programs if p.name in only]
-        (var_dir / "log").mkdir(parents=True, exist_ok=True)
-        log = (var_dir / "log" / "runstack.log").open("a", encoding="utf-8")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = (log_dir / "runstack.log").open("a", encoding="utf-8")
 
         def say(line: str) -> None:
             stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
