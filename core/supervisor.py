@@ -3,7 +3,8 @@
 It starts each program in order (waiting until one with a readiness probe answers, as the
 broker must before workers connect), restarts any that exits on its own after a backoff
 delay, reports each exit to a callback (runstack records it for the jobs page), and on
-stop sends SIGTERM to every program, newest first, then SIGKILL to what is left. Each
+stop sends SIGTERM to the programs that need the broker, then SIGKILL to what is left, and
+only then stops the broker the same way. Each
 program runs in its own session, so a Ctrl-C in the terminal reaches the supervisor only
 and the stop is one orderly sequence; on Linux each also gets SIGTERM if the supervisor
 itself is killed, so no half stack outlives it.
