@@ -217,6 +217,11 @@ class Supervisor:
 
     def _exited(self, running: _Running, process: subprocess.Popen[bytes], now: float) -> None:
         program = running.program
+        # What it left in its session goes too: a prefork worker's pool children outlive
+        # their parent for a moment, holding its broker connection, into which Redis would
+        # hand a message nobody then runs.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
         if now - running.started_mono < self.backoff.stable:
             running.quick_exits += 1
         else:

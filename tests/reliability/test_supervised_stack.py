@@ -46,13 +46,14 @@ def test_a_killed_cpu_worker_is_started_again_and_a_job_queued_meanwhile_finishe
         assert first is not None
 
         processes.signal_pid(first, signal.SIGKILL)
-        job = job_enqueue(kind="ontology_import", params={"path": str(ONTOLOGY_EXCERPT)})
-
         processes.wait_until(
             lambda: ProcessExit.objects.filter(program="worker-cpu", pid=first).exists(),
             what="the supervisor recording the death",
             process=stack,
         )
+        # queued while no worker serves its queue (one sent to the dying worker's connection
+        # is the jobs-redispatch sweep's, tests/reliability/test_worker_faults.py)
+        job = job_enqueue(kind="ontology_import", params={"path": str(ONTOLOGY_EXCERPT)})
         processes.wait_until(
             lambda: _alive_pid(hostname) not in (None, first),
             what="the cpu worker started again",
