@@ -562,8 +562,22 @@ def test_the_jobs_page_lists_stack_processes_that_died_today(alice: Any) -> None
     response = login(alice).get(reverse("job_list"))
     assert b"1 process of this stack stopped in the last 24 hours" in response.content
     assert b"<strong>worker-cpu</strong> (pid 4321) killed by SIGKILL" in response.content
-    assert b"Unrecoverable error: JSONDecodeError" in response.content
     assert b"(pid 99)" not in response.content
+    assert b"JSONDecodeError" not in response.content  # its log is for staff
+
+
+def test_staff_read_the_end_of_a_dead_processs_log_on_the_jobs_page(staff: Any) -> None:
+    ProcessExit.objects.create(
+        program="worker-cpu",
+        pid=4321,
+        returncode=1,
+        started_at=timezone.now() - timedelta(minutes=30),
+        restart_delay=1.0,
+        log_tail="CRITICAL/MainProcess Unrecoverable error: JSONDecodeError",
+    )
+    response = login(staff).get(reverse("job_list"))
+    assert b"<strong>worker-cpu</strong> (pid 4321) exited with code 1" in response.content
+    assert b"Unrecoverable error: JSONDecodeError" in response.content
 
 
 def test_it_shows_error_and_traceback_on_the_job_page(failed_job: Job, alice: Any) -> None:
