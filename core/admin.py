@@ -10,6 +10,7 @@ from core.models import (
     Invite,
     Job,
     Membership,
+    ProcessExit,
     Profile,
     Project,
     SweepRun,
@@ -52,7 +53,14 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
-    list_display = ["hostname", "queues", "pid", "last_seen"]
+    list_display = ["hostname", "queues", "pid", "last_seen", "stopped_at"]
+
+
+@admin.register(ProcessExit)
+class ProcessExitAdmin(admin.ModelAdmin):
+    list_display = ["program", "pid", "returncode", "started_at", "exited_at", "restart_delay"]
+    list_filter = ["program"]
+    readonly_fields = ["log_tail"]
 
 
 @admin.register(SweepRun)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -51,21 +51,56 @@ def check_broker() -> Check:
         return Check(False, f"{scheme} broker unreachable: {exc}", core=True)
 
 
+@dataclass(frozen=True)
+class UnservedQueue:
+    queue: str
+    # when a worker last served it (stopped, or its last heartbeat before it died); None
+    # when no worker on record ever did
+    since: datetime | None
+
+    def describe(self) -> str:
+        if self.since is None:
+            return f"{self.queue} (no worker has served it)"
+        return f"{self.queue} (since {timezone.localtime(self.since):%H:%M})"
+
+
+def unserved_queues(queues: Iterable[str], *, now: datetime | None = None) -> list[UnservedQueue]:
+    """Those of `queues` no live worker consumes, each with since when, in the given order.
+    Read from the heartbeat rows, which outlive their workers for this."""
+    from core.models import WorkerHeartbeat
+
+    now = now or timezone.now()
+    alive = set(WorkerHeartbeat.alive(now).values_list("pk", flat=True))
+    served: set[str] = set()
+    last: dict[str, datetime] = {}
+    for beat in WorkerHeartbeat.objects.all():
+        names = [q for q in beat.queues.split(",") if q]
+        if beat.pk in alive:
+            served.update(names)
+            continue
+        gone = beat.gone_since()
+        for name in names:
+            last[name] = max(last.get(name, gone), gone)
+    return [UnservedQueue(q, last.get(q)) for q in dict.fromkeys(queues) if q not in served]
+
+
 def check_workers() -> Check:
+    """Down unless every queue of HEALTHZ_REQUIRED_QUEUES has a live consumer: a queue
+    nobody serves holds its jobs queued forever, however healthy the other workers are."""
     from core.models import WorkerHeartbeat
 
     try:
         alive = list(WorkerHeartbeat.alive())
+        missing = unserved_queues(settings.HEALTHZ_REQUIRED_QUEUES)
     except Exception as exc:
         return Check(False, f"cannot read heartbeats: {exc}", core=True)
     if not alive:
         return Check(False, "no Celery worker has sent a heartbeat recently", core=True)
     queues = sorted({q for w in alive for q in w.queues.split(",") if q})
-    missing = [q for q in ("default", "media", "text", "gpu") if q not in queues]
     detail = f"{len(alive)} worker(s) alive; queues served: {', '.join(queues)}"
     if missing:
-        detail += f"; no worker for: {', '.join(missing)}"
-    return Check(True, detail, core=True)
+        detail += "; no worker for: " + ", ".join(m.describe() for m in missing)
+    return Check(not missing, detail, core=True)
 
 
 def check_sweeps() -> Check:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import signal
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -355,13 +356,17 @@ class Profile(models.Model):
 
 
 class WorkerHeartbeat(models.Model):
-    """Written every WORKER_HEARTBEAT_SECONDS by each Celery worker (see core.signals)."""
+    """Written every WORKER_HEARTBEAT_SECONDS by each Celery worker (see core.signals).
+
+    A worker that stops cleanly marks its row stopped; one that dies leaves it to go stale.
+    Either way the row stays, so pages can say since when a queue has had no worker."""
 
     hostname = models.CharField(max_length=200, unique=True)
     queues = models.CharField(max_length=200)
     pid = models.PositiveIntegerField()
     started_at = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)
+    stopped_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["hostname"]
@@ -373,7 +378,54 @@ class WorkerHeartbeat(models.Model):
     def alive(cls, now: Any = None) -> models.QuerySet[WorkerHeartbeat]:
         now = now or timezone.now()
         window = timedelta(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS)
-        return cls.objects.filter(last_seen__gte=now - window)
+        return cls.objects.filter(last_seen__gte=now - window, stopped_at__isnull=True)
+
+    def gone_since(self) -> datetime:
+        """When a worker that is no longer alive stopped serving its queues: when it said
+        it stopped, or else its last heartbeat (it died)."""
+        return self.stopped_at or self.last_seen
+
+
+class ProcessExitQuerySet(models.QuerySet["ProcessExit"]):
+    def recent(self, *, hours: float = 24, now: datetime | None = None) -> ProcessExitQuerySet:
+        return self.filter(exited_at__gte=(now or timezone.now()) - timedelta(hours=hours))
+
+
+class ProcessExit(models.Model):
+    """A process of `bin/earmark up` (`manage.py runstack`) that ended while the stack was
+    running: crashed, killed or exited. Written by the supervisor (core.supervisor) before
+    it starts the process again; the jobs page lists the recent ones."""
+
+    program = models.CharField(max_length=40)  # the supervisor's name for it: worker-cpu, web…
+    pid = models.PositiveIntegerField()
+    # the exit status; negative: killed by that signal (Popen.returncode)
+    returncode = models.IntegerField()
+    started_at = models.DateTimeField()
+    exited_at = models.DateTimeField(default=timezone.now)
+    restart_delay = models.FloatField()  # seconds until it was started again (backoff)
+    log_tail = models.TextField(blank=True)  # the last lines of its log, for the jobs page
+
+    objects = ProcessExitQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-exited_at"]
+        indexes = [
+            # the jobs page: exits of the last day, newest first
+            models.Index(fields=["-exited_at"], name="process_exit_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.program} (pid {self.pid}) {self.ending}"
+
+    @property
+    def ending(self) -> str:
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            return f"killed by {name}"
+        return f"exited with code {self.returncode}"
 
 
 class SweepRun(models.Model):

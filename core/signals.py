@@ -48,6 +48,7 @@ def _beat(hostname: str, queues: str) -> None:
                     "pid": os.getpid(),
                     "last_seen": timezone.now(),
                     "started_at": started,
+                    "stopped_at": None,
                 },
             )
         except Exception:  # the database may be briefly away; keep beating
@@ -64,20 +65,29 @@ def serve_sweeps(sender: Any = None, instance: Any = None, **_: Any) -> None:
         instance.app.amqp.queues.select_add(settings.SWEEPS_QUEUE)
 
 
+_beating: list[threading.Thread] = []
+
+
 @worker_ready.connect
 def start_heartbeat(sender: Any = None, **_: Any) -> None:
     hostname = sender.hostname
     queues = ",".join(sorted(q.name for q in sender.app.amqp.queues.consume_from.values()))
-    threading.Thread(target=_beat, args=(hostname, queues), daemon=True).start()
+    thread = threading.Thread(target=_beat, args=(hostname, queues), daemon=True)
+    thread.start()
+    _beating.append(thread)
 
 
 @worker_shutdown.connect
 def stop_heartbeat(sender: Any = None, **_: Any) -> None:
+    """Marks the row stopped (not deleted: pages say since when a queue has no worker),
+    after the heartbeat thread's last write, which would otherwise undo the mark."""
     from core.models import WorkerHeartbeat
 
     _stop.set()
+    for thread in _beating:
+        thread.join(timeout=5)
     if sender is not None:
-        WorkerHeartbeat.objects.filter(hostname=sender.hostname).delete()
+        WorkerHeartbeat.objects.filter(hostname=sender.hostname).update(stopped_at=timezone.now())
 
 
 def sweep_tasks() -> dict[str, float]:

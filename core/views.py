@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from core import services
 from core.access import annotates_only, project_for_page, signed_in_user
 from core.forms import ApiTokenForm, CountryForm, InviteForm, ProjectForm, SignupForm
-from core.health import run_checks
-from core.models import ApiToken, Invite, Job, Membership, Role
+from core.health import run_checks, unserved_queues
+from core.models import ApiToken, Invite, Job, Membership, ProcessExit, Role
 
 
 class LoginView(auth_views.LoginView):
@@ -154,17 +154,23 @@ def job_list(request: HttpRequest) -> HttpResponse:
     if state in Job.State.values:
         jobs = jobs.filter(state=state)
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "core/job_list.html",
-        {"page": page, "state": state, "states": Job.State.choices},
-    )
+    waiting = Job.objects.visible_to(signed_in_user(request)).filter(state=Job.State.QUEUED)
+    queues = sorted(set(waiting.order_by().values_list("queue", flat=True).distinct()))
+    context = {
+        "page": page,
+        "state": state,
+        "states": Job.State.choices,
+        "unserved": unserved_queues(queues),
+        "process_exits": ProcessExit.objects.recent()[:10],
+    }
+    return render(request, "core/job_list.html", context)
 
 
 @login_required
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _job_for(request, pk)
-    return render(request, "core/job_detail.html", {"job": job})
+    unserved = unserved_queues([job.queue]) if job.state == Job.State.QUEUED else []
+    return render(request, "core/job_detail.html", {"job": job, "unserved": unserved})
 
 
 @login_required

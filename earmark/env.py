@@ -147,7 +147,17 @@ def env_database(name: str, default: str, *, health_checks: bool = True) -> dict
     return config
 
 
-BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "pyamqp", "filesystem", "memory"}
+# redis+socket:///path: Redis on a Unix socket (the embedded broker of `bin/earmark up`)
+BROKER_SCHEMES = {
+    "redis",
+    "rediss",
+    "redis+socket",
+    "amqp",
+    "amqps",
+    "pyamqp",
+    "filesystem",
+    "memory",
+}
 
 
 def env_broker(name: str, default: str) -> str:

@@ -1,8 +1,9 @@
 """Earmark settings: one file, read from the environment.
 
-Embedded defaults (SQLite and a filesystem broker under var/) let the app run with
-no servers; production points DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at
-Redis or RabbitMQ. See README.md for every variable.
+Embedded defaults (SQLite under var/, and a private Redis on a Unix socket under var/
+that `bin/earmark up` starts) let the app run with no servers to set up; production points
+DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at its Redis or RabbitMQ. See README.md
+for every variable.
 """
 
 from __future__ import annotations
@@ -282,10 +283,18 @@ ARCHIVE_MAX_EXPANSION_RATIO = env_float("ARCHIVE_MAX_EXPANSION_RATIO", 100.0, mi
 WHITENOISE_USE_FINDERS = DEBUG
 
 # Celery ------------------------------------------------------------------------------
-CELERY_BROKER_URL = env_broker("CELERY_BROKER_URL", "filesystem://")
+# The embedded broker: a private Redis listening only on this Unix socket, which
+# `bin/earmark up` starts and stops with the other processes (core.supervisor). kombu's
+# filesystem transport is no default any more: with several consumers it races on a
+# message file and kills the worker that lost (JSONDecodeError; celery/kombu#1551).
+# AF_UNIX paths hold at most 107 bytes; runstack names a var dir too deep for that.
+EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis" / "redis.sock"
+EMBEDDED_BROKER_URL = f"redis+socket://{EMBEDDED_REDIS_SOCKET}"
+CELERY_BROKER_URL = env_broker("CELERY_BROKER_URL", EMBEDDED_BROKER_URL)
 BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # kombu's filesystem transport: producers and consumers share one folder, no server.
+    # kombu's filesystem transport (the unit tests' default, see settings_test.py):
+    # producers and consumers share one folder, no server.
     for folder in ("queue", "control"):
         (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -355,6 +364,16 @@ WORKER_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
 # /healthz: anyone gets the status and whether each check passed; what each found
 # (versions, hosts, errors) goes to staff and to `Authorization: Bearer <HEALTHZ_TOKEN>`.
 HEALTHZ_TOKEN = env_str("HEALTHZ_TOKEN")
+# Queues /healthz requires a live consumer for (503 naming the one without). gpu is one by
+# default: training and suggestions wait on it, and `bin/earmark up` always runs a gpu
+# worker (on the CPU without a GPU). A site that never trains may leave it out.
+HEALTHZ_REQUIRED_QUEUES = env_list("HEALTHZ_REQUIRED_QUEUES", ["default", "media", "text", "gpu"])
+_unknown_queues = sorted(set(HEALTHZ_REQUIRED_QUEUES) - {q.name for q in CELERY_TASK_QUEUES})
+if _unknown_queues:
+    raise ImproperlyConfigured(
+        f"HEALTHZ_REQUIRED_QUEUES names no such queue: {', '.join(_unknown_queues)}; the queues "
+        f"are {', '.join(q.name for q in CELERY_TASK_QUEUES)}."
+    )
 # how long a probe of an external tool (ffmpeg, java: a JVM start; LanguageTool) is reused
 HEALTHZ_PROBE_SECONDS = env_int("HEALTHZ_PROBE_SECONDS", 300, minimum=0)
 # A running job's lease: its runner renews it every third of this; jobs_fail_lost ends a job

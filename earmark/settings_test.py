@@ -9,6 +9,12 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+# Tests need no Redis of their own: without CELERY_BROKER_URL they use kombu's filesystem
+# transport (tests run a worker or two for seconds; its race between consumers killed a
+# worker of a full stack after 28 minutes). Set here, not only in Django's settings,
+# because Celery reads the variable first and the workers tests start inherit it. CI sets
+# CELERY_BROKER_URL to a real Redis.
+os.environ.setdefault("CELERY_BROKER_URL", "filesystem://")
 
 from earmark.settings import *  # noqa: F403
 

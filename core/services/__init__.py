@@ -1,7 +1,8 @@
 """Core workflows, one module each: projects and the people in them (`projects`: creating a
 project, memberships, invites, the role check, a user's declared country), API tokens
 (`api_tokens`) and the life of a job (`job_lifecycle`: creating, dispatching, running under
-a lease with `Progress`, retrying, cancelling, and the sweeps for lost jobs). The registry
+a lease with `Progress`, retrying, cancelling, and the sweeps for lost jobs) and what the
+supervisor of `bin/earmark up` records (`stack`). The registry
 of job kinds (handler and queue of each) is `core.jobs`, not a service.
 
 Every public name is re-exported here, so `from core.services import X` works. A test that
@@ -45,6 +46,7 @@ from core.services.projects import (
     project_create,
     require_role,
 )
+from core.services.stack import process_exit_record
 
 __all__ = [
     "TOKEN_TOUCH_INTERVAL",
@@ -70,6 +72,7 @@ __all__ = [
     "jobs_recover_restarted",
     "jobs_redispatch",
     "membership_add",
+    "process_exit_record",
     "profile_country",
     "profile_country_set",
     "project_create",

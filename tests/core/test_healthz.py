@@ -1,4 +1,5 @@
-"""/healthz: 200 when the database, the broker and a worker are up; 503 naming what is not.
+"""/healthz: 200 when the database, the broker and a worker for every required queue are
+up; 503 naming what is not (a queue nobody serves by name, with since when).
 
 External tools (ffmpeg, java, LanguageTool) are reported but never decide the status, and
 are probed once per HEALTHZ_PROBE_SECONDS. What each check found is for staff and for
@@ -103,11 +104,62 @@ def test_it_names_the_queues_the_live_workers_serve() -> None:
     )
 
 
-def test_it_warns_about_queues_no_worker_serves(db: None) -> None:
+def test_it_is_down_naming_the_core_queues_no_worker_serves(db: None) -> None:
     WorkerHeartbeat.objects.create(hostname="celery@cpu", queues="default,media", pid=1)
     response = _healthz()
+    assert response.status_code == 503
+    assert response.json()["status"] == "down"
+    workers = response.json()["checks"]["workers"]
+    assert workers["ok"] is False
+    assert workers["detail"].endswith(
+        "no worker for: text (no worker has served it), gpu (no worker has served it)"
+    )
+
+
+def test_it_is_down_while_the_only_worker_of_a_queue_is_dead_saying_since_when(
+    heartbeat: WorkerHeartbeat,
+) -> None:
+    """The incident of issue 31: the cpu worker died and the gpu one kept the check green."""
+    WorkerHeartbeat.objects.filter(pk=heartbeat.pk).update(queues="gpu")
+    died = timezone.now() - timedelta(minutes=28)
+    WorkerHeartbeat.objects.create(
+        hostname="cpu@host", queues="default,media,text", pid=2, last_seen=died
+    )
+    response = _healthz()
+    assert response.status_code == 503
+    since = f"{timezone.localtime(died):%H:%M}"
+    assert response.json()["checks"]["workers"]["detail"] == (
+        "1 worker(s) alive; queues served: gpu; no worker for: "
+        f"default (since {since}), media (since {since}), text (since {since})"
+    )
+
+
+def test_a_worker_that_stopped_cleanly_no_longer_serves_its_queues(
+    heartbeat: WorkerHeartbeat,
+) -> None:
+    stopped = timezone.now() - timedelta(minutes=5)
+    WorkerHeartbeat.objects.filter(pk=heartbeat.pk).update(stopped_at=stopped)
+    WorkerHeartbeat.objects.create(hostname="celery@other", queues="default,media,text", pid=3)
+    response = _healthz()
+    assert response.status_code == 503
+    assert response.json()["checks"]["workers"]["detail"].endswith(
+        f"no worker for: gpu (since {timezone.localtime(stopped):%H:%M})"
+    )
+
+
+def test_anyone_learns_the_workers_check_failed(db: None) -> None:
+    WorkerHeartbeat.objects.create(hostname="celery@cpu", queues="gpu", pid=1)
+    response = Client().get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["workers"] == {"ok": False, "core": True}
+
+
+def test_a_site_that_never_trains_may_leave_the_gpu_queue_out(settings: Any, db: None) -> None:
+    settings.HEALTHZ_REQUIRED_QUEUES = ["default", "media", "text"]
+    WorkerHeartbeat.objects.create(hostname="celery@cpu", queues="default,media,text", pid=1)
+    response = _healthz()
     assert response.status_code == 200
-    assert response.json()["checks"]["workers"]["detail"].endswith("no worker for: text, gpu")
+    assert response.json()["checks"]["workers"]["ok"] is True
 
 
 def test_it_is_down_without_a_worker_heartbeat(db: None) -> None:

@@ -4,8 +4,9 @@ core.services and the jobs pages. Test-only job kinds point at the handlers belo
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.jobs import JOB_KINDS, JobKind
-from core.models import Job, Project, WorkerHeartbeat
+from core.models import Job, ProcessExit, Project, WorkerHeartbeat
 from core.services import (
     Progress,
     job_cancel,
@@ -470,6 +471,113 @@ def test_it_filters_the_jobs_page_by_state(
     assert response.status_code == 200
     assert f'data-job="{queued.pk}"'.encode() in response.content
     assert f'data-job="{failed_job.pk}"'.encode() not in response.content
+
+
+def _dead_worker(queues: str, *, minutes_ago: int) -> datetime:
+    """A heartbeat row left by a worker that died `minutes_ago`; returns its last beat."""
+    last = timezone.now() - timedelta(minutes=minutes_ago)
+    WorkerHeartbeat.objects.create(hostname="cpu@dead", queues=queues, pid=1, last_seen=last)
+    return last
+
+
+def _unserved_warning(content: bytes) -> str:
+    found = re.search(
+        rb'<p class="flash error"[^>]*data-testid="unserved-queue">(.*?)</p>', content, re.S
+    )
+    return " ".join(re.sub(r"<[^>]+>", "", found.group(1).decode()).split()) if found else ""
+
+
+def test_the_jobs_page_warns_that_no_worker_serves_a_queued_jobs_queue_since_when(
+    make_job: Callable[..., Job], alice: Any
+) -> None:
+    died = _dead_worker("default,media,text", minutes_ago=28)
+    make_job("test_count")  # on the text queue
+    response = login(alice).get(reverse("job_list"))
+    assert _unserved_warning(response.content).startswith(
+        f"No worker is serving queue text since {timezone.localtime(died):%H:%M}: "
+        "jobs on it stay queued until one starts."
+    )
+
+
+def test_the_jobs_page_names_a_queue_no_worker_ever_served(
+    make_job: Callable[..., Job], alice: Any
+) -> None:
+    make_job("test_count")
+    response = login(alice).get(reverse("job_list"))
+    assert _unserved_warning(response.content).startswith("No worker has served queue text yet:")
+
+
+def test_the_jobs_page_warns_of_nothing_while_a_worker_serves_the_queue(
+    make_job: Callable[..., Job], alice: Any
+) -> None:
+    _dead_worker("text", minutes_ago=28)
+    WorkerHeartbeat.objects.create(hostname="cpu@alive", queues="default,text", pid=2)
+    make_job("test_count")
+    response = login(alice).get(reverse("job_list"))
+    assert response.status_code == 200
+    assert b"unserved-queue" not in response.content
+
+
+def test_the_jobs_page_warns_of_nothing_when_no_job_waits(failed_job: Job, alice: Any) -> None:
+    _dead_worker("text", minutes_ago=28)  # failed_job ran on the text queue; none waits there
+    response = login(alice).get(reverse("job_list"))
+    assert b"unserved-queue" not in response.content
+
+
+def test_a_queued_jobs_page_warns_that_no_worker_serves_its_queue(
+    make_job: Callable[..., Job], alice: Any
+) -> None:
+    died = _dead_worker("text", minutes_ago=5)
+    job = make_job("test_count")
+    response = login(alice).get(job.get_absolute_url())
+    assert _unserved_warning(response.content).startswith(
+        f"No worker is serving queue text since {timezone.localtime(died):%H:%M}:"
+    )
+
+
+def test_a_finished_jobs_page_warns_of_nothing(failed_job: Job, alice: Any) -> None:
+    _dead_worker("text", minutes_ago=5)
+    response = login(alice).get(failed_job.get_absolute_url())
+    assert b"unserved-queue" not in response.content
+
+
+@pytest.mark.usefixtures("project")  # alice researches in it, so she sees jobs
+def test_the_jobs_page_lists_stack_processes_that_died_today(alice: Any) -> None:
+    ProcessExit.objects.create(
+        program="worker-cpu",
+        pid=4321,
+        returncode=-9,
+        started_at=timezone.now() - timedelta(minutes=30),
+        restart_delay=1.0,
+        log_tail="CRITICAL/MainProcess Unrecoverable error: JSONDecodeError",
+    )
+    ProcessExit.objects.create(  # yesterday's: not listed
+        program="beat",
+        pid=99,
+        returncode=1,
+        started_at=timezone.now() - timedelta(days=2),
+        exited_at=timezone.now() - timedelta(hours=25),
+        restart_delay=1.0,
+    )
+    response = login(alice).get(reverse("job_list"))
+    assert b"1 process of this stack stopped in the last 24 hours" in response.content
+    assert b"<strong>worker-cpu</strong> (pid 4321) killed by SIGKILL" in response.content
+    assert b"(pid 99)" not in response.content
+    assert b"JSONDecodeError" not in response.content  # its log is for staff
+
+
+def test_staff_read_the_end_of_a_dead_processs_log_on_the_jobs_page(staff: Any) -> None:
+    ProcessExit.objects.create(
+        program="worker-cpu",
+        pid=4321,
+        returncode=1,
+        started_at=timezone.now() - timedelta(minutes=30),
+        restart_delay=1.0,
+        log_tail="CRITICAL/MainProcess Unrecoverable error: JSONDecodeError",
+    )
+    response = login(staff).get(reverse("job_list"))
+    assert b"<strong>worker-cpu</strong> (pid 4321) exited with code 1" in response.content
+    assert b"Unrecoverable error: JSONDecodeError" in response.content
 
 
 def test_it_shows_error_and_traceback_on_the_job_page(failed_job: Job, alice: Any) -> None:

@@ -160,6 +160,13 @@ def test_it_defaults_to_the_filesystem_broker(monkeypatch: pytest.MonkeyPatch) -
     assert env_broker("CELERY_BROKER_URL", "filesystem://") == "filesystem://"
 
 
+def test_it_accepts_a_redis_broker_on_a_unix_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis+socket:///srv/earmark/redis.sock")
+    assert (
+        env_broker("CELERY_BROKER_URL", "filesystem://") == "redis+socket:///srv/earmark/redis.sock"
+    )
+
+
 # settings.py ---------------------------------------------------------------------------
 
 
@@ -209,8 +216,12 @@ def test_it_runs_without_servers_by_default(
     namespace = runpy.run_path(str(SETTINGS_FILE))
     assert namespace["DATABASES"]["default"]["ENGINE"] == "django.db.backends.sqlite3"
     assert namespace["DATABASES"]["default"]["NAME"] == str(tmp_path / "var" / "earmark.sqlite3")
-    assert namespace["CELERY_BROKER_URL"] == "filesystem://"
-    assert (tmp_path / "var" / "broker" / "queue").is_dir()
+    # the private Redis `bin/earmark up` starts on a socket under the var dir, not kombu's
+    # filesystem transport (which killed a worker of a full stack, issue 31)
+    socket = tmp_path / "var" / "redis" / "redis.sock"
+    assert namespace["CELERY_BROKER_URL"] == f"redis+socket://{socket}"
+    assert namespace["EMBEDDED_REDIS_SOCKET"] == socket
+    assert not (tmp_path / "var" / "broker").exists()
 
 
 # Real start-up -------------------------------------------------------------------------
@@ -262,3 +273,13 @@ def test_a_redis_cache_url_gives_djangos_redis_cache(monkeypatch: pytest.MonkeyP
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": "redis://cache.internal:6379/1",
     }
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_it_refuses_a_required_queue_that_does_not_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_KEY", "x")
+    monkeypatch.setenv("HEALTHZ_REQUIRED_QUEUES", "default,gpus")
+    with pytest.raises(
+        ImproperlyConfigured, match="HEALTHZ_REQUIRED_QUEUES names no such queue: gpus"
+    ):
+        runpy.run_path(str(SETTINGS_FILE))

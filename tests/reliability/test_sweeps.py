@@ -66,7 +66,9 @@ def _all_ran(ago: timedelta) -> None:
 
 
 def test_healthz_is_up_while_every_sweep_runs_on_time() -> None:
-    WorkerHeartbeat.objects.create(hostname="celery@a", queues="default,sweeps", pid=1)
+    WorkerHeartbeat.objects.create(
+        hostname="celery@a", queues="default,gpu,media,sweeps,text", pid=1
+    )
     _all_ran(timedelta(seconds=5))
 
     status, sweeps = _healthz_sweeps()
@@ -76,7 +78,9 @@ def test_healthz_is_up_while_every_sweep_runs_on_time() -> None:
 
 
 def test_healthz_is_down_naming_a_sweep_that_fell_behind() -> None:
-    WorkerHeartbeat.objects.create(hostname="celery@a", queues="default,sweeps", pid=1)
+    WorkerHeartbeat.objects.create(
+        hostname="celery@a", queues="default,gpu,media,sweeps,text", pid=1
+    )
     _all_ran(timedelta(seconds=5))
     SweepRun.objects.filter(task="core.tasks.jobs_fail_lost").update(
         last_run_at=timezone.now() - timedelta(minutes=12)
@@ -92,7 +96,7 @@ def test_healthz_is_down_naming_a_sweep_that_fell_behind() -> None:
 def test_healthz_counts_a_sweep_that_never_ran_once_a_worker_has_been_up_long_enough() -> None:
     WorkerHeartbeat.objects.create(
         hostname="celery@a",
-        queues="default,sweeps",
+        queues="default,gpu,media,sweeps,text",
         pid=1,
         started_at=timezone.now() - timedelta(hours=1),
     )
@@ -104,7 +108,9 @@ def test_healthz_counts_a_sweep_that_never_ran_once_a_worker_has_been_up_long_en
 
 
 def test_healthz_gives_freshly_started_workers_time_for_the_first_sweeps() -> None:
-    WorkerHeartbeat.objects.create(hostname="celery@a", queues="default,sweeps", pid=1)
+    WorkerHeartbeat.objects.create(
+        hostname="celery@a", queues="default,gpu,media,sweeps,text", pid=1
+    )
 
     _, sweeps = _healthz_sweeps()
 

@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("core", "0005_profile_country"),
+        ("core", "0006_process_exits_and_stopped_workers"),
     ]
 
     operations = [
