@@ -122,11 +122,12 @@ class Meter:
         import psycopg
 
         self.server = server
+        # the backend's parent read while the backend lives (it exits with the connection)
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SELECT pg_backend_pid()").fetchone()
-        assert row is not None
-        (backend,) = row
-        fields = _stat(backend)
+            assert row is not None
+            (backend,) = row
+            fields = _stat(backend)
         if fields is None:
             raise SystemExit("PostgreSQL must run on this machine to meter its CPU.")
         self.postmaster = int(fields[1])  # the backend's parent
