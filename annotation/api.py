@@ -610,7 +610,7 @@ def _work_out(assignment: Assignment) -> dict[str, Any]:
     "/work/claim",
     response={200: WorkAssignmentOut, 201: WorkAssignmentOut, 204: None, 403: BlockedOut,
               404: ErrorOut},
-    throttle=[throttling.PER_USER, throttling.WORK],
+    throttle=[throttling.WORK],
 )  # fmt: skip
 def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
     """The next HIT for you: 201 with a new assignment, 200 with the one you already hold
@@ -707,7 +707,7 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
 @router.post(
     "/work/assignments/{assignment_id}/submit",
     response={200: WorkAssignmentBriefOut, 400: FieldErrorsOut, 404: ErrorOut, 409: ErrorOut},
-    throttle=[throttling.PER_USER, throttling.WORK],
+    throttle=[throttling.WORK],
 )
 def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> Any:
     """Submits one caption per clip, checked by the HIT page's rules (the same messages);

@@ -13,7 +13,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import Error
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
-from ninja.errors import HttpError
+from ninja.errors import HttpError, Throttled
 from ninja.security import HttpBearer, SessionAuth
 
 from active.api import router as active_router
@@ -33,15 +33,17 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        # a client whose recent tokens were bad is refused for a while (429) before its
-        # next one is looked up: guessing costs time, and a broken script stops hammering
-        refusal = throttling.bad_tokens_refusal(request)
-        if refusal:
-            raise HttpError(429, refusal)
+        # a client whose recent tokens were bad is refused for a while (429), its next
+        # tokens good or not: guessing costs time, and a broken script stops hammering
+        # a good token's refusal is read by the operation's throttle (throttling.Rates),
+        # in the one cache round trip that also counts the request's rates
         holder = services.api_token_authenticate(raw=token)
         if holder is None:
+            if refusal := throttling.bad_tokens_refusal(request):
+                raise HttpError(429, refusal)
             throttling.bad_token_record(request)
             return None
+        setattr(request, throttling.BEARER, True)
         if holder.read_only and request.method not in SAFE_METHODS:
             raise HttpError(
                 403,
@@ -85,6 +87,14 @@ def request_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpRespons
         },
         status=413,
     )
+
+
+@api.exception_handler(Throttled)
+def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
+    """429 with the throttle's own reason when it gave one (throttling.REFUSAL: too many
+    bad tokens from the address), else ninja's "too many requests"."""
+    detail = getattr(request, throttling.REFUSAL, None) or str(exc.message)
+    return api.create_response(request, {"detail": detail}, status=429)
 
 
 def _database_unavailable(request: HttpRequest, exc: Error | type[Error]) -> HttpResponse:
