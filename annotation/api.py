@@ -31,7 +31,7 @@ from annotation.models import Assignment, Batch, Caption, HitClip
 from annotation.presets import BATCH_PRESETS, batch_preset
 from core import throttling
 from core.access import project_for_api, signed_in_user
-from core.media import media_response
+from core.media import ByteRange, media_response
 from core.models import Membership, Role
 from core.schemas import ErrorOut, FieldErrorsOut, error_text, page_or_404, refusal
 from crowd.models import Qualification
@@ -686,22 +686,25 @@ def work_assignment(request: HttpRequest, assignment_id: int) -> Any:
 def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> HttpResponseBase:
     """The clip's audio (Range requests answered with 206), for the assignment's worker
     and only for clips of its HIT. Fetch each clip before captioning it: submit refuses
-    a caption until the clip's playing time has passed since its audio was first served."""
+    a caption until every byte of the clip was served (in one answer or in ranges) and its
+    playing time has passed since it was first served."""
     assignment = _mine(request, assignment_id)
     hit_clip = (
         HitClip.objects.select_related("clip").filter(hit=assignment.hit_id, clip_id=clip_id)
     ).first()
     if hit_clip is None:
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
+
+    def served(part: ByteRange) -> None:
+        if assignment.state == Assignment.State.ACCEPTED:
+            # a submit's captions are refused until the clip could have played through
+            services.clip_audio_served(assignment=assignment, clip=hit_clip.clip, part=part)
+
     try:
         clip_audio_check(clip=hit_clip.clip)
-        response = media_response(request, hit_clip.clip.audio, missing=NO_AUDIO_YET)
+        return media_response(request, hit_clip.clip.audio, missing=NO_AUDIO_YET, on_served=served)
     except (ClipMediaBroken, Http404) as exc:
         raise HttpError(404, str(exc)) from None
-    if assignment.state == Assignment.State.ACCEPTED:
-        # a submit's captions are refused until the clip could have played through
-        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
-    return response
 
 
 @router.post(
