@@ -279,6 +279,23 @@ def _mine(request: HttpRequest, pk: int) -> Assignment:
     return assignment
 
 
+def _clip_of_mine(request: HttpRequest, pk: int, clip_id: int) -> tuple[Clip, str] | None:
+    """The clip, when it is part of the HIT of the worker's assignment `pk`, with the
+    assignment's state; None otherwise. One query in SQL: every clip a worker plays
+    comes here (the assignment, then its HIT's clip, were two ORM queries)."""
+    assignments, hit_clips = Assignment._meta.db_table, HitClip._meta.db_table
+    found = Clip.objects.raw(
+        f"SELECT c.*, a.state AS assignment_state FROM {assignments} a "
+        f"JOIN {hit_clips} hc ON hc.hit_id = a.hit_id "
+        f"JOIN {Clip._meta.db_table} c ON c.id = hc.clip_id "
+        "WHERE a.id = %s AND a.worker_id = %s AND hc.clip_id = %s",
+        [pk, signed_in_user(request).pk, clip_id],
+    )
+    clip = next(iter(found), None)
+    # a raw query's extra column is a plain instance attribute, undeclared on Clip
+    return None if clip is None else (clip, str(vars(clip)["assignment_state"]))
+
+
 def _seconds(delta: timedelta) -> int:
     return int(delta.total_seconds())
 
@@ -688,21 +705,22 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
     and only for clips of its HIT. Fetch each clip before captioning it: submit refuses
     a caption until every byte of the clip was served (in one answer or in ranges) and its
     playing time has passed since it was first served."""
-    assignment = _mine(request, assignment_id)
-    hit_clip = (
-        HitClip.objects.select_related("clip").filter(hit=assignment.hit_id, clip_id=clip_id)
-    ).first()
-    if hit_clip is None:
+    found = _clip_of_mine(request, assignment_id, clip_id)
+    if found is None:
+        _mine(request, assignment_id)  # 404 when the assignment is not the worker's
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
+    clip, state = found
 
     def served(part: ByteRange) -> None:
-        if assignment.state == Assignment.State.ACCEPTED:
+        if state == Assignment.State.ACCEPTED:
             # a submit's captions are refused until the clip could have played through
-            services.clip_audio_served(assignment=assignment, clip=hit_clip.clip, part=part)
+            services.clip_audio_served(
+                assignment=Assignment(pk=assignment_id), clip=clip, part=part
+            )
 
     try:
-        clip_audio_check(clip=hit_clip.clip)
-        return media_response(request, hit_clip.clip.audio, missing=NO_AUDIO_YET, on_served=served)
+        clip_audio_check(clip=clip)
+        return media_response(request, clip.audio, missing=NO_AUDIO_YET, on_served=served)
     except (ClipMediaBroken, Http404) as exc:
         raise HttpError(404, str(exc)) from None
 

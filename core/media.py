@@ -108,12 +108,12 @@ def media_response(
     if asked_range:
         asked = _byte_range(range_header, size)
         if asked is None:
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{size}"
-            response["Accept-Ranges"] = "bytes"
-            return response
+            refused = HttpResponse(status=416)
+            refused["Content-Range"] = f"bytes */{size}"
+            refused["Accept-Ranges"] = "bytes"
+            return refused
         byte_range = ByteRange(*asked, size)
-    response = _proxy_response(field_file, content_type) or _django_response(
+    response: HttpResponseBase = _proxy_response(field_file, content_type) or _django_response(
         field_file, content_type, byte_range, missing=missing, partial=asked_range
     )
     response["Accept-Ranges"] = "bytes"

@@ -140,7 +140,8 @@ def _redis_of(backend: Any) -> tuple[Any, Any]:
     them) and everything else through its serializer."""
     if not isinstance(backend, RedisCache):
         return None, None
-    return backend._cache.get_client(write=True), backend._cache._serializer
+    client = backend._cache  # type: ignore[attr-defined]  # Django's, not in its stubs
+    return client.get_client(write=True), client._serializer
 
 
 # Every API call of a user (the API's default); the crowd's claim and submit calls count
