@@ -470,8 +470,7 @@ class ClipAudioServed(models.Model):
                 name="clipaudioserved_heard_after_served",
             ),
             models.CheckConstraint(
-                condition=Q(whole_at__isnull=True)
-                | Q(whole_at__lte=models.F("earliest_heard_at")),
+                condition=Q(whole_at__isnull=True) | Q(whole_at__lte=models.F("earliest_heard_at")),
                 name="clipaudioserved_heard_after_whole",
             ),
         ]
