@@ -55,7 +55,9 @@ class Rates(BaseThrottle):
     sliding window still covers), not logs of every request: an integer increment a
     request, where a log of 1,200 timestamps was read, unpickled, pickled and written
     back. A burst straddling two windows is limited as a log would limit it, give or
-    take the weighting's rounding."""
+    take the weighting's rounding. A refused request counts too (the increment comes
+    before the answer, in the same round trip): a client that keeps calling stays
+    refused until it slows down."""
 
     def __init__(self, *rates: tuple[str, str]) -> None:
         self.rates = rates
