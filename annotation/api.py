@@ -31,7 +31,7 @@ from annotation.models import Assignment, Batch, Caption, HitClip
 from annotation.presets import BATCH_PRESETS, batch_preset
 from core import throttling
 from core.access import project_for_api, signed_in_user
-from core.media import media_response
+from core.media import ByteRange, media_response
 from core.models import Membership, Role
 from core.schemas import ErrorOut, FieldErrorsOut, error_text, page_or_404, refusal
 from crowd.models import Qualification
@@ -277,6 +277,23 @@ def _mine(request: HttpRequest, pk: int) -> Assignment:
     if assignment is None:
         raise HttpError(404, f"No assignment #{pk} of yours.")
     return assignment
+
+
+def _clip_of_mine(request: HttpRequest, pk: int, clip_id: int) -> tuple[Clip, str] | None:
+    """The clip, when it is part of the HIT of the worker's assignment `pk`, with the
+    assignment's state; None otherwise. One query in SQL: every clip a worker plays
+    comes here (the assignment, then its HIT's clip, were two ORM queries)."""
+    assignments, hit_clips = Assignment._meta.db_table, HitClip._meta.db_table
+    found = Clip.objects.raw(
+        f"SELECT c.*, a.state AS assignment_state FROM {assignments} a "
+        f"JOIN {hit_clips} hc ON hc.hit_id = a.hit_id "
+        f"JOIN {Clip._meta.db_table} c ON c.id = hc.clip_id "
+        "WHERE a.id = %s AND a.worker_id = %s AND hc.clip_id = %s",
+        [pk, signed_in_user(request).pk, clip_id],
+    )
+    clip = next(iter(found), None)
+    # a raw query's extra column is a plain instance attribute, undeclared on Clip
+    return None if clip is None else (clip, str(vars(clip)["assignment_state"]))
 
 
 def _seconds(delta: timedelta) -> int:
@@ -610,7 +627,7 @@ def _work_out(assignment: Assignment) -> dict[str, Any]:
     "/work/claim",
     response={200: WorkAssignmentOut, 201: WorkAssignmentOut, 204: None, 403: BlockedOut,
               404: ErrorOut},
-    throttle=[throttling.PER_USER, throttling.WORK],
+    throttle=[throttling.WORK],
 )  # fmt: skip
 def work_claim(request: HttpRequest, batch: int | None = None) -> Any:
     """The next HIT for you: 201 with a new assignment, 200 with the one you already hold
@@ -686,28 +703,32 @@ def work_assignment(request: HttpRequest, assignment_id: int) -> Any:
 def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> HttpResponseBase:
     """The clip's audio (Range requests answered with 206), for the assignment's worker
     and only for clips of its HIT. Fetch each clip before captioning it: submit refuses
-    a caption until the clip's playing time has passed since its audio was first served."""
-    assignment = _mine(request, assignment_id)
-    hit_clip = (
-        HitClip.objects.select_related("clip").filter(hit=assignment.hit_id, clip_id=clip_id)
-    ).first()
-    if hit_clip is None:
+    a caption until every byte of the clip was served (in one answer or in ranges) and its
+    playing time has passed since it was first served."""
+    found = _clip_of_mine(request, assignment_id, clip_id)
+    if found is None:
+        _mine(request, assignment_id)  # 404 when the assignment is not the worker's
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
+    clip, state = found
+
+    def served(part: ByteRange) -> None:
+        if state == Assignment.State.ACCEPTED:
+            # a submit's captions are refused until the clip could have played through
+            services.clip_audio_served(
+                assignment=Assignment(pk=assignment_id), clip=clip, part=part
+            )
+
     try:
-        clip_audio_check(clip=hit_clip.clip)
-        response = media_response(request, hit_clip.clip.audio, missing=NO_AUDIO_YET)
+        clip_audio_check(clip=clip)
+        return media_response(request, clip.audio, missing=NO_AUDIO_YET, on_served=served)
     except (ClipMediaBroken, Http404) as exc:
         raise HttpError(404, str(exc)) from None
-    if assignment.state == Assignment.State.ACCEPTED:
-        # a submit's captions are refused until the clip could have played through
-        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
-    return response
 
 
 @router.post(
     "/work/assignments/{assignment_id}/submit",
     response={200: WorkAssignmentBriefOut, 400: FieldErrorsOut, 404: ErrorOut, 409: ErrorOut},
-    throttle=[throttling.PER_USER, throttling.WORK],
+    throttle=[throttling.WORK],
 )
 def work_submit(request: HttpRequest, assignment_id: int, payload: SubmitIn) -> Any:
     """Submits one caption per clip, checked by the HIT page's rules (the same messages);

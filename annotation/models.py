@@ -469,11 +469,14 @@ class ClipListen(models.Model):
 
 
 class ClipAudioServed(models.Model):
-    """The clip's audio was first served for this assignment (the HIT page's player, the
-    API or the MTurk page). Nobody can have heard the clip through before
-    `earliest_heard_at`, the first serving plus the clip's playing time, so the server
-    refuses a caption for it (and the HIT page's "heard" report) until then: the
-    server's own record, not the browser's word."""
+    """The clip's audio was served for this assignment (the HIT page's player, the API or
+    the MTurk page): first at `served_at`, and every byte of it by `whole_at`. Nobody can
+    have heard the clip through before the whole file was served nor before
+    `earliest_heard_at`, the first serving plus the clip's playing time (and never before
+    `whole_at`), so the server refuses a caption for it (and the HIT page's "heard"
+    report) until then: the server's own record, not the browser's word. One row per
+    assignment and clip, written when the audio is first served and, for a player that
+    fetches it in ranges, as the ranges add up, until they cover the file."""
 
     assignment = models.ForeignKey(
         Assignment, on_delete=models.CASCADE, related_name="audio_served"
@@ -481,6 +484,11 @@ class ClipAudioServed(models.Model):
     clip = models.ForeignKey("curation.Clip", on_delete=models.PROTECT, related_name="+")
     served_at = models.DateTimeField(default=timezone.now)
     earliest_heard_at = models.DateTimeField()
+    # the byte ranges served so far, merged, as [first, last] pairs of a file of
+    # `file_bytes` bytes; emptied once they cover it (whole_at)
+    file_bytes = models.PositiveBigIntegerField(default=0)
+    ranges = models.JSONField(default=list, blank=True)
+    whole_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "clip audio served record"
@@ -491,6 +499,10 @@ class ClipAudioServed(models.Model):
             models.CheckConstraint(
                 condition=Q(earliest_heard_at__gte=models.F("served_at")),
                 name="clipaudioserved_heard_after_served",
+            ),
+            models.CheckConstraint(
+                condition=Q(whole_at__isnull=True) | Q(whole_at__lte=models.F("earliest_heard_at")),
+                name="clipaudioserved_heard_after_whole",
             ),
         ]
 

@@ -18,7 +18,7 @@ from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, V
 from annotation.prefill import starting_texts
 from annotation.presets import BATCH_PRESETS
 from core.access import project_for_page, signed_in_user
-from core.media import media_response
+from core.media import ByteRange, media_response
 from core.models import Membership, Role
 from crowd.queries import blocked_everywhere, requirements_refusals
 from curation.models import Clip, Label
@@ -217,10 +217,12 @@ def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     hit_clip = get_object_or_404(
         HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
     )
-    response = clip_audio_response(request, hit_clip.clip)
-    if response.status_code < 300 and assignment.state == Assignment.State.ACCEPTED:
-        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
-    return response
+
+    def served(part: ByteRange) -> None:
+        if assignment.state == Assignment.State.ACCEPTED:
+            services.clip_audio_served(assignment=assignment, clip=hit_clip.clip, part=part)
+
+    return clip_audio_response(request, hit_clip.clip, on_served=served)
 
 
 def _hit_clip_for(assignment: Assignment, clip_id: int) -> HitClip:

@@ -25,7 +25,9 @@ times) and of the load generator (on a shared machine the load average says litt
 loop says what a quiet one could do: cores x 1000 / total ms); then checks the database:
 no worker on a clip twice, no HIT over-filled (assignments holding a slot ≤ max, and
 `taken` equal to them), no caption of a worker on a clip twice, and one submitted
-assignment per loop counted.
+assignment per loop counted. Its last line, for scripts, sums every level:
+`loop: server_cpu_ms P loops_per_s L` (gunicorn's CPU per completed loop, the audio GET
+included, and loops per second).
 
 With no think time, Little's law ties the numbers: loop latency ≈ workers / (loops/s), so
 100 such workers at 150 loops/s wait ≈ 670 ms a loop whatever the server does; a latency
@@ -122,11 +124,12 @@ class Meter:
         import psycopg
 
         self.server = server
+        # the backend's parent read while the backend lives (it exits with the connection)
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SELECT pg_backend_pid()").fetchone()
-        assert row is not None
-        (backend,) = row
-        fields = _stat(backend)
+            assert row is not None
+            (backend,) = row
+            fields = _stat(backend)
         if fields is None:
             raise SystemExit("PostgreSQL must run on this machine to meter its CPU.")
         self.postmaster = int(fields[1])  # the backend's parent
@@ -388,6 +391,18 @@ def main() -> None:
     if bad:
         raise SystemExit("integrity check FAILED: see the counts above")
     print("integrity: OK (no duplicates, no over-filled HIT, taken consistent)")
+    print(loop_line(results))
+
+
+def loop_line(levels: list[Level]) -> str:
+    """The run in one line, last, for scripts: gunicorn's CPU (master and workers, the
+    audio GETs included) per completed loop, and loops per second, over every level."""
+    loops = sum(level.loops for level in levels)
+    elapsed = sum(level.elapsed for level in levels)
+    cpu = sum(level.server_cpu for level in levels)
+    server_ms = 1000 * cpu / loops if loops else float("nan")
+    rate = loops / elapsed if elapsed else 0.0
+    return f"loop: server_cpu_ms {server_ms:.1f} loops_per_s {rate:.1f}"
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.core.cache.backends.redis import RedisCache
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
-from ninja.throttling import SimpleRateThrottle
+from ninja.throttling import BaseThrottle
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -43,36 +45,105 @@ def rate_parts(rate: str) -> tuple[int, int]:
     return int(count), multiple * _SECONDS[unit]
 
 
-class RateThrottle(SimpleRateThrottle):
-    """At most the rate in `setting` per signed-in user (per client address for anyone
-    else), counted separately for each `scope`."""
+class Rates(BaseThrottle):
+    """Each of `rates` ((setting, scope) pairs: at most the rate in the setting, counted
+    separately per scope) per signed-in user (per client address for anyone else), all in
+    one cache round trip a request (`counts_bump`). An operation gets one Rates, naming every
+    rate it counts against (ninja asks each throttle of a list on its own).
 
-    def __init__(self, *, setting: str, scope: str) -> None:
-        self.setting = setting
-        self.scope = scope
-        super().__init__(rate=getattr(settings, setting))
+    Counts are sliding-window estimates over fixed windows of the rate's period (the
+    current window's count plus the previous one's, weighted by how much of it the
+    sliding window still covers), not logs of every request: an integer increment a
+    request, where a log of 1,200 timestamps was read, unpickled, pickled and written
+    back. A burst straddling two windows is limited as a log would limit it, give or
+    take the weighting's rounding. A refused request counts too (the increment comes
+    before the answer, in the same round trip): a client that keeps calling stays
+    refused until it slows down."""
 
-    def parse_rate(self, rate: str | None) -> tuple[int, int]:
-        return rate_parts(rate or getattr(settings, self.setting))
+    def __init__(self, *rates: tuple[str, str]) -> None:
+        self.rates = rates
+        self._wait: float | None = None
 
     def allow_request(self, request: HttpRequest) -> bool:
-        rate = getattr(settings, self.setting)
-        if rate != self.rate:
-            self.rate = rate
-            self.num_requests, self.duration = rate_parts(rate)
-        return super().allow_request(request)
-
-    def get_cache_key(self, request: HttpRequest) -> str:
         user = getattr(request, "auth", None)
         pk = getattr(user, "pk", None)
         ident = f"user-{pk}" if pk is not None else f"ip-{client_ip(request)}"
-        return f"throttle_{self.scope}_{ident}"
+        now = time.time()
+        windows = []
+        bump: dict[str, int] = {}
+        read: list[str] = []
+        for setting, scope in self.rates:
+            count, seconds = rate_parts(getattr(settings, setting))
+            window = int(now // seconds)
+            key = f"throttle_{scope}_{ident}_{seconds}s"
+            bump[f"{key}_{window}"] = 2 * seconds  # read as the previous window next time
+            read.append(f"{key}_{window - 1}")
+            windows.append((count, seconds, window))
+        counts, values = counts_bump(bump=bump, read=read)
+        self._wait = None
+        for (count, seconds, window), current, previous in zip(
+            windows, counts, (values.get(key) for key in read), strict=False
+        ):
+            elapsed = now - window * seconds
+            estimate = int(previous or 0) * (1 - elapsed / seconds) + current
+            if estimate > count:
+                wait = seconds - elapsed
+                self._wait = max(self._wait or 0.0, wait)
+        return self._wait is None
+
+    def wait(self) -> float | None:
+        return self._wait
 
 
-# Every API call of a user; the crowd's claim and submit calls (a person claims and submits
-# a few HITs a minute; a script grabbing the queue does not get far).
-PER_USER = RateThrottle(setting="API_RATE_PER_USER", scope="user")
-WORK = RateThrottle(setting="API_RATE_WORK", scope="work")
+def counts_bump(*, bump: dict[str, int], read: list[str]) -> tuple[list[int], dict[str, Any]]:
+    """Increments each key of `bump` (a new key starts at 0 and lives that many seconds)
+    and reads each key of `read` (missing ones left out), in one round trip: a pipeline
+    with a Redis cache; with another cache (locmem, in the process) one call per key,
+    which costs no round trip. Returns the counts after the increments, in order, and
+    the values read."""
+    client, serializer = _redis_of(cache)
+    if client is None:
+        counts = []
+        for key, timeout in bump.items():
+            cache.add(key, 0, timeout)
+            try:
+                counts.append(cache.incr(key))
+            except ValueError:  # evicted between the two calls: this request starts it
+                cache.set(key, 1, timeout)
+                counts.append(1)
+        return counts, cache.get_many(read)
+    keys = {key: cache.make_and_validate_key(key) for key in [*bump, *read]}
+    pipeline = client.pipeline(transaction=False)
+    for key, timeout in bump.items():
+        pipeline.set(keys[key], 0, ex=timeout, nx=True)
+        pipeline.incr(keys[key])
+    for key in read:
+        pipeline.get(keys[key])
+    replies = pipeline.execute()
+    counts = [int(n) for n in replies[1 : 2 * len(bump) : 2]]
+    values = {
+        key: serializer.loads(raw)
+        for key, raw in zip(read, replies[2 * len(bump) :], strict=True)
+        if raw is not None
+    }
+    return counts, values
+
+
+def _redis_of(backend: Any) -> tuple[Any, Any]:
+    """The redis client and value serializer behind Django's RedisCache, or (None, None)
+    for another backend. Django's Redis cache stores integers as such (INCR works on
+    them) and everything else through its serializer."""
+    if not isinstance(backend, RedisCache):
+        return None, None
+    client = backend._cache  # type: ignore[attr-defined]  # Django's, not in its stubs
+    return client.get_client(write=True), client._serializer
+
+
+# Every API call of a user (the API's default); the crowd's claim and submit calls count
+# against it too and against their own (a person claims and submits a few HITs a minute;
+# a script grabbing the queue does not get far).
+PER_USER = Rates(("API_RATE_PER_USER", "user"))
+WORK = Rates(("API_RATE_PER_USER", "user"), ("API_RATE_WORK", "work"))
 
 
 # Bad tokens count per client address AND token prefix: the token's first characters,
@@ -89,8 +160,10 @@ def token_prefix(raw: str) -> str:
 
 
 def bad_tokens_refusal(request: HttpRequest, raw: str) -> str | None:
-    """Why `raw` is not even looked up (API_RATE_BAD_TOKENS unknown, revoked or expired
-    tokens with its prefix came from this address within the rate's period), or None."""
+    """Why the unknown, revoked or expired token `raw` is answered 429 (API_RATE_BAD_TOKENS
+    bad tokens with its prefix came from this address within the rate's period), or None.
+    Asked only once a token failed: a valid token is never refused for bad ones, and
+    costs no cache round trip for them."""
     count, seconds = rate_parts(settings.API_RATE_BAD_TOKENS)
     recent = _recent_failures(request, raw, seconds)
     if len(recent) < count:

@@ -34,14 +34,14 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        # a client that kept sending bad tokens with this one's prefix is refused for a
-        # while (429) before it is looked up: a broken script stops hammering, and other
-        # tokens from the same address (a lab behind one NAT) are never refused for it
-        refusal = throttling.bad_tokens_refusal(request, token)
-        if refusal:
-            raise HttpError(429, refusal)
+        # a valid token is looked up and never refused for bad ones; a client that keeps
+        # sending bad tokens with this one's prefix is answered 429 for a while: a broken
+        # script stops hammering, and other tokens from the same address (a lab behind one
+        # NAT, Label Studio) are never refused for it
         holder = services.api_token_authenticate(raw=token)
         if holder is None:
+            if refusal := throttling.bad_tokens_refusal(request, token):
+                raise HttpError(429, refusal)
             throttling.bad_token_record(request, token)
             return None
         if holder.read_only and request.method not in SAFE_METHODS:

@@ -253,6 +253,21 @@ STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
 MEDIA_URL = "/media/"
+# Who sends a stored file's bytes once Django has checked who may have them (core.media):
+# "django" (gunicorn's sendfile for whole files; right for runserver and gunicorn alone),
+# or the proxy in front: "x-accel-redirect" (nginx: an `internal` location at
+# MEDIA_ACCEL_PREFIX aliased to MEDIA_ROOT) or "x-sendfile" (Apache mod_xsendfile,
+# lighttpd). Only with that proxy in front: without it the client gets an empty answer.
+MEDIA_SERVING = env_str("MEDIA_SERVING", "django")
+if MEDIA_SERVING not in ("django", "x-accel-redirect", "x-sendfile"):
+    raise ImproperlyConfigured(
+        f"MEDIA_SERVING={MEDIA_SERVING!r}: use django, x-accel-redirect or x-sendfile."
+    )
+MEDIA_ACCEL_PREFIX = env_str("MEDIA_ACCEL_PREFIX", "/protected-media/")
+if not (MEDIA_ACCEL_PREFIX.startswith("/") and MEDIA_ACCEL_PREFIX.endswith("/")):
+    raise ImproperlyConfigured(
+        f"MEDIA_ACCEL_PREFIX={MEDIA_ACCEL_PREFIX!r}: give a path starting and ending with /."
+    )
 # Audio features per clip and feature config (modeling): recomputable, so a local disk
 # of each GPU worker, never the shared media storage.
 FEATURE_CACHE_DIR = Path(env_str("FEATURE_CACHE_DIR", str(VAR_DIR / "features"))).resolve()

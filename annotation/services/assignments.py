@@ -358,13 +358,13 @@ def _checked_captions(
             f"This assignment is already {assignment.get_state_display().lower()}."
         )
     batch = assignment.hit.batch
-    # the HIT's clips in order, each with whether its audio was served long enough ago to
-    # have been heard through (ClipAudioServed); the database compares the times
+    # the HIT's clips in order, each with whether its whole audio was served long enough
+    # ago to have been heard through (ClipAudioServed); the database compares the times
     alias = router.db_for_read(HitClip)
     served = ClipAudioServed._meta.db_table
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            f"SELECT h.clip_id, s.earliest_heard_at IS NOT NULL AND s.earliest_heard_at <= %s "
+            f"SELECT h.clip_id, s.whole_at IS NOT NULL AND s.earliest_heard_at <= %s "
             f"FROM {HitClip._meta.db_table} h LEFT JOIN {served} s "
             "ON s.assignment_id = %s AND s.clip_id = h.clip_id "
             "WHERE h.hit_id = %s ORDER BY h.position",

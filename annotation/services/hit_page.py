@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.utils import timezone
 
 from annotation import rules
@@ -20,6 +20,7 @@ from annotation.models import (
     VideoHintView,
 )
 from annotation.services.assignments import assignment_locked, slot_release
+from core.media import ByteRange
 from curation.models import Clip
 from curation.services import clip_video_problem
 
@@ -53,19 +54,91 @@ def clip_seconds(clip: Clip) -> float:
 
 
 def clip_audio_served(
-    *, assignment: Assignment, clip: Clip, now: datetime | None = None
-) -> ClipAudioServed:
-    """Records the first time the clip's audio is served for the assignment (later
-    requests, such as a player's range requests or a replay, keep it): the clip cannot
-    be heard through before HEARD_SHARE of its length has passed since."""
+    *,
+    assignment: Assignment,
+    clip: Clip,
+    part: ByteRange | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Records that bytes of the clip's audio were served for the assignment: `part` (the
+    bytes an answer carried, core.media), the whole file when None. The first serving
+    starts the clock: the clip cannot be heard through before HEARD_SHARE of its length
+    has passed since, nor before the ranges served cover the whole file (whole_at).
+
+    A whole file (a plain GET, or a player's "bytes=0-") is one statement, which writes
+    nothing once the clip was served whole; a partial range merges into the row under its
+    lock, until the ranges add up to the file."""
     now = now or timezone.now()
     playing = timedelta(seconds=HEARD_SHARE * clip_seconds(clip))
-    served, _ = ClipAudioServed.objects.get_or_create(
-        assignment=assignment,
-        clip=clip,
-        defaults={"served_at": now, "earliest_heard_at": now + playing},
-    )
-    return served
+    if part is None or part.whole:
+        _served_whole(assignment, clip, part.size if part else 0, now, playing)
+        return
+    with transaction.atomic():
+        ClipAudioServed.objects.bulk_create(
+            [
+                ClipAudioServed(
+                    assignment=assignment,
+                    clip=clip,
+                    served_at=now,
+                    earliest_heard_at=now + playing,
+                    file_bytes=part.size,
+                )
+            ],
+            ignore_conflicts=True,
+        )
+        served = ClipAudioServed.objects.select_for_update().get(assignment=assignment, clip=clip)
+        if served.whole_at is not None:
+            return
+        # a file replaced since (fetched again) starts over: its earlier bytes were another's
+        earlier = served.ranges if served.file_bytes == part.size else []
+        served.ranges = _merged([*earlier, [part.first, part.last]])
+        served.file_bytes = part.size
+        if served.ranges == [[0, part.size - 1]]:
+            served.ranges = []
+            served.whole_at = now
+            served.earliest_heard_at = max(served.earliest_heard_at, now)
+        served.save(update_fields=["ranges", "file_bytes", "whole_at", "earliest_heard_at"])
+
+
+def _served_whole(
+    assignment: Assignment, clip: Clip, size: int, now: datetime, playing: timedelta
+) -> None:
+    """The row of a clip served whole, in one INSERT … ON CONFLICT (every clip of every
+    loop comes here: a SELECT then an INSERT cost two round trips and a savepoint); a row
+    already whole is left as it is, one with some ranges becomes whole now."""
+    alias = router.db_for_write(ClipAudioServed)
+    connection = connections[alias]
+    stamp = connection.ops.adapt_datetimefield_value
+    table = ClipAudioServed._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (assignment_id, clip_id, served_at, earliest_heard_at, "
+            "file_bytes, ranges, whole_at) VALUES (%s, %s, %s, %s, %s, '[]', %s) "
+            "ON CONFLICT (assignment_id, clip_id) DO UPDATE SET whole_at = excluded.whole_at, "
+            "ranges = excluded.ranges, file_bytes = excluded.file_bytes, earliest_heard_at = "
+            f"CASE WHEN {table}.earliest_heard_at > excluded.whole_at "
+            f"THEN {table}.earliest_heard_at ELSE excluded.whole_at END "
+            f"WHERE {table}.whole_at IS NULL",
+            [
+                assignment.pk,
+                clip.pk,
+                stamp(now),
+                stamp(now + playing),
+                size,
+                stamp(now),
+            ],
+        )
+
+
+def _merged(ranges: list[list[int]]) -> list[list[int]]:
+    """Inclusive [first, last] byte ranges merged: overlapping or adjacent ones joined."""
+    out: list[list[int]] = []
+    for first, last in sorted(ranges):
+        if out and first <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], last)
+        else:
+            out.append([first, last])
+    return out
 
 
 def clip_heard(
@@ -79,6 +152,10 @@ def clip_heard(
     served = ClipAudioServed.objects.filter(assignment=assignment, clip=clip).first()
     if served is None:
         raise ValidationError("This clip's audio was never loaded; play it on the HIT page.")
+    if served.whole_at is None:
+        raise ValidationError(
+            "Only part of this clip's audio was loaded; play it to the end on the HIT page."
+        )
     if served.earliest_heard_at > now:
         raise ValidationError("This clip has not played long enough to be heard to the end.")
     listen, _ = ClipListen.objects.get_or_create(

@@ -76,6 +76,7 @@ def listened(assignment: Assignment, *, now: datetime | None = None) -> Assignme
                 clip_id=clip_id,
                 served_at=served_at,
                 earliest_heard_at=served_at,
+                whole_at=served_at,
             )
             for clip_id in assignment.hit.hit_clips.values_list("clip_id", flat=True)
         ],

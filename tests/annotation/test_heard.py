@@ -55,6 +55,7 @@ def _time_passes(seconds: float) -> None:
     ClipAudioServed.objects.update(
         served_at=F("served_at") - timedelta(seconds=seconds),
         earliest_heard_at=F("earliest_heard_at") - timedelta(seconds=seconds),
+        whole_at=F("whole_at") - timedelta(seconds=seconds),
     )
 
 
@@ -155,7 +156,11 @@ def test_a_multi_clip_hit_names_each_clip_not_yet_heard(
     first, second = assignment.hit.hit_clips.order_by("position").values_list("clip_id", flat=True)
     served_at = timezone.now() - timedelta(hours=1)
     ClipAudioServed.objects.create(
-        assignment=assignment, clip_id=first, served_at=served_at, earliest_heard_at=served_at
+        assignment=assignment,
+        clip_id=first,
+        served_at=served_at,
+        earliest_heard_at=served_at,
+        whole_at=served_at,
     )
     with pytest.raises(ValidationError) as exc:
         assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
@@ -166,3 +171,73 @@ def test_the_anonymous_cannot_fetch_audio_to_start_the_clock(assignment: Assignm
     response = Client().get(_audio_url(assignment))
     assert response.status_code == 302
     assert not ClipAudioServed.objects.exists()
+
+
+# Every byte, not one: the ranges served must cover the file ---------------------------
+
+
+def _api_audio(assignment: Assignment) -> str:
+    return f"/api/work/assignments/{assignment.pk}/clips/{_clip(assignment).pk}/audio"
+
+
+def test_one_byte_of_the_clip_does_not_count_as_heard(assignment: Assignment, ann: Any) -> None:
+    client = login(ann)
+    assert client.get(_api_audio(assignment), headers={"Range": "bytes=0-0"}).status_code == 206
+    _time_passes(SECONDS)
+    with pytest.raises(ValidationError) as exc:
+        assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+    assert _refusal(exc, _clip(assignment)) == ["Listen to clip 1 to the end first."]
+
+
+def test_ranges_that_add_up_to_the_file_count_as_heard(assignment: Assignment, ann: Any) -> None:
+    client = login(ann)
+    size = len(wav_bytes())
+    for asked in ("bytes=100-", "bytes=0-49", f"bytes=40-{size // 2}"):  # out of order, overlapping
+        assert client.get(_api_audio(assignment), headers={"Range": asked}).status_code == 206
+    assert ClipAudioServed.objects.get().whole_at is not None
+    _time_passes(SECONDS)
+    assignment_submit(assignment=assignment, worker=ann, captions=captions_for(assignment))
+    assert Caption.objects.get().text == CAPTION
+
+
+def test_ranges_that_leave_a_gap_do_not_count(assignment: Assignment, ann: Any) -> None:
+    client = login(ann)
+    for asked in ("bytes=0-99", "bytes=101-"):  # byte 100 never served
+        client.get(_api_audio(assignment), headers={"Range": asked})
+    served = ClipAudioServed.objects.get()
+    assert served.whole_at is None
+    assert served.ranges == [[0, 99], [101, len(wav_bytes()) - 1]]
+
+
+def test_the_clip_cannot_be_heard_before_its_last_byte_was_served(
+    assignment: Assignment, ann: Any
+) -> None:
+    client = login(ann)
+    client.get(_api_audio(assignment), headers={"Range": "bytes=0-9"})
+    _time_passes(SECONDS)  # the first byte long ago, the rest only now
+    client.get(_api_audio(assignment), headers={"Range": "bytes=10-"})
+    served = ClipAudioServed.objects.get()
+    assert served.whole_at is not None
+    assert served.earliest_heard_at == served.whole_at
+    assert served.served_at < served.whole_at - timedelta(seconds=SECONDS - 1)
+
+
+def test_the_hit_pages_heard_report_is_refused_for_part_of_the_clip(
+    assignment: Assignment, ann: Any
+) -> None:
+    client = login(ann)
+    client.get(_audio_url(assignment), headers={"Range": "bytes=0-0"})
+    _time_passes(SECONDS)
+    heard_url = reverse("assignment_clip_heard", args=[assignment.pk, _clip(assignment).pk])
+    refused = client.post(heard_url)
+    assert refused.status_code == 409
+    assert "Only part of this clip's audio" in refused.json()["error"]
+
+
+def test_a_replay_of_a_clip_served_whole_writes_nothing(assignment: Assignment, ann: Any) -> None:
+    client = login(ann)
+    client.get(_api_audio(assignment))
+    before = ClipAudioServed.objects.values().get()
+    client.get(_api_audio(assignment))
+    client.get(_api_audio(assignment), headers={"Range": "bytes=5-9"})
+    assert ClipAudioServed.objects.values().get() == before

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.http import Http404
+from django.http import FileResponse, Http404
 from django.test import RequestFactory
 
-from core.media import media_response
+from core.media import ByteRange, media_response
 
 BODY = bytes(range(256)) * 4  # 1,024 distinct-ish bytes
 
@@ -30,6 +30,10 @@ class StoredFile:
     @property
     def size(self) -> int:
         return default_storage.size(self.name)
+
+    @property
+    def path(self) -> str:
+        return default_storage.path(self.name)
 
 
 @pytest.fixture
@@ -110,3 +114,44 @@ def test_a_row_without_a_file_is_404(stored: StoredFile) -> None:
 
 def test_media_is_never_shared_cached(stored: StoredFile) -> None:
     assert fetch(stored, "bytes=0-1")["Cache-Control"].startswith("private")
+
+
+# What the answer carries, and who sends it ---------------------------------------------
+
+
+def _served(stored: StoredFile, **headers: str) -> tuple[Any, list[ByteRange]]:
+    parts: list[ByteRange] = []
+    request = RequestFactory().get("/", headers=headers)
+    response = media_response(request, stored, missing="gone", on_served=parts.append)
+    return response, parts
+
+
+def test_the_bytes_answered_are_reported(stored: StoredFile) -> None:
+    assert _served(stored)[1] == [ByteRange(0, len(BODY) - 1, len(BODY))]
+    assert _served(stored, Range="bytes=10-19")[1] == [ByteRange(10, 19, len(BODY))]
+    assert _served(stored, Range="bytes=5000-")[1] == []  # 416: nothing served
+
+
+def test_by_default_django_sends_a_whole_file_through_the_servers_file_wrapper(
+    stored: StoredFile,
+) -> None:
+    response, _ = _served(stored)
+    assert isinstance(response, FileResponse)  # gunicorn sends it with sendfile(2)
+    assert response.file_to_stream is not None
+
+
+def test_behind_nginx_the_proxy_is_told_to_send_the_file(stored: StoredFile, settings: Any) -> None:
+    settings.MEDIA_SERVING = "x-accel-redirect"
+    response, parts = _served(stored, Range="bytes=10-19")
+    assert response.status_code == 200  # nginx answers the range itself
+    assert response["X-Accel-Redirect"] == "/protected-media/clips/audio/tone.wav"
+    assert response["Content-Type"] == "audio/x-wav"
+    assert response.content == b""
+    assert parts == [ByteRange(10, 19, len(BODY))]
+
+
+def test_behind_apache_the_proxy_gets_the_files_path(stored: StoredFile, settings: Any) -> None:
+    settings.MEDIA_SERVING = "x-sendfile"
+    response, _ = _served(stored)
+    assert response["X-Sendfile"] == default_storage.path(stored.name)
+    assert response.content == b""

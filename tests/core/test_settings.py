@@ -283,3 +283,23 @@ def test_it_refuses_a_required_queue_that_does_not_exist(monkeypatch: pytest.Mon
         ImproperlyConfigured, match="HEALTHZ_REQUIRED_QUEUES names no such queue: gpus"
     ):
         runpy.run_path(str(SETTINGS_FILE))
+
+
+@pytest.mark.usefixtures("bare_env")
+@pytest.mark.parametrize(
+    ("name", "value"), [("MEDIA_SERVING", "nginx"), ("MEDIA_ACCEL_PREFIX", "protected")]
+)
+def test_it_refuses_a_media_serving_it_does_not_know(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv("SECRET_KEY", "x")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured, match=name):
+        runpy.run_path(str(SETTINGS_FILE))
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_django_sends_media_itself_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_KEY", "x")
+    monkeypatch.delenv("MEDIA_SERVING", raising=False)
+    assert runpy.run_path(str(SETTINGS_FILE))["MEDIA_SERVING"] == "django"

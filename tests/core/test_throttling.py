@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import pytest
+import redis
+from django.core.cache.backends.redis import RedisCache
 from django.test import Client, RequestFactory
 
+from core import throttling
 from core.models import Project
 from core.services import api_token_create
 from core.throttling import client_ip, rate_parts
@@ -181,3 +186,42 @@ def test_guessing_one_username_from_many_addresses_is_paused_there_only(
     assert b"Logins for this username are paused" in response.content
     alice_at_home = Client(REMOTE_ADDR="198.51.100.7")  # never failed for alice
     assert _log_in(alice_at_home, "alice", PASSWORD).status_code == 302
+
+
+def _redis_cache() -> Any:
+    """A Redis cache on CACHE_URL (or the Celery broker's Redis), or a skip."""
+    url = os.environ.get("CACHE_URL") or os.environ.get("CELERY_BROKER_URL", "")
+    if not url.startswith(("redis://", "rediss://")):
+        pytest.skip("no Redis: set CACHE_URL or CELERY_BROKER_URL to redis://…")
+    backend = RedisCache(url, {"KEY_PREFIX": f"test-throttling-{os.getpid()}"})
+    try:
+        backend.get("ping")
+    except redis.ConnectionError:
+        pytest.skip(f"Redis at {url} does not answer")
+    return backend
+
+
+def test_a_requests_rates_take_one_round_trip_to_redis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = _redis_cache()
+    monkeypatch.setattr(throttling, "cache", backend)
+    trips: list[str] = []
+    for cls, name in ((redis.Redis, "execute_command"), (redis.client.Pipeline, "execute")):
+        original = getattr(cls, name)
+
+        def counted(self: Any, *args: Any, _o: Any = original, _n: str = name, **kw: Any) -> Any:
+            trips.append(_n)
+            return _o(self, *args, **kw)
+
+        monkeypatch.setattr(cls, name, counted)
+    backend.set("throttle_bad_token_ip-198.51.100.7", [time.time()], 60)
+    trips.clear()
+    first, values = throttling.counts_bump(
+        bump={"a": 60, "b": 60}, read=["throttle_bad_token_ip-198.51.100.7", "missing"]
+    )
+    again, _ = throttling.counts_bump(bump={"a": 60, "b": 60}, read=[])
+    assert trips == ["execute", "execute"]  # one pipeline a call
+    assert (first, again) == ([1, 1], [2, 2])
+    assert list(values) == ["throttle_bad_token_ip-198.51.100.7"]  # as Django stored it
+    backend.delete_many(["a", "b", "throttle_bad_token_ip-198.51.100.7"])

@@ -206,11 +206,14 @@ def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpRes
     if assignment.hit_id != hit.pk or assignment.state != Assignment.State.ACCEPTED:
         raise Http404("No such clip for this assignment.")
     hit_clip = get_object_or_404(HitClip.objects.select_related("clip"), hit=hit, clip_id=clip_id)
-    response = clip_audio_response(request, hit_clip.clip)
     # the submit refuses captions of clips that cannot have played through yet
-    if response.status_code < 300:
-        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
-    return response
+    return clip_audio_response(
+        request,
+        hit_clip.clip,
+        on_served=lambda part: services.clip_audio_served(
+            assignment=assignment, clip=hit_clip.clip, part=part
+        ),
+    )
 
 
 @require_GET

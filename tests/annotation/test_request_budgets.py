@@ -1,0 +1,169 @@
+"""What each call of the work API (/api/work/…) may cost the server: its database queries
+and its cache calls, as a script makes them (bearer token). A query or a cache round trip
+added to a worker's loop fails here, by name and count, before it shows in
+benchmarks/load_claim_submit.py. Queries are counted inside the test's transaction, so an
+atomic block shows as a SAVEPOINT / RELEASE pair; cache calls are round trips as a Redis
+cache makes them (core.throttling.counts_bump is one, whatever it does inside)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import caches
+from django.core.files.base import ContentFile
+from django.test import Client
+
+from annotation.models import Assignment, Batch
+from core import throttling
+from core.services import api_token_create
+from tests.annotation.factories import CAPTION, listened
+from tests.conftest import wav_bytes
+
+CACHE_METHODS = ("get", "set", "add", "delete", "incr", "decr", "get_many", "set_many", "touch")
+
+# (queries, cache round trips) of each call. Cache: the request's rates and its token's
+# bad-token count in one round trip (throttling.Rates); the audio also asks whether its
+# file's header passed the check within the hour (curation.services.clip_media).
+# Queries: the token first, then —
+BUDGETS = {
+    # the current assignment, the claim SELECT … SKIP LOCKED, the slot UPDATE … RETURNING,
+    # its batch, the assignment INSERT, a savepoint pair; the answer's clips and their labels
+    "claim": (10, 1),
+    # the assignment with the HIT's clip, the served record's one INSERT … ON CONFLICT
+    "audio": (3, 2),
+    # the assignment locked, its HIT, its batch (with the worker's block), the clips with
+    # whether each was heard, state UPDATE, captions INSERT, pre-suggestions shown,
+    # a savepoint pair
+    "submit": (10, 1),
+    # the assignment with its HIT and batch, the HIT's clips, their labels
+    "assignment": (4, 1),
+    "assignments": (2, 1),  # the list with HITs and batches
+    "summary": (3, 1),  # the worker's counts and rewards by state, their bonuses
+    # the assignment (404 check), then locked, its slot given back: state UPDATE, HIT
+    # UPDATE, a savepoint pair
+    "return": (7, 1),
+}
+
+
+@pytest.fixture
+def worker_client(ann: Any, settings: Any, tmp_path: Path) -> Client:
+    settings.MEDIA_ROOT = tmp_path
+    _, raw = api_token_create(user=ann, name="script")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    # the token's first use records last_used_at (then at most once a minute)
+    assert client.get("/api/work/summary").status_code == 200
+    return client
+
+
+@pytest.fixture
+def cache_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The cache calls made from now on, by name; counts_bump counts once."""
+    calls: list[str] = []
+    inside = [False]
+    backend = caches["default"]
+    for name in CACHE_METHODS:
+        original = getattr(backend, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original, **kw: Any) -> Any:
+            if not inside[0]:
+                calls.append(_name)
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(backend, name, counted)
+    bump = throttling.counts_bump
+
+    def counted_bump(**kw: Any) -> Any:
+        calls.append("counts_bump")
+        inside[0] = True
+        try:
+            return bump(**kw)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(throttling, "counts_bump", counted_bump)
+    return calls
+
+
+@pytest.fixture
+def within(django_assert_num_queries: Any, cache_round_trips: list[str]) -> Callable[[str], Any]:
+    """within(name): a block that must make exactly BUDGETS[name] queries and cache round
+    trips."""
+
+    @contextmanager
+    def check(name: str) -> Iterator[None]:
+        queries, trips = BUDGETS[name]
+        cache_round_trips.clear()
+        with django_assert_num_queries(queries):
+            yield
+        assert len(cache_round_trips) == trips, f"{name}: cache calls {cache_round_trips}"
+
+    return check
+
+
+def _claim(client: Client) -> dict[str, Any]:
+    response = client.post("/api/work/claim")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def _with_audio(work: dict[str, Any]) -> None:
+    assignment = Assignment.objects.get(pk=work["id"])
+    for hit_clip in assignment.hit.hit_clips.select_related("clip"):
+        hit_clip.clip.audio.save(f"clip{hit_clip.clip_id}.wav", ContentFile(wav_bytes()))
+
+
+def test_a_claim_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
+    with within("claim"):
+        _claim(worker_client)
+
+
+def test_an_audio_fetch_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
+    work = _claim(worker_client)
+    _with_audio(work)
+    url = work["clips"][0]["audio_url"]
+    worker_client.get(url)  # the file's header checked once, then trusted for the hour
+    with within("audio"):
+        assert worker_client.get(url).status_code == 200
+
+
+def test_a_submit_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
+    work = _claim(worker_client)
+    listened(Assignment.objects.get(pk=work["id"]))
+    body = json.dumps({"captions": {str(c["id"]): CAPTION for c in work["clips"]}})
+    with within("submit"):
+        response = worker_client.post(
+            f"/api/work/assignments/{work['id']}/submit", body, content_type="application/json"
+        )
+        assert response.status_code == 200, response.content
+
+
+def test_an_assignment_read_keeps_its_budget(
+    batch: Batch, worker_client: Client, within: Any
+) -> None:
+    work = _claim(worker_client)
+    with within("assignment"):
+        assert worker_client.get(f"/api/work/assignments/{work['id']}").status_code == 200
+
+
+def test_the_assignment_list_keeps_its_budget(
+    batch: Batch, worker_client: Client, within: Any
+) -> None:
+    _claim(worker_client)
+    with within("assignments"):
+        assert worker_client.get("/api/work/assignments").status_code == 200
+
+
+def test_the_summary_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
+    with within("summary"):
+        assert worker_client.get("/api/work/summary").status_code == 200
+
+
+def test_a_return_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
+    work = _claim(worker_client)
+    with within("return"):
+        assert worker_client.post(f"/api/work/assignments/{work['id']}/return").status_code == 200
