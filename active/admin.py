@@ -7,7 +7,9 @@ from active.models import (
     CaptionEdit,
     ClipScore,
     CurvePoint,
+    FlagCalibration,
     FlagCheck,
+    LabelStudioRefusal,
     Presuggestion,
     ProjectConfig,
     PromotionDecision,
@@ -72,3 +74,15 @@ class CurvePointAdmin(admin.ModelAdmin):
     list_display = ["project", "source", "strategy", "round", "captions", "metric", "value"]
     list_filter = ["source", "strategy", "project"]
     raw_id_fields = ["run"]
+
+
+@admin.register(FlagCalibration)
+class FlagCalibrationAdmin(admin.ModelAdmin):
+    list_display = ["project", "slope", "intercept", "decisions", "flagged", "created_at"]
+    list_filter = ["project"]
+
+
+@admin.register(LabelStudioRefusal)
+class LabelStudioRefusalAdmin(admin.ModelAdmin):
+    list_display = ["project", "annotation", "clip_id", "reason", "created_at"]
+    list_filter = ["project"]

@@ -15,6 +15,7 @@ from annotation.models import (
     Hit,
     HitClip,
     MTurkWorker,
+    PlatformRef,
     VideoHintView,
 )
 
@@ -92,3 +93,10 @@ class MTurkWorkerAdmin(admin.ModelAdmin):
 class ClipAudioServedAdmin(admin.ModelAdmin):
     list_display = ["__str__", "assignment", "clip", "served_at", "earliest_heard_at"]
     raw_id_fields = ["assignment", "clip"]
+
+
+@admin.register(PlatformRef)
+class PlatformRefAdmin(admin.ModelAdmin):
+    list_display = ["platform", "kind", "local_id", "external_id", "confirmed_at", "reported_at"]
+    list_filter = ["platform", "kind"]
+    search_fields = ["external_id"]

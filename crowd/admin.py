@@ -6,6 +6,7 @@ from crowd.models import (
     BatchRequirements,
     Block,
     Flag,
+    LedgerDiscrepancy,
     LedgerEntry,
     Qualification,
     QualificationAnswer,
@@ -85,3 +86,10 @@ class LedgerEntryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: object, obj: object = None) -> bool:
         return False
+
+
+@admin.register(LedgerDiscrepancy)
+class LedgerDiscrepancyAdmin(admin.ModelAdmin):
+    list_display = ["project", "platform", "problem", "found_at"]
+    list_filter = ["platform", "project"]
+    raw_id_fields = ["entry", "assignment"]

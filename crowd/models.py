@@ -437,6 +437,7 @@ class LedgerDiscrepancy(models.Model):
 
     class Meta:
         ordering = ["-found_at", "-id"]
+        verbose_name_plural = "ledger discrepancies"
         constraints = [
             models.CheckConstraint(condition=~Q(problem=""), name="discrepancy_says_what"),
         ]

@@ -399,6 +399,7 @@ KWARGS: dict[str, dict[str, Fill]] = {
             "run_cancel",
             "run_resume",
             "run_promote",
+            "run_start_from",
             "run_suggest",
         )
     },
