@@ -381,6 +381,26 @@ def test_a_failed_test_is_refused_there_with_the_reviewers_feedback(
     assert not mturk.granted
 
 
+def test_a_test_answer_the_text_gate_refuses_arrives_not_passed_and_unstored(
+    gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk
+) -> None:
+    _, test = gated_on_mturk
+    # an en space before "=": passes a naive formula check, starts a formula once NFKC
+    # folds it to a space and post-processing strips it
+    request_id = mturk.take_test(
+        _type_id(test), "AWORKER1", _answers(test, "\u2002=1+1 a dog barks")
+    )
+
+    assert mturk_qualifications_sync()["imported"] == 1
+    attempt = QualificationAttempt.objects.get()
+    assert attempt.state == QualificationAttempt.State.REJECTED
+    assert "The caption for clip 1" in attempt.feedback
+    assert set(attempt.answers.values_list("text", flat=True)) == {""}
+    mturk_qualifications_sync()
+    assert mturk.qualification_requests[request_id]["Status"] == "Rejected"
+    assert mturk.of("RejectQualificationRequest")[0]["Reason"] == attempt.feedback
+
+
 def test_a_grade_mturk_refuses_is_sent_again(
     gated_on_mturk: tuple[Batch, Any], mturk: FakeMTurk, rey: Any
 ) -> None:

@@ -25,6 +25,7 @@ from annotation.platforms import refs
 from annotation.platforms.mturk.client import MTURK, Kind, mturk_client, mturk_error
 from annotation.platforms.mturk.publish import question_id
 from annotation.platforms.mturk.workers import mturk_worker
+from annotation.services import caption_problem
 from crowd.models import Qualification, QualificationAnswer, QualificationAttempt
 
 MAX_REASON_CHARS = 1024
@@ -71,13 +72,38 @@ def _attempt_import(
     worker already has one in review or passed (MTurk asks again only after a grade)."""
     submitted = request.get("SubmitTime")
     texts = _answers(str(request.get("Answer", "")), clip_ids)
+    # The one text gate, as on the local test page: there a refused answer is never
+    # stored and the worker fixes it; here MTurk already took it, so the attempt arrives
+    # graded "not passed" with the rule's message (sent back by
+    # RejectQualificationRequest, the type's retry delay lets the worker try again), and
+    # a refused answer is kept out of the database as the page would keep it out.
+    refusals = []
+    for number, clip_id in enumerate(clip_ids, start=1):
+        problem = caption_problem(
+            texts.get(clip_id, ""),
+            min_words=qualification.min_words,
+            max_words=qualification.max_words,
+        )
+        if problem:
+            refusals.append(f"The caption for clip {number} {problem}.")
+            texts[clip_id] = ""
+    now = timezone.now()
     try:
         with transaction.atomic():
             worker = mturk_worker(worker_id=request["WorkerId"], project=qualification.project)
             attempt = QualificationAttempt.objects.create(
                 qualification=qualification,
                 worker=worker,
-                submitted_at=submitted if isinstance(submitted, datetime) else timezone.now(),
+                submitted_at=submitted if isinstance(submitted, datetime) else now,
+                **(
+                    {
+                        "state": QualificationAttempt.State.REJECTED,
+                        "reviewed_at": now,
+                        "feedback": " ".join(refusals)[:MAX_REASON_CHARS],
+                    }
+                    if refusals
+                    else {}
+                ),
             )
             refs.ref_create(
                 platform=MTURK,
