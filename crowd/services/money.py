@@ -123,38 +123,33 @@ def _bonus_cap_check(batch: Batch, amount_cents: int) -> None:
 
 
 def ledger_totals(*, project: Project) -> dict[str, Any]:
-    """Rewards and bonuses of the project per worker and per batch, in cents."""
+    """Rewards and bonuses of the project per worker, per batch and per platform, in
+    hundredths of each row's currency: one ledger holds several platforms' currencies
+    (MTurk pays in dollars, Prolific in pounds), and amounts are never added across them;
+    `by_currency` is the headline, one total per currency."""
     entries = LedgerEntry.objects.filter(project=project)
 
-    def by(field: str) -> list[dict[str, Any]]:
+    def by(*fields: str) -> list[dict[str, Any]]:
         rows = (
-            entries.values(field)
+            entries.values(*fields, "currency")
             .annotate(
                 rewards=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.REWARD), default=0),
                 bonuses=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.BONUS), default=0),
                 n=Count("pk"),
             )
-            .order_by(field)
+            .order_by(*fields, "currency")
         )
         return [{**row, "total": row["rewards"] + row["bonuses"]} for row in rows]
 
-    per_worker = by("worker__username")
-    per_batch = by("batch__name")
-    # one ledger, several platforms and currencies: what each paid, in its own currency
-    per_platform = [
-        {**row, "total": row["rewards"] + row["bonuses"]}
-        for row in entries.values("platform", "currency")
-        .annotate(
-            rewards=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.REWARD), default=0),
-            bonuses=Sum("amount_cents", filter=Q(kind=LedgerEntry.Kind.BONUS), default=0),
-        )
-        .order_by("platform", "currency")
-    ]
+    per_platform = by("platform")
+    by_currency: dict[str, int] = {}
+    for row in per_platform:
+        by_currency[row["currency"]] = by_currency.get(row["currency"], 0) + row["total"]
     return {
-        "per_worker": per_worker,
-        "per_batch": per_batch,
+        "per_worker": by("worker__username"),
+        "per_batch": by("batch__name"),
         "per_platform": per_platform,
-        "total": sum(row["total"] for row in per_worker),
+        "by_currency": by_currency,
     }
 
 

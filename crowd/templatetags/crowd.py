@@ -13,7 +13,20 @@ register = template.Library()
 @register.filter
 def dollars(cents: int | None) -> str:
     """1234 -> "$12.34"."""
-    return f"${(cents or 0) / 100:,.2f}"
+    return money(cents, "USD")
+
+
+# the currencies crowd platforms pay in (MTurk: USD; Prolific: GBP or USD); any other is
+# written with its ISO code
+CURRENCY_SIGNS = {"USD": "$", "GBP": "£", "EUR": "€"}
+
+
+@register.filter
+def money(cents: int | None, currency: str) -> str:
+    """(1234, "GBP") -> "£12.34"; (1234, "CHF") -> "CHF 12.34"."""
+    amount = f"{(cents or 0) / 100:,.2f}"
+    sign = CURRENCY_SIGNS.get(currency)
+    return f"{sign}{amount}" if sign else f"{currency} {amount}"
 
 
 @register.inclusion_tag("crowd/_standing.html", takes_context=True)

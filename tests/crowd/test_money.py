@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.urls import reverse
 
 from annotation.models import Batch
 from core.models import Project
 from crowd.models import LedgerEntry
 from crowd.services import bonus_pay, ledger_csv, ledger_totals, review_approve
+from tests.conftest import login
 from tests.crowd.conftest import MakeBatch, Submit
 
 
@@ -107,7 +109,33 @@ def test_it_totals_per_worker_and_per_batch(
     per_batch = {r["batch__name"]: r["total"] for r in totals["per_batch"]}
     assert per_worker == {"ann": (40, 0), "abe": (10, 5)}
     assert per_batch == {"Cheap": 25, "Dear": 30}
-    assert totals["total"] == 55
+    assert totals["by_currency"] == {"USD": 55}
+
+
+def test_it_never_adds_amounts_across_currencies(
+    make_batch: MakeBatch, submit: Submit, ann: Any, abe: Any, rey: Any, alice: Any
+) -> None:
+    batch = make_batch(name="Cheap", reward_cents=10, clips=2)
+    review_approve(assignment=submit(ann, batch=batch), reviewer=rey)
+    review_approve(assignment=submit(abe, batch=batch), reviewer=rey)
+    # as if abe's reward came from a batch on Prolific, paid in pounds
+    LedgerEntry.objects.filter(worker=abe).update(platform="prolific", currency="GBP")
+
+    totals = ledger_totals(project=batch.project)
+    page = login(alice).get(reverse("ledger", args=[batch.project.slug])).content.decode()
+
+    assert totals["by_currency"] == {"GBP": 10, "USD": 10}
+    assert {(r["worker__username"], r["currency"]) for r in totals["per_worker"]} == {
+        ("ann", "USD"),
+        ("abe", "GBP"),
+    }
+    assert [(r["batch__name"], r["currency"], r["total"]) for r in totals["per_batch"]] == [
+        ("Cheap", "GBP", 10),
+        ("Cheap", "USD", 10),
+    ]
+    assert "£0.10" in page
+    assert "$0.10" in page
+    assert "$0.20" not in page
 
 
 def test_it_exports_the_ledger_as_csv(
