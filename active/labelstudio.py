@@ -121,11 +121,11 @@ def _project(request: HttpRequest, slug: str, *roles: str, secret: str | None = 
     """The project, for a caller with an API token holding one of `roles`; under a backend
     URL with a secret, the secret must be the project's current one too."""
     raw = _token(request)
-    refusal = bad_tokens_refusal(request, raw) if raw else None
-    if refusal:
-        raise Refused(429, refusal)
     holder = api_token_authenticate(raw=raw) if raw else None
     if raw and holder is None:
+        # as the API's TokenAuth: only a token that failed is refused for bad ones
+        if refusal := bad_tokens_refusal(request, raw):
+            raise Refused(429, refusal)
         bad_token_record(request, raw)
     if holder is None:
         raise Refused(

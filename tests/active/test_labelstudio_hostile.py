@@ -18,6 +18,7 @@ from django.utils.html import escape
 from active.models import LabelStudioRefusal, Retrain
 from active.services import approved_caption_count, labelstudio_import, project_config
 from annotation.models import Batch, Caption
+from core.throttling import token_prefix
 from curation.models import Clip, SubsetClip
 from tests.active.test_labelstudio import LS_PROJECT, _annotated, _client, _hook, _ls_captions
 from tests.active.test_labelstudio_projects import _annotation, _export, _exported_task
@@ -242,3 +243,16 @@ def test_bad_tokens_from_the_same_address_never_lock_label_studio_out(
     for i in range(40):
         Client(HTTP_AUTHORIZATION=f"Bearer emk_{i:08d}-stale").get("/labelstudio/sounds/health")
     assert _client(alice).get("/labelstudio/sounds/health").status_code == 200
+
+
+def test_bad_tokens_sharing_label_studios_token_prefix_never_refuse_it(
+    project: Any, alice: Any, settings: Any
+) -> None:
+    settings.API_RATE_BAD_TOKENS = "5/hour"
+    label_studio = _client(alice)
+    raw = label_studio.defaults["HTTP_AUTHORIZATION"].removeprefix("Bearer ")
+    for i in range(6):  # guesses that share the real token's first characters
+        Client(HTTP_AUTHORIZATION=f"Bearer {token_prefix(raw)}-guess{i}").get(
+            "/labelstudio/sounds/health"
+        )
+    assert label_studio.get("/labelstudio/sounds/health").status_code == 200

@@ -118,6 +118,17 @@ def test_bad_tokens_from_a_shared_address_never_refuse_a_valid_token(
     assert lab.get("/api/projects/", headers=_bearer(good)).status_code == 200
 
 
+def test_bad_tokens_sharing_a_valid_tokens_prefix_never_refuse_it(
+    project: Project, alice: Any, settings: Any
+) -> None:
+    settings.API_RATE_BAD_TOKENS = "5/hour"
+    good = api_token_create(user=alice, name="script")[1]
+    client = Client(REMOTE_ADDR="192.0.2.1")
+    for i in range(6):  # someone who knows the token's first characters guesses the rest
+        client.get("/api/projects/", headers=_bearer(f"{throttling.token_prefix(good)}-guess{i}"))
+    assert client.get("/api/projects/", headers=_bearer(good)).status_code == 200
+
+
 def test_bad_tokens_from_one_address_leave_other_addresses_alone(
     project: Project, alice: Any, settings: Any
 ) -> None:
