@@ -15,8 +15,21 @@ AFTER = ("curation", "0008_label_curation_off_the_ontology")
 def _with_other_apps_at_their_latest(
     executor: MigrationExecutor, node: tuple[str, str]
 ) -> list[tuple[str, str]]:
-    others = [leaf for leaf in executor.loader.graph.leaf_nodes() if leaf[0] != node[0]]
-    return [*others, node]
+    """`node`, and every other app at its latest migration that needs nothing of `node`'s
+    app past `node` (a later migration of another app may depend on a later one of this
+    app: migrating to its leaf would apply those too)."""
+    graph = executor.loader.graph
+    allowed = {n for n in graph.forwards_plan(node) if n[0] == node[0]}
+
+    def fits(target: tuple[str, str]) -> bool:
+        return all(n[0] != node[0] or n in allowed for n in graph.forwards_plan(target))
+
+    targets = []
+    for app in {leaf[0] for leaf in graph.leaf_nodes()} - {node[0]}:
+        candidates = [n for n in graph.nodes if n[0] == app and fits(n)]
+        if candidates:
+            targets.append(max(candidates, key=lambda n: len(graph.forwards_plan(n))))
+    return [*targets, node]
 
 
 @pytest.fixture
