@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage
 
 from core.models import Job, Project
+from core.tasks import run_job
 from tests.demo.conftest import (
     DemoSounds,
     demo_sounds_make,
@@ -89,3 +90,12 @@ def demo(
     project = quick_demo_seed(monkeypatch=monkeypatch, sounds=demo_sounds)
     assert [j.state for j in run_queued_training()] == [Job.State.SUCCEEDED] * 2
     return project
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Job ids enqueued by the live server, kept off the real broker."""
+    sent: list[int] = []
+    task = run_job._get_current_object()  # type: ignore[attr-defined]  # a Proxy; stubs say Task
+    monkeypatch.setattr(task, "apply_async", lambda args, **_: sent.append(args[0]))
+    return sent

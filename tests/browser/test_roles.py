@@ -15,7 +15,6 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from core.models import Job, Membership, Project, Role
 from core.services import invite_create, job_run_inline
-from core.tasks import run_job
 from tests.browser.conftest import CHROMIUM, CHROMIUM_MISSING
 from tests.conftest import PASSWORD
 
@@ -73,15 +72,6 @@ def failed_job(project: Project, alice: Any, tmp_path: Path) -> Job:
     )
     assert job.state == Job.State.FAILED
     return job
-
-
-@pytest.fixture
-def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Job ids enqueued by the live server, kept off the real broker."""
-    sent: list[int] = []
-    task = run_job._get_current_object()  # type: ignore[attr-defined]  # a Proxy; stubs say Task
-    monkeypatch.setattr(task, "apply_async", lambda args, **_: sent.append(args[0]))
-    return sent
 
 
 def test_it_shows_the_researcher_members_invites_and_jobs(
