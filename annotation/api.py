@@ -12,6 +12,7 @@ Who sees what, as on the pages:
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -577,12 +578,11 @@ def _clips_with_hints(hit_id: int) -> list[_ClipOut]:
             [hit_id],
         )
         rows = cursor.fetchall()
-    peaks_field = Clip._meta.get_field("peaks")
     clips: list[_ClipOut] = []
     words: dict[int, dict[str, list[dict[str, str]]]] = {}
     for clip_id, start, end, duration, peaks, name, description, word in rows:
         if not clips or clips[-1]["id"] != clip_id:
-            peaks = peaks_field.from_db_value(peaks, None, connection)
+            peaks = json.loads(peaks) if isinstance(peaks, str) else peaks  # JSON as text
             clips.append(
                 {
                     "id": clip_id,

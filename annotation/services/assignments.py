@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -176,12 +175,14 @@ def _instance(model: type[M], alias: str, values: Sequence[Any]) -> M:
 @functools.cache
 def _one_statement_claim_sql(alias: str, one_batch: bool) -> str:
     """The whole claim as one PostgreSQL statement: unless the worker holds an accepted
-    assignment, the first claimable HIT locked (SKIP LOCKED), its slot taken by the
-    conditional increment, the assignment inserted; one row back with the worker's
-    current assignment's id (or NULL), then the new assignment, its HIT and its batch
-    (NULLs when nothing was claimed). One statement is one transaction: no BEGIN, no
-    COMMIT, no savepoint, and nothing of it stays when any part fails (the unique
-    assignment_one_open included)."""
+    assignment, the first claimable HIT locked (SKIP LOCKED: PostgreSQL re-checks
+    `taken < max` on the row it locks), the assignment inserted unless the worker opened
+    one meanwhile (ON CONFLICT on assignment_one_open: nothing inserted, nothing raised),
+    and the HIT's slot taken for it (the check constraint on `taken` is the last word).
+    One row back: the worker's current assignment's id (or NULL), the picked HIT's id (or
+    NULL), then the new assignment, its HIT and its batch (NULLs when none was opened).
+    One statement is one transaction: no BEGIN, COMMIT or savepoint, and nothing of it
+    stays when any part fails."""
     claim, _ = _claim_sql(alias, one_batch)
     assignments, hits, batches = (
         Assignment._meta.db_table,
@@ -197,13 +198,14 @@ def _one_statement_claim_sql(alias: str, one_batch: bool) -> str:
     return (
         f"WITH held AS (SELECT id FROM {assignments} WHERE worker_id = %s AND state = %s), "
         f"pick AS (SELECT p.pk FROM ({claim}) p WHERE NOT EXISTS (SELECT 1 FROM held)), "
-        f"took AS (UPDATE {hits} h SET taken = h.taken + 1 FROM pick "
-        "WHERE h.id = pick.pk AND h.taken < h.max_assignments RETURNING h.*), "
         f"made AS (INSERT INTO {assignments} ({', '.join(inserted)}) "
-        "SELECT t.id, %s, %s, %s, %s + b.time_allotted, NULL, NULL, NULL, '' "
-        f"FROM took t JOIN {batches} b ON b.id = t.batch_id RETURNING *) "
-        f"SELECT (SELECT id FROM held LIMIT 1), {_columns(Assignment, 'm')}, "
-        f"{_columns(Hit, 't')}, {_columns(Batch, 'b')} "
+        "SELECT h.id, %s, %s, %s, %s + b.time_allotted, NULL, NULL, NULL, '' "
+        f"FROM pick JOIN {hits} h ON h.id = pick.pk JOIN {batches} b ON b.id = h.batch_id "
+        "ON CONFLICT (worker_id) WHERE state = 'accepted' DO NOTHING RETURNING *), "
+        f"took AS (UPDATE {hits} h SET taken = h.taken + 1 FROM made "
+        "WHERE h.id = made.hit_id RETURNING h.*) "
+        "SELECT (SELECT id FROM held LIMIT 1), (SELECT pk FROM pick), "
+        f"{_columns(Assignment, 'm')}, {_columns(Hit, 't')}, {_columns(Batch, 'b')} "
         "FROM (SELECT 1) one LEFT JOIN made m ON TRUE LEFT JOIN took t ON t.id = m.hit_id "
         f"LEFT JOIN {batches} b ON b.id = t.batch_id"
     )
@@ -214,27 +216,24 @@ def _claim_in_one_statement(
 ) -> Assignment | None:
     """hit_claim for a worker holding no assignment, in one statement
     (_one_statement_claim_sql): the new assignment with its HIT and batch, None when no HIT
-    is open to them, _HOLDS_ONE when they hold an accepted assignment."""
+    is open to them, _HOLDS_ONE when they hold an accepted assignment (or opened one in
+    another request meanwhile)."""
     connection = connections[alias]
     _, claim_params = _claim_params(alias=alias, worker=worker, now=now, batch=batch)
     accepted = Assignment.State.ACCEPTED
     when = Batch._meta.get_field("expires_at").get_db_prep_value(now, connection)
     params = [worker.pk, accepted, *claim_params, worker.pk, accepted, when, when]
-    try:
-        # inside a caller's transaction, a savepoint keeps it usable after a lost race
-        kept = transaction.atomic(using=alias) if connection.in_atomic_block else nullcontext()
-        with kept, connection.cursor() as cursor:
-            cursor.execute(_one_statement_claim_sql(alias, batch is not None), params)
-            row = cursor.fetchone()
-    except IntegrityError:
-        # The same worker claimed in another request meanwhile (assignment_one_open):
-        # that claim won, and it is the worker's current assignment.
+    with connection.cursor() as cursor:
+        cursor.execute(_one_statement_claim_sql(alias, batch is not None), params)
+        row = cursor.fetchone()
+    held, picked, *values = row
+    if held is not None:
         return _HOLDS_ONE
-    if row[0] is not None:
-        return _HOLDS_ONE
-    if row[1] is None:
+    if picked is None:
         return None
-    return _with_hit_and_batch(alias, row[1:])
+    if values[0] is None:  # the worker opened one in another request meanwhile
+        return _HOLDS_ONE
+    return _with_hit_and_batch(alias, values)
 
 
 # The columns of an assignment, its HIT and its batch, as _columns writes them.
