@@ -11,6 +11,12 @@ workers racing for the top of the queue spread over the next HITs instead of wai
 line; assignment transitions lock the assignment row first. SQLite has no row locks, but
 every atomic() block there starts with BEGIN IMMEDIATE (settings), which serialises
 writers: slower, equally correct.
+
+On PostgreSQL the common cases run without a transaction around several statements: a
+claim by a worker holding no assignment is one statement (_one_statement_claim_sql), and a
+submit of an open assignment is one read then one write that re-checks, as it writes, what
+the read found (_submit_in_one_statement). Anything else (a held or late assignment, a
+block, a change between read and write) takes the locked path below, as SQLite always does.
 """
 
 from __future__ import annotations
