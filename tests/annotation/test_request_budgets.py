@@ -3,7 +3,9 @@ and its cache calls, as a script makes them (bearer token). A query or a cache r
 added to a worker's loop fails here, by name and count, before it shows in
 benchmarks/load_claim_submit.py. Queries are counted inside the test's transaction, so an
 atomic block shows as a SAVEPOINT / RELEASE pair; cache calls are round trips as a Redis
-cache makes them (core.throttling.counts_bump is one, whatever it does inside)."""
+cache makes them (core.throttling.counts_bump is one, whatever it does inside). Not
+counted: with DATABASE_HEALTH_CHECKS (the default), Django checks a kept connection with
+a `SELECT 1` of its own before a request's first query, one more round trip a request."""
 
 from __future__ import annotations
 
