@@ -9,6 +9,10 @@ if TYPE_CHECKING:
     from modeling.models import TrainingRun
 
 
+# annotation.signals.SUBMIT_WRITES_IF: whether an assignment's HIT showed suggestions
+SUGGESTIONS_SHOWN = "active.suggestions_shown"
+
+
 class ActiveConfig(AppConfig):
     name = "active"
     verbose_name = "Active learning: ranking, flags, pre-suggestions and retraining"
@@ -23,6 +27,16 @@ class ActiveConfig(AppConfig):
         )
         run_succeeded.connect(_run_succeeded, dispatch_uid="active.run_succeeded")
         provider_register(name="active.presuggestions", provider=_presuggested_texts)
+        # a submit records edit distances only where suggestions were shown: elsewhere it
+        # can store the captions in one statement (annotation.signals.SUBMIT_WRITES_IF)
+        from active.models import Presuggestion
+        from annotation.signals import submit_writes_register
+
+        submit_writes_register(
+            name=SUGGESTIONS_SHOWN,
+            sql=f"EXISTS (SELECT 1 FROM {Presuggestion._meta.db_table} p "
+            "WHERE p.assignment_id = a.id)",
+        )
 
 
 def _assignment_submitted(sender: type, *, assignment: Assignment, **kwargs: Any) -> None:

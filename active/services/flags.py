@@ -294,8 +294,12 @@ def assignment_submitted(*, assignment: Assignment) -> None:
     """Receives annotation's assignment_submitted signal (connected in active.apps), which
     assignment_submit sends inside its transaction: the edit distances now; with
     ACTIVE_FLAG_ON_SUBMIT, the disagreement checks on the text queue once it commits
-    (otherwise flags_sweep picks the captions up within a minute)."""
-    caption_edits_record(assignment=assignment)
+    (otherwise flags_sweep picks the captions up within a minute). A submit that found
+    no suggestion shown (annotation.signals.SUBMIT_WRITES_IF) has no edit to record."""
+    from active.apps import SUGGESTIONS_SHOWN
+
+    if vars(assignment).get("submit_writes", {}).get(SUGGESTIONS_SHOWN, True):
+        caption_edits_record(assignment=assignment)
     if settings.ACTIVE_FLAG_ON_SUBMIT:
         job_enqueue(
             kind="captions_flag",

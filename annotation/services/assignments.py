@@ -11,18 +11,25 @@ workers racing for the top of the queue spread over the next HITs instead of wai
 line; assignment transitions lock the assignment row first. SQLite has no row locks, but
 every atomic() block there starts with BEGIN IMMEDIATE (settings), which serialises
 writers: slower, equally correct.
+
+On PostgreSQL the common cases run without a transaction around several statements: a
+claim by a worker holding no assignment is one statement (_one_statement_claim_sql), and a
+submit of an open assignment is one read then one write that re-checks, as it writes, what
+the read found (_submit_in_one_statement). Anything else (a held or late assignment, a
+block, a change between read and write) takes the locked path below, as SQLite always does.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from annotation import rules
@@ -37,7 +44,7 @@ from annotation.models import (
     Platform,
     PlatformRef,
 )
-from annotation.signals import assignment_approved, assignment_submitted
+from annotation.signals import SUBMIT_WRITES_IF, assignment_approved, assignment_submitted
 from core.models import Membership, Role
 from core.services import require_role
 from crowd.models import Block
@@ -46,6 +53,8 @@ from crowd.records import review_record
 from curation.models import Clip
 
 EXPIRE_CHUNK = 500
+
+M = TypeVar("M", bound=Model)
 
 
 def claimable_hits(
@@ -107,7 +116,10 @@ def _claim_sql(alias: str, one_batch: bool) -> tuple[str, tuple[Any, ...]]:
         worker=_ANY_WORKER, now=_ANY_TIME, batch=Batch(pk=_ANY_BATCH) if one_batch else None
     )
     query = hits.select_for_update(skip_locked=True, of=("self",)).values_list("pk")[:1].query
-    sql, params = query.get_compiler(using=alias).as_sql()
+    # the compiler refuses FOR UPDATE outside a transaction; compiling runs no query (and
+    # inside a caller's transaction, makes no savepoint)
+    with transaction.atomic(using=alias, savepoint=False):
+        sql, params = query.get_compiler(using=alias).as_sql()
     # A stand-in the compiler turned into another value would make every claim run with
     # it; fail loudly instead (once per process).
     time_param = Batch._meta.get_field("expires_at").get_db_prep_value(
@@ -119,9 +131,10 @@ def _claim_sql(alias: str, one_batch: bool) -> tuple[str, tuple[Any, ...]]:
     return sql, tuple(params)
 
 
-def _claimable_hit_id(*, worker: User, now: datetime, batch: Batch | None) -> int | None:
-    """The id of the first of claimable_hits(), locked; None when there is none."""
-    alias = router.db_for_write(Hit)
+def _claim_params(
+    *, alias: str, worker: User, now: datetime, batch: Batch | None
+) -> tuple[str, list[Any]]:
+    """_claim_sql's statement and its parameters for this worker, time and batch."""
     connection = connections[alias]
     sql, template = _claim_sql(alias, batch is not None)
     prep = Batch._meta.get_field("expires_at").get_db_prep_value
@@ -130,11 +143,118 @@ def _claimable_hit_id(*, worker: User, now: datetime, batch: Batch | None) -> in
         _ANY_BATCH: batch.pk if batch is not None else None,
         prep(_ANY_TIME, connection): prep(now, connection),
     }
-    params = [values.get(p, p) if isinstance(p, int | str | datetime) else p for p in template]
-    with connection.cursor() as cursor:
+    return sql, [values.get(p, p) if isinstance(p, int | str | datetime) else p for p in template]
+
+
+def _claimable_hit_id(*, worker: User, now: datetime, batch: Batch | None) -> int | None:
+    """The id of the first of claimable_hits(), locked; None when there is none."""
+    alias = router.db_for_write(Hit)
+    sql, params = _claim_params(alias=alias, worker=worker, now=now, batch=batch)
+    with connections[alias].cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return row[0] if row else None
+
+
+# What _claim_in_one_statement answers when the worker already holds an assignment.
+_HOLDS_ONE: Any = object()
+
+
+def _columns(model: type[Model], table: str) -> str:
+    return ", ".join(f"{table}.{f.column}" for f in model._meta.concrete_fields)
+
+
+def _instance(model: type[M], alias: str, values: Sequence[Any]) -> M:
+    """A model instance from its concrete fields' raw values, in field order, converted as
+    the ORM converts them (JSON text, SQLite's dates …)."""
+    connection = connections[alias]
+    fields = model._meta.concrete_fields
+    converted = []
+    for field, value in zip(fields, values, strict=True):
+        col = field.get_col(model._meta.db_table)
+        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+            value = convert(value, col, connection)
+        converted.append(value)
+    return model.from_db(alias, [f.attname for f in fields], converted)
+
+
+@functools.cache
+def _one_statement_claim_sql(alias: str, one_batch: bool) -> str:
+    """The whole claim as one PostgreSQL statement: unless the worker holds an accepted
+    assignment, the first claimable HIT locked (SKIP LOCKED: PostgreSQL re-checks
+    `taken < max` on the row it locks), the assignment inserted unless the worker opened
+    one meanwhile (ON CONFLICT on assignment_one_open: nothing inserted, nothing raised),
+    and the HIT's slot taken for it (the check constraint on `taken` is the last word).
+    One row back: the worker's current assignment's id (or NULL), the picked HIT's id (or
+    NULL), then the new assignment, its HIT and its batch (NULLs when none was opened).
+    One statement is one transaction: no BEGIN, COMMIT or savepoint, and nothing of it
+    stays when any part fails."""
+    claim, _ = _claim_sql(alias, one_batch)
+    assignments, hits, batches = (
+        Assignment._meta.db_table,
+        Hit._meta.db_table,
+        Batch._meta.db_table,
+    )
+    inserted = [f.column for f in Assignment._meta.concrete_fields if f.column != "id"]
+    if inserted != [
+        "hit_id", "worker_id", "state", "accepted_at", "deadline",
+        "submitted_at", "reviewed_at", "released_at", "feedback",
+    ]:  # fmt: skip
+        raise RuntimeError(f"Assignment's columns changed ({inserted}); see this statement")
+    return (
+        f"WITH held AS (SELECT id FROM {assignments} WHERE worker_id = %s AND state = %s), "
+        f"pick AS (SELECT p.pk FROM ({claim}) p WHERE NOT EXISTS (SELECT 1 FROM held)), "
+        f"made AS (INSERT INTO {assignments} ({', '.join(inserted)}) "
+        "SELECT h.id, %s, %s, %s, %s + b.time_allotted, NULL, NULL, NULL, '' "
+        f"FROM pick JOIN {hits} h ON h.id = pick.pk JOIN {batches} b ON b.id = h.batch_id "
+        "ON CONFLICT (worker_id) WHERE state = 'accepted' DO NOTHING RETURNING *), "
+        f"took AS (UPDATE {hits} h SET taken = h.taken + 1 FROM made "
+        "WHERE h.id = made.hit_id RETURNING h.*) "
+        "SELECT (SELECT id FROM held LIMIT 1), (SELECT pk FROM pick), "
+        f"{_columns(Assignment, 'm')}, {_columns(Hit, 't')}, {_columns(Batch, 'b')} "
+        "FROM (SELECT 1) one LEFT JOIN made m ON TRUE LEFT JOIN took t ON t.id = m.hit_id "
+        f"LEFT JOIN {batches} b ON b.id = t.batch_id"
+    )
+
+
+def _claim_in_one_statement(
+    *, alias: str, worker: User, now: datetime, batch: Batch | None
+) -> Assignment | None:
+    """hit_claim for a worker holding no assignment, in one statement
+    (_one_statement_claim_sql): the new assignment with its HIT and batch, None when no HIT
+    is open to them, _HOLDS_ONE when they hold an accepted assignment (or opened one in
+    another request meanwhile)."""
+    connection = connections[alias]
+    _, claim_params = _claim_params(alias=alias, worker=worker, now=now, batch=batch)
+    accepted = Assignment.State.ACCEPTED
+    when = Batch._meta.get_field("expires_at").get_db_prep_value(now, connection)
+    params = [worker.pk, accepted, *claim_params, worker.pk, accepted, when, when]
+    with connection.cursor() as cursor:
+        cursor.execute(_one_statement_claim_sql(alias, batch is not None), params)
+        row = cursor.fetchone()
+    held, picked, *values = row
+    if held is not None:
+        return _HOLDS_ONE
+    if picked is None:
+        return None
+    if values[0] is None:  # the worker opened one in another request meanwhile
+        return _HOLDS_ONE
+    return _with_hit_and_batch(alias, values)
+
+
+# The columns of an assignment, its HIT and its batch, as _columns writes them.
+_WITH_HIT_AND_BATCH = sum(len(m._meta.concrete_fields) for m in (Assignment, Hit, Batch))
+
+
+def _with_hit_and_batch(alias: str, values: Sequence[Any]) -> Assignment:
+    """The assignment, with its HIT and batch, from the first _WITH_HIT_AND_BATCH values."""
+    n_assignment, n_hit = len(Assignment._meta.concrete_fields), len(Hit._meta.concrete_fields)
+    assignment = _instance(Assignment, alias, values[:n_assignment])
+    assignment.hit = _instance(Hit, alias, values[n_assignment : n_assignment + n_hit])
+    assignment.hit.batch = _instance(
+        Batch, alias, values[n_assignment + n_hit : _WITH_HIT_AND_BATCH]
+    )
+    return assignment
 
 
 def hit_claim(
@@ -147,6 +267,12 @@ def hit_claim(
     than waiting for the periodic sweep, so a worker is never stuck behind it.
     """
     now = now or timezone.now()
+    alias = router.db_for_write(Hit)
+    if connections[alias].vendor == "postgresql":
+        opened = _claim_in_one_statement(alias=alias, worker=worker, now=now, batch=batch)
+        if opened is not _HOLDS_ONE:
+            return opened
+        # the worker holds an assignment: given back, or expired and another claimed, below
     try:
         with transaction.atomic():
             current = _open_assignment(worker, lock=True)
@@ -267,6 +393,14 @@ def assignment_submit(
     of an assignment no longer open.
     """
     now = now or timezone.now()
+    alias = router.db_for_write(Assignment)
+    if connections[alias].vendor == "postgresql":
+        submitted = _submit_in_one_statement(
+            alias=alias, assignment=assignment, worker=worker, captions=captions, now=now
+        )
+        if submitted is not None:
+            return submitted
+        # not open, late, blocked, another's, or changed meanwhile: decided under the lock
     late = False
     blocked_for: str | None = None
     with transaction.atomic():
@@ -340,6 +474,98 @@ def _locked_own(assignment: Assignment, worker: User) -> Assignment:
     return locked
 
 
+def _submit_in_one_statement(
+    *, alias: str, assignment: Assignment, worker: User, captions: dict[int, str], now: datetime
+) -> Assignment | None:
+    """assignment_submit's common case in two statements and no transaction around them:
+    the worker's open assignment read with its HIT, batch, block and clips (each with
+    whether it was heard through), the captions checked, then one statement that moves it
+    to submitted and inserts the captions, on the conditions the read found true (open, in
+    time, not blocked, every clip heard) checked again as it writes: a change meanwhile
+    makes it write nothing. The submitted assignment; None when there is anything but that
+    to decide (no such assignment of the worker's, not open, late, blocked, a condition
+    changed meanwhile), which the locked path then decides. ValidationError, nothing
+    stored, when the captions are refused."""
+    connection = connections[alias]
+    tables = {
+        "assignments": Assignment._meta.db_table,
+        "hits": Hit._meta.db_table,
+        "batches": Batch._meta.db_table,
+        "blocks": Block._meta.db_table,
+        "hit_clips": HitClip._meta.db_table,
+        "served": ClipAudioServed._meta.db_table,
+    }
+    when = connection.ops.adapt_datetimefield_value(now)
+    writes = [f"({sql}) AS {_quoted(name)}" for name, sql in SUBMIT_WRITES_IF.items()]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_columns(Assignment, 'a')}, {_columns(Hit, 'h')}, {_columns(Batch, 'b')}, "
+            f"(SELECT k.reason FROM {tables['blocks']} k WHERE k.project_id = b.project_id "
+            "AND k.worker_id = a.worker_id AND k.lifted_at IS NULL), "
+            "hc.clip_id, COALESCE(s.whole_at IS NOT NULL AND s.earliest_heard_at <= %s, FALSE)"
+            + "".join(f", {w}" for w in writes)
+            + f" FROM {tables['assignments']} a JOIN {tables['hits']} h ON h.id = a.hit_id "
+            f"JOIN {tables['batches']} b ON b.id = h.batch_id "
+            f"JOIN {tables['hit_clips']} hc ON hc.hit_id = a.hit_id "
+            f"LEFT JOIN {tables['served']} s ON s.assignment_id = a.id AND s.clip_id = hc.clip_id "
+            "WHERE a.id = %s AND a.worker_id = %s ORDER BY hc.position",
+            [when, assignment.pk, worker.pk],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    found = _with_hit_and_batch(alias, rows[0])
+    rest = rows[0][_WITH_HIT_AND_BATCH:]
+    blocked_for = rest[0]
+    found.submit_writes = dict(zip(SUBMIT_WRITES_IF, rest[3:], strict=True))  # type: ignore[attr-defined]
+    if found.state != Assignment.State.ACCEPTED or found.is_late(now) or blocked_for is not None:
+        return None
+    heard = [row[_WITH_HIT_AND_BATCH + 1 : _WITH_HIT_AND_BATCH + 3] for row in rows]
+    texts = _captions_checked(found, captions, heard)
+    if any(found.submit_writes.values()):  # type: ignore[attr-defined]
+        return None  # a receiver writes with the captions: in one transaction, below
+    values = ", ".join(["(%s::bigint, %s::text)"] * len(texts))
+    inserted = [f.column for f in Caption._meta.concrete_fields if f.column != "id"]
+    if inserted != [
+        "provenance", "assignment_id", "clip_id", "imported_into_id", "text",
+        "external_id", "fixed_text", "fixed_by_id", "fixed_at", "created_at", "pending_review",
+    ]:  # fmt: skip
+        raise RuntimeError(f"Caption's columns changed ({inserted}); see this statement")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH moved AS (UPDATE {tables['assignments']} a SET state = %s, submitted_at = %s "
+            "WHERE a.id = %s AND a.worker_id = %s AND a.state = %s AND a.deadline > %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {tables['blocks']} k JOIN {tables['batches']} b "
+            "ON k.project_id = b.project_id WHERE b.id = %s AND k.worker_id = a.worker_id "
+            "AND k.lifted_at IS NULL) "
+            f"AND NOT EXISTS (SELECT 1 FROM {tables['hit_clips']} hc "
+            f"LEFT JOIN {tables['served']} s ON s.assignment_id = a.id AND s.clip_id = hc.clip_id "
+            "WHERE hc.hit_id = a.hit_id "
+            "AND NOT COALESCE(s.whole_at IS NOT NULL AND s.earliest_heard_at <= %s, FALSE)) "
+            "RETURNING a.id) "
+            f"INSERT INTO {Caption._meta.db_table} ({', '.join(inserted)}) "
+            "SELECT %s, m.id, v.clip_id, NULL, v.text, '', '', NULL, NULL, %s, FALSE "
+            f"FROM moved m CROSS JOIN (VALUES {values}) v (clip_id, text) RETURNING id",
+            [
+                Assignment.State.SUBMITTED, when, found.pk, worker.pk,
+                Assignment.State.ACCEPTED, when, found.hit.batch_id, when,
+                Caption.Provenance.CROWD, when,
+                *(value for pair in texts.items() for value in pair),
+            ],
+        )  # fmt: skip
+        stored = cursor.fetchall()
+    if len(stored) != len(texts):
+        return None  # changed since the read (submitted, returned, expired, blocked)
+    found.state, found.submitted_at = Assignment.State.SUBMITTED, now
+    # right after the statement that stored the captions (signals.SUBMIT_WRITES_IF)
+    assignment_submitted.send(sender=Assignment, assignment=found)
+    return found
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _repeats_stored(assignment: Assignment, captions: dict[int, str]) -> bool:
     """Whether `captions` are, trimmed as a submit stores them, exactly the assignment's
     stored captions: one per clip, the same texts."""
@@ -357,7 +583,6 @@ def _checked_captions(
         raise ValidationError(
             f"This assignment is already {assignment.get_state_display().lower()}."
         )
-    batch = assignment.hit.batch
     # the HIT's clips in order, each with whether its whole audio was served long enough
     # ago to have been heard through (ClipAudioServed); the database compares the times
     alias = router.db_for_read(HitClip)
@@ -375,6 +600,14 @@ def _checked_captions(
             ],
         )
         rows = cursor.fetchall()
+    return _captions_checked(assignment, captions, rows)
+
+
+def _captions_checked(
+    assignment: Assignment, captions: dict[int, str], rows: Sequence[Sequence[Any]]
+) -> dict[int, str]:
+    """_checked_captions on the HIT's clips in order, each as (clip id, heard through)."""
+    batch = assignment.hit.batch
     clip_ids = [clip_id for clip_id, _ in rows]
     given = {int(clip_id): text for clip_id, text in captions.items()}
     errors: dict[str, list[str]] = {}

@@ -3,6 +3,7 @@ reviewing and expiring, through annotation.services."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from annotation.services import (
     assignment_return,
     assignment_review,
     assignment_submit,
+    assignments,
     assignments_expire,
     batch_move,
     hit_claim,
@@ -28,6 +30,7 @@ from annotation.services import (
 from annotation.signals import assignment_submitted
 from core.models import Project, Role
 from core.services import membership_add
+from crowd.models import Block
 from curation.models import Clip, Split
 from curation.recipes import PRESETS
 from curation.services import ontology_import, recipe_save, segments_import, subset_build
@@ -483,6 +486,75 @@ def test_a_repeated_submit_returns_the_stored_assignment_and_writes_nothing(
     )
     assert list(Caption.objects.values_list("text", flat=True)) == [CAPTION]
     assert heard == []  # nothing told the other apps about a second submit
+
+
+def _changed_after_the_read(
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[Assignment], object]
+) -> None:
+    """`change` runs once, between the submit's read and its write (PostgreSQL's
+    one-statement submit checks the captions in between)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the submit reads, then writes, in two statements on PostgreSQL only")
+    check = assignments._captions_checked
+    done: list[bool] = []
+
+    def checked_then_changed(assignment: Assignment, *args: Any) -> dict[int, str]:
+        texts = check(assignment, *args)
+        if not done:
+            done.append(True)
+            change(assignment)
+        return texts
+
+    monkeypatch.setattr(assignments, "_captions_checked", checked_then_changed)
+
+
+def test_a_submit_stores_nothing_when_the_hit_was_returned_after_its_read(
+    batch: Batch, ann: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assignment = _claim(ann)
+    _changed_after_the_read(
+        monkeypatch,
+        lambda a: assignment_return(assignment=Assignment.objects.get(pk=a.pk), worker=ann),
+    )
+    with pytest.raises(ValidationError, match="already returned"):
+        _submit(assignment)
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.RETURNED
+    assert not Caption.objects.exists()
+
+
+def test_a_submit_stores_nothing_when_the_worker_was_blocked_after_its_read(
+    batch: Batch, ann: Any, alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assignment = _claim(ann)
+    _changed_after_the_read(
+        monkeypatch,
+        lambda a: Block.objects.create(
+            project=batch.project, worker=ann, reason="spam", blocked_by=alice
+        ),
+    )
+    with pytest.raises(ValidationError, match="blocked from this project"):
+        _submit(assignment)
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.RETURNED
+    assert not Caption.objects.exists()
+
+
+def test_a_submit_stores_nothing_when_the_time_ran_out_after_its_read(
+    batch: Batch, ann: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assignment = _claim(ann)
+    _changed_after_the_read(
+        monkeypatch,
+        lambda a: Assignment.objects.filter(pk=a.pk).update(
+            deadline=F("accepted_at") + timedelta(microseconds=1)
+        ),
+    )
+    with pytest.raises(ValidationError, match="time allotted for this HIT ran out"):
+        _submit(assignment)
+    assignment.refresh_from_db()
+    assert assignment.state == Assignment.State.EXPIRED
+    assert not Caption.objects.exists()
 
 
 def test_it_refuses_a_late_submission_and_expires_the_assignment(batch: Batch, ann: Any) -> None:
