@@ -135,6 +135,7 @@ def environment(*, server: str, database: str, data_dir: Path) -> dict[str, str]
         "SENTRY_DSN": "",
         "FRONTEND_SENTRY_DSN": "",
         "COLLECT_ANALYTICS": "false",
+        "LATEST_VERSION_CHECK": "false",  # else each worker asks pypi.org at start
         "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
     }
 
@@ -180,10 +181,16 @@ def free_port() -> int:
 
 
 def start(
-    *, venv: Path, env: dict[str, str], port: int, workers: int, timeout: float = 120.0
+    *,
+    venv: Path,
+    env: dict[str, str],
+    port: int,
+    workers: int,
+    log: Path,
+    timeout: float = 120.0,
 ) -> subprocess.Popen[bytes]:
     """Label Studio under gunicorn (`workers` sync workers) on 127.0.0.1:`port`, once its
-    /health/ answers."""
+    /health/ answers; its output (chatty at start even at WARNING) goes to `log`."""
     gunicorn = venv / "bin" / "gunicorn"
     if not gunicorn.exists():
         raise SystemExit(f"{gunicorn} is missing: `{venv}/bin/pip install gunicorn`")
@@ -199,11 +206,17 @@ def start(
         "--log-level",
         "warning",
     ]
-    server = subprocess.Popen(command, cwd=package_dir(venv), env=env)
+    with log.open("ab") as output:
+        server = subprocess.Popen(
+            command, cwd=package_dir(venv), env=env, stdout=output, stderr=subprocess.STDOUT
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise SystemExit(f"Label Studio's gunicorn exited with {server.returncode}")
+            raise SystemExit(
+                f"Label Studio's gunicorn exited with {server.returncode}:\n"
+                + log.read_text(errors="replace")[-3000:]
+            )
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/") as answer:
                 if answer.status == 200:

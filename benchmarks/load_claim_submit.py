@@ -454,7 +454,6 @@ def main(argv: list[str] | None = None) -> None:
     server: subprocess.Popen[bytes] | None = None
     ls_server: subprocess.Popen[bytes] | None = None
     ls_dsn = f"{args.server}/{args.label_studio_database}"
-    finished = False
     try:
         started = time.perf_counter()
         recreate_database(args.server, args.database)
@@ -500,7 +499,11 @@ def main(argv: list[str] | None = None) -> None:
             )
             ls_port = _label_studio.free_port()
             ls_server = _label_studio.start(
-                venv=args.label_studio_venv, env=ls_env, port=ls_port, workers=args.gunicorn_workers
+                venv=args.label_studio_venv,
+                env=ls_env,
+                port=ls_port,
+                workers=args.gunicorn_workers,
+                log=Path(var) / "label-studio.log",
             )
             ls_meter = Meter(ls_server, ls_dsn)
             ls_loop = _label_studio.loop(ls_tokens, project)
@@ -519,11 +522,13 @@ def main(argv: list[str] | None = None) -> None:
         results: list[Level] = []
         ls_results: list[Level] = []
         runs: dict[int, list[tuple[Level, Level]]] = {n: [] for n in levels}
-        warm_loops = 0
+        warm_loops = ls_warm_loops = 0
         if args.warmup > 0:
             few = min(10, max(levels))
             if ls_loop is not None and ls_meter is not None:
-                asyncio.run(_run_level(ls_base, ls_loop, few, args.warmup, ls_meter))
+                ls_warm_loops = asyncio.run(
+                    _run_level(ls_base, ls_loop, few, args.warmup, ls_meter)
+                ).loops
             warm_loops = asyncio.run(_run_level(base_url, loop, few, args.warmup, meter)).loops
         for number in range(1, args.passes + 1):
             for workers in levels:
@@ -549,19 +554,12 @@ def main(argv: list[str] | None = None) -> None:
         checks = integrity_checks(batch_id, args.captions_per_clip)
         connection.close()
         ls_checks = _ls_integrity(ls_dsn) if args.compare_label_studio else {}
-        finished = True
     finally:
         _stop(server)
         _stop(ls_server)
         if args.compare_label_studio:
             drop_database(args.server, args.label_studio_database)
-        if not args.keep_database or not finished:
-            try:
-                from django.db import connection as conn
-
-                conn.close()
-            except Exception:
-                pass
+        if not args.keep_database:  # (FORCE): this process's own connection goes too
             drop_database(args.server, args.database)
         shutil.rmtree(var, ignore_errors=True)  # the broker's files, Label Studio's media
 
@@ -602,6 +600,9 @@ def main(argv: list[str] | None = None) -> None:
         print("  (differs from the submitted assignments: a submit answered with an error)")
     for name, value in ls_checks.items():
         print(f"- Label Studio: {name}: {value:,}")
+    if ls_checks:
+        ls_counted = ls_warm_loops + sum(level.loops for level in ls_results)
+        print(f"- Label Studio: loops the clients saw succeed (warm-up included): {ls_counted:,}")
     ls_bad = sum(v for k, v in ls_checks.items() if k != "annotations")
     if bad or ls_bad:
         raise SystemExit("integrity check FAILED: see the counts above")
