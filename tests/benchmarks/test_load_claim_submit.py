@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-# the script imports its siblings (`from _deployment import …`) through its own folder
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+# the script imports its siblings (`from _deployment import …`) through its own folder;
+# appended, so that benchmarks/corpus.py never shadows the corpus app
+sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from load_claim_submit import Level, _worker, loop_line, parse_args, ratio_table
 
