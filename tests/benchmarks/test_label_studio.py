@@ -150,7 +150,7 @@ def test_the_load_tests_worker_counts_label_studio_loops(fake: FakeLabelStudio) 
         loop = _label_studio.loop(["tok-a", "tok-b"], 7)
         base = f"http://127.0.0.1:{fake.server_address[1]}"
         async with aiohttp.ClientSession(base) as session:
-            deadline = time.perf_counter() + 0.3
+            deadline = time.perf_counter() + 1.0
             await asyncio.gather(*(_worker(session, loop, level, deadline, i, 0.0) for i in (0, 1)))
         return level
 
