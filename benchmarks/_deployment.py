@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -198,6 +199,25 @@ def seed(
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return batch.pk, tokens
+
+
+# The simulated annotators' loop -----------------------------------------------------------
+
+
+class LoopFailed(Exception):
+    """A loop the server answered with an error; its message is the key counted in
+    `Level.errors` ("claim 500", "audio 403", …)."""
+
+
+class NoWork(Exception):
+    """The server had no task for this worker (Earmark's claim answered 204)."""
+
+
+# One loop of worker `number` on the shared session; returns the perf_counter time at which
+# the first request (claim, or Label Studio's next task) was answered, or raises LoopFailed,
+# NoWork or a client error. load_claim_submit.py runs any such loop with one worker, level
+# and meter, so Earmark and Label Studio are measured by the same client.
+LoopFn = Callable[[Any, int], Awaitable[float]]
 
 
 # Processes --------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ Usage:
   .venv/bin/python benchmarks/load_claim_submit.py [--clips 50000] [--levels 1,10,50,100]
       [--duration 30] [--gunicorn-workers 4] [--database earmark_load]
       [--server postgres://postgres@127.0.0.1:5432] [--keep-database]
-      [--broker filesystem://] [--offered LOOPS_PER_S] [--set NAME=VALUE …]
+      [--broker filesystem://] [--offered LOOPS_PER_S] [--set NAME=VALUE …] [--passes N]
+      [--compare-label-studio --label-studio-venv PATH [--label-studio-database ls_bench]]
 
 It (re)creates a private PostgreSQL database (`--database`, dropped at the end unless
 --keep-database), migrates it, seeds `--clips` fetched clips in one published batch
@@ -28,6 +29,21 @@ no worker on a clip twice, no HIT over-filled (assignments holding a slot ≤ ma
 assignment per loop counted. Its last line, for scripts, sums every level:
 `loop: server_cpu_ms P loops_per_s L` (gunicorn's CPU per completed loop, the audio GET
 included, and loops per second).
+
+Side by side with Label Studio (`--compare-label-studio --label-studio-venv PATH`, PATH a
+venv made with `python3 -m venv PATH && PATH/bin/pip install label-studio==1.23.2 gunicorn`,
+never the project's own): Label Studio is migrated into its own database on the same server
+(`--label-studio-database`, default ls_bench, dropped at the end), given one project with a
+task per clip (the same WAV, served by its authenticated upload view, a caption textarea,
+overlap 1) and one annotator with an API token per simulated worker, and started under
+gunicorn with as many sync workers, DEBUG off, on a free port of 127.0.0.1
+(benchmarks/_label_studio.py). Every level then runs against Label Studio and then against
+Earmark with the same client, `--passes` times (defaults here: levels 1,10,50, 60 s a
+level, 2 passes); a Label Studio loop is GET /api/projects/{id}/next → GET the task's audio
+→ POST /api/tasks/{id}/annotations/. The ratio table (c | Label Studio loops/s | Earmark
+loops/s | Earmark / LS | server CPU per loop, p95, errors; one cell a pass) follows the
+tables, and both databases are checked for duplicates. Both servers are stopped and the
+databases dropped on exit, Ctrl-C or SIGTERM.
 
 With no think time, Little's law ties the numbers: loop latency ≈ workers / (loops/s), so
 100 such workers at 150 loops/s wait ≈ 670 ms a loop whatever the server does; a latency
@@ -55,11 +71,15 @@ from typing import Any
 from _deployment import (
     CAPTIONS,
     VIOLATIONS,
+    LoopFailed,
+    LoopFn,
+    NoWork,
     children,
     cpu_model,
     django_migrate,
     drop_database,
     integrity_checks,
+    load_wav,
     parse_sets,
     percentile,
     postgres_version,
@@ -141,60 +161,72 @@ class Meter:
 # Load -------------------------------------------------------------------------------------
 
 
+def earmark_loop(tokens: list[str]) -> LoopFn:
+    """Earmark's annotator loop: POST /api/work/claim → GET each clip's audio → POST the
+    captions to /api/work/assignments/{id}/submit, as worker `number` (tokens[number])."""
+
+    async def loop(session: Any, number: int) -> float:
+        headers = {"Authorization": f"Bearer {tokens[number]}"}
+        async with session.post("/api/work/claim", headers=headers) as claim:
+            body = await claim.read()
+        claimed = time.perf_counter()
+        if claim.status == 204:
+            raise NoWork
+        if claim.status not in (200, 201):
+            raise LoopFailed(f"claim {claim.status}")
+        work = json.loads(body)
+        # the worker plays each clip (the server records it; submit checks it)
+        played = []
+        for clip in work["clips"]:
+            url = f"/api/work/assignments/{work['id']}/clips/{clip['id']}/audio"
+            async with session.get(url, headers=headers) as audio:
+                await audio.read()
+            played.append(audio.status)
+        if any(status != 200 for status in played):
+            raise LoopFailed(f"audio {max(played)}")
+        caption = CAPTIONS[number % len(CAPTIONS)]
+        captions = {str(clip["id"]): caption for clip in work["clips"]}
+        async with session.post(
+            f"/api/work/assignments/{work['id']}/submit",
+            headers={**headers, "Content-Type": "application/json"},
+            data=json.dumps({"captions": captions}),
+        ) as submit:
+            await submit.read()
+        if submit.status != 200:
+            raise LoopFailed(f"submit {submit.status}")
+        return claimed
+
+    return loop
+
+
 async def _worker(
-    session: Any, token: str, level: Level, deadline: float, number: int, interval: float
+    session: Any, loop: LoopFn, level: Level, deadline: float, number: int, interval: float
 ) -> None:
-    """Loops claim → submit until the deadline. With `interval` > 0 the worker starts a
-    loop every `interval` seconds (a random phase first), like a person who spends the
-    rest of the time listening and typing; a loop that overruns starts the next at once."""
+    """Runs `loop` until the deadline. With `interval` > 0 the worker starts a loop every
+    `interval` seconds (a random phase first), like a person who spends the rest of the
+    time listening and typing; a loop that overruns starts the next at once."""
     import aiohttp
 
-    headers = {"Authorization": f"Bearer {token}"}
-    caption = CAPTIONS[number % len(CAPTIONS)]
     next_start = time.perf_counter() + (random.uniform(0, interval) if interval else 0.0)
-    while next_start < deadline:
+    # with no think time the next loop starts now, and none starts after the deadline
+    while (next_start if interval else time.perf_counter()) < deadline:
         if interval:
             await asyncio.sleep(max(0.0, next_start - time.perf_counter()))
             next_start += interval
         start = time.perf_counter()
-        if not interval:
-            next_start = start
         try:
-            async with session.post("/api/work/claim", headers=headers) as claim:
-                body = await claim.read()
-            claimed = time.perf_counter()
-            if claim.status == 204:
-                level.no_work += 1
-                await asyncio.sleep(0.05)
-                continue
-            if claim.status not in (200, 201):
-                level.errors[f"claim {claim.status}"] += 1
-                continue
-            work = json.loads(body)
-            # the worker plays each clip (the server records it; submit checks it)
-            played = []
-            for clip in work["clips"]:
-                url = f"/api/work/assignments/{work['id']}/clips/{clip['id']}/audio"
-                async with session.get(url, headers=headers) as audio:
-                    await audio.read()
-                played.append(audio.status)
-            if any(status != 200 for status in played):
-                level.errors[f"audio {max(played)}"] += 1
-                continue
-            captions = {str(clip["id"]): caption for clip in work["clips"]}
-            async with session.post(
-                f"/api/work/assignments/{work['id']}/submit",
-                headers={**headers, "Content-Type": "application/json"},
-                data=json.dumps({"captions": captions}),
-            ) as submit:
-                await submit.read()
-            done = time.perf_counter()
+            claimed = await loop(session, number)
+        except NoWork:
+            level.no_work += 1
+            await asyncio.sleep(0.05)
+            continue
+        except LoopFailed as failed:
+            level.errors[str(failed)] += 1
+            continue
         except (aiohttp.ClientError, TimeoutError) as exc:
             level.errors[type(exc).__name__] += 1
             continue
-        if submit.status != 200:
-            level.errors[f"submit {submit.status}"] += 1
-            continue
+        done = time.perf_counter()
         level.loops += 1
         level.loop_ms.append(1000 * (done - start))
         level.claim_ms.append(1000 * (claimed - start))
@@ -203,7 +235,7 @@ async def _worker(
 
 async def _run_level(
     base_url: str,
-    tokens: list[str],
+    loop: LoopFn,
     workers: int,
     duration: float,
     meter: Meter,
@@ -226,7 +258,7 @@ async def _run_level(
         start = time.perf_counter()
         deadline = start + duration
         await asyncio.gather(
-            *(_worker(session, tokens[i], level, deadline, i, interval) for i in range(workers))
+            *(_worker(session, loop, level, deadline, i, interval) for i in range(workers))
         )
         level.elapsed = time.perf_counter() - start
         level.client_cpu = time.process_time() - cpu
@@ -270,12 +302,66 @@ HEADER = (
 )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def ratio_table(runs: dict[int, list[tuple[Level, Level]]]) -> str:
+    """The side-by-side table: per concurrency c, each pass's (Label Studio, Earmark) levels,
+    cells "pass 1 / pass 2 / …"."""
+
+    def rate(level: Level) -> float:
+        return level.loops / level.elapsed if level.elapsed else 0.0
+
+    def ratio(ls: Level, earmark: Level) -> str:
+        return f"{rate(earmark) / rate(ls):.1f}\N{MULTIPLICATION SIGN}" if rate(ls) else "-"
+
+    def cpu(level: Level) -> str:
+        return f"{1000 * level.server_cpu / level.loops:.1f}" if level.loops else "-"
+
+    def p95(level: Level) -> str:
+        return f"{percentile(level.loop_ms, 95):.0f}" if level.loop_ms else "-"
+
+    def errors(ls: Level, earmark: Level) -> str:
+        return f"{sum(ls.errors.values())}, {sum(earmark.errors.values())}"
+
+    lines = [
+        "| c | Label Studio loops/s | Earmark loops/s | Earmark / LS "
+        "| Earmark server CPU per loop ms | Label Studio server CPU per loop ms "
+        "| loop p95 ms: Label Studio | Earmark | errors: LS, Earmark |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for workers, pairs in runs.items():
+        cells = [
+            " / ".join(f"{rate(ls):.2f}" for ls, _ in pairs),
+            " / ".join(f"{rate(earmark):.2f}" for _, earmark in pairs),
+            " / ".join(ratio(ls, earmark) for ls, earmark in pairs),
+            " / ".join(cpu(earmark) for _, earmark in pairs),
+            " / ".join(cpu(ls) for ls, _ in pairs),
+            " / ".join(p95(ls) for ls, _ in pairs),
+            " / ".join(p95(earmark) for _, earmark in pairs),
+            " / ".join(errors(ls, earmark) for ls, earmark in pairs),
+        ]
+        lines.append(f"| {workers} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; with --compare-label-studio the defaults become the issue's
+    side-by-side run: levels 1,10,50, 60 s a level, two passes."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--clips", type=int, default=50_000)
     parser.add_argument("--captions-per-clip", type=int, default=5)
-    parser.add_argument("--levels", default="1,10,50,100")
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds per level")
+    parser.add_argument(
+        "--levels", default=None, help="worker counts (default 1,10,50,100; compare: 1,10,50)"
+    )
+    parser.add_argument(
+        "--duration",
+        "--seconds",
+        dest="duration",
+        type=float,
+        default=None,
+        help="seconds per level (default 30; compare: 60)",
+    )
+    parser.add_argument(
+        "--passes", type=int, default=None, help="runs of every level (default 1; compare: 2)"
+    )
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds, not reported")
     parser.add_argument(
         "--offered",
@@ -300,69 +386,182 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="an extra setting for the server's environment (repeatable)",
     )
-    args = parser.parse_args()
-    levels = [int(n) for n in args.levels.split(",")]
-
-    var = tempfile.mkdtemp(prefix="earmark-load-")
+    parser.add_argument(
+        "--compare-label-studio",
+        action="store_true",
+        help="also run Label Studio (from --label-studio-venv) on the same PostgreSQL with "
+        "as many tasks and annotators, the same client against both, level by level",
+    )
+    parser.add_argument(
+        "--label-studio-venv",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a venv holding label-studio==1.23.2 and gunicorn (see benchmarks/README.md)",
+    )
+    parser.add_argument("--label-studio-database", default="ls_bench")
+    args = parser.parse_args(argv)
+    compare = args.compare_label_studio
+    if compare and args.label_studio_venv is None:
+        parser.error("--compare-label-studio needs --label-studio-venv PATH")
+    if args.label_studio_venv is not None and not compare:
+        parser.error("--label-studio-venv is only read with --compare-label-studio")
+    if compare and args.offered:
+        parser.error("--offered is not supported with --compare-label-studio")
+    if args.label_studio_database == args.database:
+        parser.error("--label-studio-database must differ from --database")
+    args.levels = args.levels or ("1,10,50" if compare else "1,10,50,100")
     try:
-        extra = parse_sets(args.set)
+        args.levels = [int(n) for n in args.levels.split(",")]
+    except ValueError:
+        parser.error(f"--levels {args.levels!r}: worker counts separated by commas, e.g. 1,10,50")
+    if any(n < 1 for n in args.levels):
+        parser.error(f"--levels {args.levels}: each level needs at least one worker")
+    args.duration = args.duration or (60.0 if compare else 30.0)
+    args.passes = args.passes or (2 if compare else 1)
+    try:
+        args.extra = parse_sets(args.set)
     except ValueError as exc:
         parser.error(str(exc))
+    return args
+
+
+def _stop(server: subprocess.Popen[bytes] | None) -> None:
+    if server is not None and server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run as Ctrl-C does: servers stopped, databases dropped."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    levels: list[int] = args.levels
+    signal.signal(signal.SIGTERM, _terminate)
+    var = tempfile.mkdtemp(prefix="earmark-load-")
     # the filesystem broker by default: no Celery worker runs; jobs queued by a submit
     # (active learning's caption checks) are only written
     env = server_environment(
-        database_url=f"{args.server}/{args.database}", var=var, broker=args.broker, extra=extra
+        database_url=f"{args.server}/{args.database}", var=var, broker=args.broker, extra=args.extra
     )
-    started = time.perf_counter()
-    recreate_database(args.server, args.database)
-    django_migrate(env)
-    migrated = time.perf_counter()
-    batch_id, tokens = seed(
-        clips=args.clips, workers=max(levels), captions_per_clip=args.captions_per_clip
-    )
-    seeded = time.perf_counter()
-    print(
-        f"database {args.database}: migrated in {migrated - started:.1f} s, "
-        f"{args.clips:,} clips and {max(levels)} workers seeded in {seeded - migrated:.1f} s",
-        flush=True,
-    )
-    from django.db import connection
-
-    pg_version = postgres_version()
-    connection.close()
-
-    server = start_gunicorn(
-        port=args.port,
-        workers=args.gunicorn_workers,
-        env=env,
-        worker_class=args.worker_class,
-        threads=args.threads,
-    )
-    meter = Meter(server, env["DATABASE_URL"])
-    base_url = f"http://127.0.0.1:{args.port}"
-    results: list[Level] = []
-    warm_loops = 0
+    server: subprocess.Popen[bytes] | None = None
+    ls_server: subprocess.Popen[bytes] | None = None
+    ls_dsn = f"{args.server}/{args.label_studio_database}"
     try:
-        if args.warmup > 0:
-            warm = asyncio.run(
-                _run_level(base_url, tokens, min(10, max(levels)), args.warmup, meter)
-            )
-            warm_loops = warm.loops
-        for workers in levels:
-            level = asyncio.run(
-                _run_level(base_url, tokens, workers, args.duration, meter, args.offered)
-            )
-            results.append(level)
-            print(_row(level), flush=True)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        started = time.perf_counter()
+        recreate_database(args.server, args.database)
+        django_migrate(env)
+        migrated = time.perf_counter()
+        batch_id, tokens = seed(
+            clips=args.clips, workers=max(levels), captions_per_clip=args.captions_per_clip
+        )
+        seeded = time.perf_counter()
+        print(
+            f"database {args.database}: migrated in {migrated - started:.1f} s, "
+            f"{args.clips:,} clips and {max(levels)} workers seeded in {seeded - migrated:.1f} s",
+            flush=True,
+        )
+        from django.db import connection
 
-    checks = integrity_checks(batch_id, args.captions_per_clip)
-    connection.close()
-    if not args.keep_database:
-        drop_database(args.server, args.database)
-    shutil.rmtree(var, ignore_errors=True)  # the broker's files of the jobs submits queued
+        pg_version = postgres_version()
+        connection.close()
+
+        ls_loop: LoopFn | None = None
+        ls_meter: Meter | None = None
+        ls_base = ""
+        if args.compare_label_studio:
+            import _label_studio
+
+            recreate_database(args.server, args.label_studio_database)
+            ls_env = _label_studio.environment(
+                server=args.server, database=args.label_studio_database, data_dir=Path(var) / "ls"
+            )
+            project, ls_tokens = _label_studio.setup(
+                venv=args.label_studio_venv,
+                env=ls_env,
+                tasks=args.clips,
+                annotators=max(levels),
+                wav=load_wav(),
+                scratch=Path(var),
+            )
+            print(
+                f"Label Studio database {args.label_studio_database}: migrated and seeded "
+                f"({args.clips:,} tasks, {max(levels)} annotators) in "
+                f"{time.perf_counter() - seeded:.1f} s",
+                flush=True,
+            )
+            ls_port = _label_studio.free_port()
+            ls_server = _label_studio.start(
+                venv=args.label_studio_venv,
+                env=ls_env,
+                port=ls_port,
+                workers=args.gunicorn_workers,
+                log=Path(var) / "label-studio.log",
+            )
+            ls_meter = Meter(ls_server, ls_dsn)
+            ls_loop = _label_studio.loop(ls_tokens, project)
+            ls_base = f"http://127.0.0.1:{ls_port}"
+
+        server = start_gunicorn(
+            port=args.port,
+            workers=args.gunicorn_workers,
+            env=env,
+            worker_class=args.worker_class,
+            threads=args.threads,
+        )
+        meter = Meter(server, env["DATABASE_URL"])
+        base_url = f"http://127.0.0.1:{args.port}"
+        loop = earmark_loop(tokens)
+        results: list[Level] = []
+        ls_results: list[Level] = []
+        runs: dict[int, list[tuple[Level, Level]]] = {n: [] for n in levels}
+        warm_loops = ls_warm_loops = 0
+        if args.warmup > 0:
+            few = min(10, max(levels))
+            if ls_loop is not None and ls_meter is not None:
+                ls_warm_loops = asyncio.run(
+                    _run_level(ls_base, ls_loop, few, args.warmup, ls_meter)
+                ).loops
+            warm_loops = asyncio.run(_run_level(base_url, loop, few, args.warmup, meter)).loops
+        for number in range(1, args.passes + 1):
+            for workers in levels:
+                ls_level = None
+                if ls_loop is not None and ls_meter is not None:
+                    ls_level = asyncio.run(
+                        _run_level(ls_base, ls_loop, workers, args.duration, ls_meter)
+                    )
+                    ls_results.append(ls_level)
+                    print(f"pass {number} Label Studio {_row(ls_level)}", flush=True)
+                level = asyncio.run(
+                    _run_level(base_url, loop, workers, args.duration, meter, args.offered)
+                )
+                results.append(level)
+                print(f"pass {number} Earmark {_row(level)}", flush=True)
+                if ls_level is not None:
+                    runs[workers].append((ls_level, level))
+        _stop(server)
+        server = None
+        _stop(ls_server)
+        ls_server = None
+
+        checks = integrity_checks(batch_id, args.captions_per_clip)
+        connection.close()
+        ls_checks = _ls_integrity(ls_dsn) if args.compare_label_studio else {}
+    finally:
+        _stop(server)
+        _stop(ls_server)
+        if args.compare_label_studio:
+            drop_database(args.server, args.label_studio_database)
+        if not args.keep_database:  # (FORCE): this process's own connection goes too
+            drop_database(args.server, args.database)
+        shutil.rmtree(var, ignore_errors=True)  # the broker's files, Label Studio's media
 
     print()
     print(
@@ -370,16 +569,27 @@ def main() -> None:
         f"Python {platform.python_version()}, PostgreSQL {pg_version}; gunicorn "
         f"{args.gunicorn_workers} {args.worker_class} workers (threads {args.threads}); "
         f"{args.clips:,} clips, {args.captions_per_clip} captions each, 1 clip per HIT; "
-        f"{args.duration:.0f} s per level, "
+        f"{args.duration:.0f} s per level, {args.passes} pass(es), "
         + (f"{args.offered:g} loops/s offered" if args.offered else "no think time")
         + f"; broker {args.broker.split('://')[0]}"
         + (f"; {', '.join(args.set)}" if args.set else "")
         + "."
     )
     print()
-    print(HEADER)
+    print("Earmark:" if ls_results else "", HEADER, sep="\n" if ls_results else "")
     for level in results:
         print(_row(level))
+    if ls_results:
+        print()
+        print(
+            f"Label Studio (gunicorn {args.gunicorn_workers} sync workers, the same client; "
+            "claim = next task, submit = audio + annotation):"
+        )
+        print(HEADER)
+        for level in ls_results:
+            print(_row(level))
+        print()
+        print(ratio_table(runs))
     print()
     for name, value in checks.items():
         print(f"- {name}: {value:,}")
@@ -388,10 +598,26 @@ def main() -> None:
     print(f"- loops the clients saw succeed (warm-up included): {counted:,}")
     if counted != checks["submitted assignments"]:
         print("  (differs from the submitted assignments: a submit answered with an error)")
-    if bad:
+    for name, value in ls_checks.items():
+        print(f"- Label Studio: {name}: {value:,}")
+    if ls_checks:
+        ls_counted = ls_warm_loops + sum(level.loops for level in ls_results)
+        print(f"- Label Studio: loops the clients saw succeed (warm-up included): {ls_counted:,}")
+    ls_bad = sum(v for k, v in ls_checks.items() if k != "annotations")
+    if bad or ls_bad:
         raise SystemExit("integrity check FAILED: see the counts above")
-    print("integrity: OK (no duplicates, no over-filled HIT, taken consistent)")
+    print(
+        "integrity: OK (no duplicates, no over-filled HIT, taken consistent"
+        + ("; Label Studio: no task annotated twice" if ls_checks else "")
+        + ")"
+    )
     print(loop_line(results))
+
+
+def _ls_integrity(dsn: str) -> dict[str, int]:
+    import _label_studio
+
+    return _label_studio.integrity(dsn)
 
 
 def loop_line(levels: list[Level]) -> str:
