@@ -223,3 +223,22 @@ def fake_prolific() -> Iterator[FakeProlific]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+SITE = "https://earmark.example.org"
+COMPLETE = "https://app.prolific.com/submissions/complete"
+
+
+@contextmanager
+def prolific_configured(settings: Any) -> Iterator[FakeProlific]:
+    """The fake Prolific, with the settings pointing at it (pytest-django's `settings`):
+    pounds, a £6.00 minimum hourly rate."""
+    with fake_prolific() as fake:
+        settings.PROLIFIC_API_URL = fake.url
+        settings.PROLIFIC_TOKEN = TOKEN
+        settings.PROLIFIC_WORKSPACE_ID = WORKSPACE
+        settings.PROLIFIC_EXTERNAL_URL = SITE
+        settings.PROLIFIC_COMPLETE_URL = COMPLETE
+        settings.PROLIFIC_CURRENCY = "GBP"
+        settings.PROLIFIC_MIN_HOURLY_CENTS = 600
+        yield fake

@@ -5,14 +5,12 @@ completion redirect, decisions, bonuses and returns kept in step by the periodic
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
@@ -36,25 +34,13 @@ from crowd.services import (
     worker_block,
 )
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
-from tests.annotation.prolific_fake import TOKEN, WORKSPACE, FakeProlific, fake_prolific
+from tests.annotation.prolific_fake import (
+    COMPLETE,
+    SITE,
+    WORKSPACE,
+    FakeProlific,
+)
 from tests.conftest import login, streamed, wav_bytes
-
-SITE = "https://earmark.example.org"
-COMPLETE = "https://app.prolific.com/submissions/complete"
-
-
-@pytest.fixture
-def prolific(settings: Any) -> Iterator[FakeProlific]:
-    cache.clear()  # the page's request counts
-    with fake_prolific() as fake:
-        settings.PROLIFIC_API_URL = fake.url
-        settings.PROLIFIC_TOKEN = TOKEN
-        settings.PROLIFIC_WORKSPACE_ID = WORKSPACE
-        settings.PROLIFIC_EXTERNAL_URL = SITE
-        settings.PROLIFIC_COMPLETE_URL = COMPLETE
-        settings.PROLIFIC_CURRENCY = "GBP"
-        settings.PROLIFIC_MIN_HOURLY_CENTS = 600
-        yield fake
 
 
 def _ready(batch: Batch, *, reward_cents: int = 100, minutes: int = 5) -> Batch:
