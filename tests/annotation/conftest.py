@@ -11,6 +11,7 @@ from django.core.cache import cache
 
 from annotation.models import Batch
 from annotation.platforms.mturk import batch_mturk_publish
+from annotation.platforms.prolific.publish import batch_prolific_publish
 from core.models import Project
 from curation.models import Split
 from tests.annotation.factories import MakeBatch, make_clips, make_subset, publish
@@ -63,3 +64,20 @@ def prolific(settings: Any) -> Iterator[FakeProlific]:
     cache.clear()  # the page's request counts
     with prolific_configured(settings) as fake:
         yield fake
+
+
+def prolific_ready(batch: Batch, *, reward_cents: int = 100, minutes: int = 5) -> Batch:
+    """The batch with a reward and an estimated time Prolific accepts (or those given)."""
+    Batch.objects.filter(pk=batch.pk).update(reward_cents=reward_cents, estimated_minutes=minutes)
+    batch.refresh_from_db()
+    return batch
+
+
+@pytest.fixture
+def on_prolific(make_batch: MakeBatch, prolific: FakeProlific, alice: Any) -> Batch:
+    """Two one-clip HITs wanting two captions each (four places), £1.00 for five minutes,
+    published on the fake Prolific."""
+    batch = prolific_ready(make_batch(clips=2, captions_per_clip=2))
+    batch_prolific_publish(batch=batch, by=alice)
+    batch.refresh_from_db()
+    return batch

@@ -19,8 +19,9 @@ from django.urls import reverse
 
 from annotation.models import Assignment, Batch, Caption, Platform, PlatformRef
 from annotation.platforms import platform_get
+from annotation.platforms.prolific.blocks import blocklist_group
 from annotation.platforms.prolific.check import prolific_check
-from annotation.platforms.prolific.client import study_id
+from annotation.platforms.prolific.client import prolific_client, study_id
 from annotation.platforms.prolific.publish import batch_prolific_publish, completion_code
 from annotation.platforms.prolific.sync import prolific_sync
 from annotation.services import hit_claim
@@ -33,6 +34,7 @@ from crowd.services import (
     review_reject,
     worker_block,
 )
+from tests.annotation.conftest import prolific_ready as _ready
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
 from tests.annotation.prolific_fake import (
     COMPLETE,
@@ -41,22 +43,6 @@ from tests.annotation.prolific_fake import (
     FakeProlific,
 )
 from tests.conftest import login, streamed, wav_bytes
-
-
-def _ready(batch: Batch, *, reward_cents: int = 100, minutes: int = 5) -> Batch:
-    Batch.objects.filter(pk=batch.pk).update(reward_cents=reward_cents, estimated_minutes=minutes)
-    batch.refresh_from_db()
-    return batch
-
-
-@pytest.fixture
-def on_prolific(make_batch: MakeBatch, prolific: FakeProlific, alice: Any) -> Batch:
-    """Two one-clip HITs wanting two captions each (four places), £1.00 for five minutes,
-    published on the fake Prolific."""
-    batch = _ready(make_batch(clips=2, captions_per_clip=2))
-    batch_prolific_publish(batch=batch, by=alice)
-    batch.refresh_from_db()
-    return batch
 
 
 def _url(batch: Batch, pid: str, session: str, study: str | None = None) -> str:
@@ -167,6 +153,10 @@ def test_the_batch_requirements_become_prolific_filters(
         {"filter_id": "approval_rate", "selected_range": {"lower": 95, "upper": 100}},
         {"filter_id": "approval_numbers", "selected_range": {"lower": 1000}},
         {"filter_id": "current-country-of-residence", "selected_values": ["0", "1"]},
+        {  # the project's blocked participants (test_prolific_blocks.py)
+            "filter_id": "participant_group_blocklist",
+            "selected_values": [blocklist_group(project=batch.project, client=prolific_client())],
+        },
     ]
 
 

@@ -12,10 +12,10 @@ from annotation.models import Batch
 from annotation.platforms.prolific.publish import study_id
 from core.models import Job
 from core.services import job_run
+from tests.annotation.conftest import prolific_ready as _ready
 from tests.annotation.factories import MakeBatch
 from tests.annotation.mturk_fake import FakeMTurk
 from tests.annotation.prolific_fake import FakeProlific
-from tests.annotation.test_prolific import _ready
 from tests.conftest import login
 
 
@@ -38,9 +38,7 @@ def test_researchers_are_offered_each_platform_on_a_local_batch(
     assert "Publish on Prolific" in html
 
 
-def test_reviewers_get_no_publish_buttons_and_cannot_post(
-    make_batch: MakeBatch, rey: Any
-) -> None:
+def test_reviewers_get_no_publish_buttons_and_cannot_post(make_batch: MakeBatch, rey: Any) -> None:
     batch = make_batch()
     assert 'data-testid="platform-publish"' not in _page(batch, rey)
     assert login(rey).post(_publish_url(batch, "prolific")).status_code == 403

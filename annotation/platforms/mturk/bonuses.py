@@ -65,6 +65,8 @@ def _paid_on(entry: LedgerEntry) -> tuple[str, str]:
     owner = MTurkWorker.objects.filter(user_id=entry.worker_id).first()
     if owner is None:
         raise ValueError(f"{entry.worker} has no MTurk worker id.")
+    if entry.batch_id is None:
+        raise ValueError("The bonus names no batch, so no MTurk assignment to pay it on.")
     mine = Assignment.objects.filter(worker_id=entry.worker_id)
     mine = mine.filter(pk=entry.assignment_id) if entry.assignment_id else mine
     confirmed = (

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 
 from annotation.models import Assignment, Batch, Hit, Platform
 from annotation.platforms.base import Counts
+from annotation.platforms.prolific.blocks import prolific_blocks_sync
 from annotation.platforms.prolific.client import prolific_client
 from annotation.platforms.prolific.page import prolific_assignment_start, prolific_submit_check
 from annotation.platforms.prolific.publish import (
@@ -76,9 +77,7 @@ class ProlificPlatform:
         return prolific_returns_sync(client=prolific_client())
 
     def blocks_mirror(self) -> Counts:
-        # Prolific's API has no per-researcher block: a blocked participant is refused on
-        # arrival here (page.prolific_assignment_start) instead
-        return {}
+        return prolific_blocks_sync(client=prolific_client())
 
     def reconcile(self) -> Counts:
         return prolific_reconcile(client=prolific_client())

@@ -21,6 +21,7 @@ from django_countries import countries
 
 from annotation.models import Batch, Platform
 from annotation.platforms import refs
+from annotation.platforms.prolific.blocks import blocklist_filter
 from annotation.platforms.prolific.client import (
     PROLIFIC,
     Kind,
@@ -205,7 +206,10 @@ def batch_prolific_publish(
             "reward": batch.reward_cents,
             "currency": settings.PROLIFIC_CURRENCY,
             "device_compatibility": ["desktop"],
-            "filters": prolific_filters(batch, client=client),
+            "filters": [
+                *prolific_filters(batch, client=client),
+                blocklist_filter(project=batch.project, client=client),
+            ],
         }
         try:
             created = client.post("studies/", body)
