@@ -429,6 +429,33 @@ def test_a_bonus_whose_payment_failed_pays_the_same_set_up_later(
     assert len(prolific.paid) == 1
 
 
+def test_a_refused_bonus_payment_is_shown_on_the_ledger_page_until_paid(
+    on_prolific: Batch, prolific: FakeProlific, rey: Any, alice: Any
+) -> None:
+    assignment = _submitted(prolific, on_prolific, "PARTICIPANT1")
+    review_approve(assignment=assignment, reviewer=rey)
+    bonus_pay(
+        project=on_prolific.project,
+        worker=assignment.worker,
+        by=rey,
+        amount_cents=50,
+        reason="Vivid captions.",
+        idempotency_key="bonus-1",
+        assignment=assignment,
+    )
+    ledger = reverse("ledger", args=[on_prolific.project.slug])
+    prolific.fail["/bulk-bonus-payments/"] = 500
+    prolific_sync()
+    html = login(alice).get(ledger).content.decode()
+    assert 'data-testid="bonus-unpaid-there"' in html
+    assert "Prolific answered 500" in html
+    del prolific.fail["/bulk-bonus-payments/"]
+    prolific_sync()
+    html = login(alice).get(ledger).content.decode()
+    assert 'data-testid="bonus-paid-there"' in html
+    assert "Prolific answered 500" not in html
+
+
 @pytest.mark.parametrize("gone", ["give_back", "time_out"])
 def test_a_place_given_up_there_frees_its_slot(
     on_prolific: Batch, prolific: FakeProlific, gone: str

@@ -158,9 +158,11 @@ def prolific_bonuses_send(*, client: ProlificClient) -> dict[str, int]:
             client.post(f"bulk-bonus-payments/{payment.external_id}/pay/")
         except ProlificError as exc:
             logger.warning("Prolific refused bonus #%s: %s", entry.pk, exc)
+            if payment is not None:  # shown on the ledger page until a later run pays it
+                PlatformRef.objects.filter(pk=payment.pk).update(last_error=str(exc)[:2000])
             counts["refused"] += 1
             continue
-        PlatformRef.objects.filter(pk=payment.pk).update(reported_at=timezone.now())
+        PlatformRef.objects.filter(pk=payment.pk).update(reported_at=timezone.now(), last_error="")
         counts["paid"] += 1
     return counts
 
