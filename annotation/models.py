@@ -603,7 +603,8 @@ class PlatformRef(models.Model):
         ATTEMPT = "attempt", "qualification attempt (MTurk qualification request)"
         WORKER = "worker", "worker (Prolific participant)"
         BLOCK = "block", "block mirrored on the platform"
-        PAYMENT = "payment", "ledger entry paid there (a Prolific bonus payment)"
+        PAYMENT = "payment", "ledger entry paid there (MTurk bonus token, Prolific bonus payment)"
+        BLOCKLIST = "blocklist", "project's blocklist there (a Prolific participant group)"
 
     platform = models.CharField(max_length=16, choices=Platform.choices)
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -614,6 +615,9 @@ class PlatformRef(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     # when the local decision on the row (a review, a grade) reached the platform
     reported_at = models.DateTimeField(null=True, blank=True)
+    # the platform's answer when it last refused the row's call (a bonus not paid yet),
+    # shown on the ledger page until a later run gets it through
+    last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -633,6 +637,7 @@ class PlatformRef(models.Model):
                         "worker",
                         "block",
                         "payment",
+                        "blocklist",
                     ]
                 ),
                 name="platformref_kind_valid",

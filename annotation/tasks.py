@@ -40,6 +40,20 @@ def mturk_identity_sync() -> dict[str, int]:
     return {**mturk_submissions_confirm(), **mturk_blocks_sync()}
 
 
+@shared_task(name="annotation.tasks.mturk_bonuses_send")
+def mturk_bonuses_send() -> dict[str, int]:
+    from annotation.platforms.mturk.bonuses import mturk_bonuses_send as send
+
+    return send()
+
+
+@shared_task(name="annotation.tasks.mturk_reconcile")
+def mturk_reconcile() -> dict[str, int]:
+    from annotation.platforms.mturk.reconcile import mturk_reconcile as reconcile
+
+    return reconcile()
+
+
 @shared_task(name="annotation.tasks.prolific_sync")
 def prolific_sync() -> dict[str, int]:
     from annotation.platforms.prolific.sync import prolific_sync as sync

@@ -35,4 +35,9 @@ urlpatterns = [
     path("projects/<slug:slug>/batches/", views.batch_list, name="batch_list"),
     path("projects/<slug:slug>/batches/<int:pk>/", views.batch_detail, name="batch_detail"),
     path("projects/<slug:slug>/batches/<int:pk>/state/", views.batch_state, name="batch_state"),
+    path(
+        "projects/<slug:slug>/batches/<int:pk>/publish/<slug:platform>/",
+        views.batch_platform_publish,
+        name="batch_platform_publish",
+    ),
 ]

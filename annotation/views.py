@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Exists, OuterRef, Prefetch
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,9 +15,13 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation import rules, services
 from annotation.forms import BatchForm, BatchStateForm, ClipReportForm, PresetForm
 from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, VideoHintView
+from annotation.platforms import PLATFORMS
+from annotation.platforms.publishing import batch_platform_publish as batch_platform_publish_service
+from annotation.platforms.publishing import platforms_offered
 from annotation.prefill import starting_texts
 from annotation.presets import BATCH_PRESETS
 from core.access import project_for_page, signed_in_user
+from core.flash import job_queued
 from core.media import ByteRange, media_response
 from core.models import Membership, Role
 from crowd.queries import blocked_everywhere, requirements_refusals
@@ -363,8 +367,27 @@ def batch_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "reports": reports[:50],
         "report_count": reports.count(),
         "next_states": sorted(Batch.TRANSITIONS[batch.state]),
+        "platform_offers": platforms_offered(batch=batch) if role == Role.RESEARCHER else [],
     }
     return render(request, "annotation/batch_detail.html", context)
+
+
+@login_required
+@require_POST
+def batch_platform_publish(request: HttpRequest, slug: str, pk: int, platform: str) -> HttpResponse:
+    project, _ = project_for_page(request, slug, Role.RESEARCHER)
+    batch = get_object_or_404(Batch, project=project, pk=pk)
+    if platform not in PLATFORMS:
+        raise Http404("No such crowd platform.")
+    try:
+        job = batch_platform_publish_service(
+            batch=batch, platform=platform, by=signed_in_user(request)
+        )
+    except ValidationError as exc:
+        messages.error(request, f"Not published: {' '.join(exc.messages)}")
+        return redirect(batch)
+    job_queued(request, job=job, text=f"Publishing {batch.name} as {{job}}.")
+    return redirect(job)
 
 
 @login_required

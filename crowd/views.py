@@ -380,11 +380,13 @@ def ledger(request: HttpRequest, slug: str) -> HttpResponse:
     entries = LedgerEntry.objects.filter(project=project).select_related(
         "worker", "batch", "paid_by"
     )
+    page = Paginator(entries, 100).get_page(request.GET.get("page"))
     context = {
         "project": project,
         "role": role,
         "totals": services.ledger_totals(project=project),
-        "entries": Paginator(entries, 100).get_page(request.GET.get("page")),
+        "entries": page,
+        "paid_there": services.bonuses_paid_there(entries=page.object_list),
         "discrepancies": LedgerDiscrepancy.objects.filter(project=project)[:200],
     }
     return render(request, "crowd/ledger.html", context)

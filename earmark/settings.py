@@ -372,6 +372,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "annotation.tasks.mturk_qualifications_sync",
         "schedule": 300.0,
     },
+    # … and the ledger's bonuses are paid there (SendBonus), refused ones tried again
+    "mturk-bonuses-send": {"task": "annotation.tasks.mturk_bonuses_send", "schedule": 300.0},
+    # … and the ledger and assignment states are compared with MTurk's records (two calls
+    # per HIT, so hourly); differences are listed on the ledger page
+    "mturk-reconcile": {"task": "annotation.tasks.mturk_reconcile", "schedule": 3600.0},
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 

@@ -29,7 +29,13 @@ class CrowdPlatform(Protocol):
     label: str
 
     def publish(self, *, batch: Batch, by: User | None, progress: ProgressFn) -> dict[str, Any]:
-        """Offers the published batch on the platform; safe to run again after a failure."""
+        """Offers the published batch on the platform; safe to run again after a failure.
+        Run by the core.jobs kind `<name>_publish` (publishing.py queues it)."""
+        ...
+
+    def publish_check(self, *, batch: Batch) -> None:
+        """ValidationError saying why the batch cannot go there now (asked before the
+        publish job is queued, so a researcher reads the reason at once)."""
         ...
 
     def requirements(self, *, batch: Batch) -> list[dict[str, Any]]:

@@ -24,6 +24,12 @@ class LocalPlatform:
     def publish(self, *, batch: Batch, by: User | None, progress: ProgressFn) -> dict[str, Any]:
         return {}  # publishing the batch (batch_publish) is all it takes
 
+    def publish_check(self, *, batch: Batch) -> None:
+        raise ValidationError(
+            "A batch for Earmark's own work page is offered by publishing it (its state); "
+            "there is nothing to send anywhere."
+        )
+
     def requirements(self, *, batch: Batch) -> list[dict[str, Any]]:
         return []  # hits_open_to reads crowd.BatchRequirements itself
 

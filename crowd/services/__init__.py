@@ -9,7 +9,13 @@
 
 from __future__ import annotations
 
-from crowd.services.money import MAX_BONUS_CENTS, bonus_pay, ledger_csv, ledger_totals
+from crowd.services.money import (
+    MAX_BONUS_CENTS,
+    bonus_pay,
+    bonuses_paid_there,
+    ledger_csv,
+    ledger_totals,
+)
 from crowd.services.qualifications import (
     MAX_QUALIFICATION_CLIPS,
     batch_requirements_set,
@@ -45,6 +51,7 @@ __all__ = [
     "assignments_auto_approve",
     "batch_requirements_set",
     "bonus_pay",
+    "bonuses_paid_there",
     "imported_caption_review",
     "imported_queue",
     "ledger_csv",

@@ -15,7 +15,7 @@ from django.db.models import (
     Sum,
 )
 
-from annotation.models import Assignment, Batch
+from annotation.models import Assignment, Batch, Platform, PlatformRef
 from annotation.platforms import platform_currency
 from core.models import Project, Role
 from core.services import require_role
@@ -120,6 +120,31 @@ def _bonus_cap_check(batch: Batch, amount_cents: int) -> None:
                 "the admin)."
             }
         )
+
+
+def bonuses_paid_there(*, entries: Iterable[LedgerEntry]) -> dict[int, dict[str, Any]]:
+    """How each bonus among `entries` paid through a crowd platform stands there (by
+    entry pk): its reference on the platform ("" before the first try), whether the
+    platform paid it, and the platform's answer when it last refused (tried again by its
+    periodic job). Local bonuses are not listed."""
+    bonuses = {
+        e.pk: e.platform
+        for e in entries
+        if e.kind == LedgerEntry.Kind.BONUS and e.platform != Platform.LOCAL
+    }
+    found: dict[int, dict[str, Any]] = {
+        pk: {"reference": "", "paid": False, "error": ""} for pk in bonuses
+    }
+    for ref in PlatformRef.objects.filter(
+        kind=PlatformRef.Kind.PAYMENT, local_id__in=list(bonuses)
+    ):
+        if bonuses[ref.local_id] == ref.platform:
+            found[ref.local_id] = {
+                "reference": ref.external_id,
+                "paid": ref.reported_at is not None,
+                "error": ref.last_error,
+            }
+    return found
 
 
 def ledger_totals(*, project: Project) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django import template
@@ -46,3 +47,9 @@ def worker_standing(context: dict[str, Any]) -> dict[str, Any]:
 def _passed(row: dict[str, Any]) -> bool:
     attempt = row["attempt"]
     return attempt is not None and attempt.state == "approved"
+
+
+@register.filter
+def get_item(mapping: Mapping[Any, Any] | None, key: Any) -> Any:
+    """mapping[key], or None: {{ paid_there|get_item:entry.pk }}."""
+    return (mapping or {}).get(key)

@@ -20,6 +20,11 @@ ours is met once the requester granted it; a worker the requester blocked
 (CreateWorkerBlock) accepts nothing. A worker takes a qualification type's test
 (take_test): MTurk keeps the answers as a pending request until the requester accepts
 (grants) or rejects it.
+
+Bonuses (SendBonus) go to a worker on one of their finished assignments, once per
+UniqueRequestToken (a repeated token pays nothing more, as MTurk's retry guarantee says);
+ListBonusPayments lists them by HIT or assignment. pay_bonus records a payment made
+outside Earmark (on MTurk's site, by another tool).
 """
 
 from __future__ import annotations
@@ -105,6 +110,9 @@ class FakeMTurk:
     qualification_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     granted: dict[tuple[str, str], int] = field(default_factory=dict)  # (type, worker): value
     blocked: dict[str, str] = field(default_factory=dict)  # WorkerId -> the block's reason
+    # BonusPayments as ListBonusPayments gives them, each with the HITId it listed under
+    bonuses: list[dict[str, Any]] = field(default_factory=list)
+    bonus_tokens: set[str] = field(default_factory=set)
     # operation -> successes still allowed before it answers with a RequestError
     refuse_after: dict[str, int] = field(default_factory=dict)
     # operation -> successes still allowed before it answers with a ServiceFault (MTurk's
@@ -177,6 +185,21 @@ class FakeMTurk:
         """A decision MTurk took itself, such as its auto-approval."""
         with self.lock:
             self.assignments[assignment_id].status = status
+
+    def pay_bonus(self, assignment_id: str, amount: str, reason: str) -> None:
+        """A bonus paid on MTurk without Earmark (its site, another tool)."""
+        with self.lock:
+            found = self.assignments[assignment_id]
+            self.bonuses.append(
+                {
+                    "WorkerId": found.worker_id,
+                    "BonusAmount": amount,
+                    "AssignmentId": assignment_id,
+                    "Reason": reason,
+                    "GrantTime": 1_700_000_000.0,
+                    "HITId": found.hit_id,
+                }
+            )
 
     # the requester API -----------------------------------------------------------------
 
@@ -295,6 +318,51 @@ class FakeMTurk:
     def _DeleteWorkerBlock(self, body: dict[str, Any]) -> Answer:
         self.blocked.pop(body["WorkerId"], None)  # as MTurk: lifting no block is no error
         return 200, {}
+
+    def _SendBonus(self, body: dict[str, Any]) -> Answer:
+        for name in ("WorkerId", "BonusAmount", "AssignmentId", "Reason"):
+            if not body.get(name):
+                return 400, {"__type": "ValidationException", "Message": name}
+        found = self._finished(body["AssignmentId"])
+        if isinstance(found, tuple):
+            return found
+        if found.worker_id != body["WorkerId"]:
+            return _request_error(
+                f"Assignment {body['AssignmentId']} is not worker {body['WorkerId']}'s."
+            )
+        token = body.get("UniqueRequestToken", "")
+        if token and token in self.bonus_tokens:  # the same request again: paid once
+            return 200, {}
+        if token:
+            self.bonus_tokens.add(token)
+        self.bonuses.append(
+            {
+                "WorkerId": body["WorkerId"],
+                "BonusAmount": body["BonusAmount"],
+                "AssignmentId": body["AssignmentId"],
+                "Reason": body["Reason"],
+                "GrantTime": 1_700_000_000.0,
+                "HITId": found.hit_id,
+            }
+        )
+        return 200, {}
+
+    def _ListBonusPayments(self, body: dict[str, Any]) -> Answer:
+        """By HITId or AssignmentId (exactly one), two per page: callers follow NextToken."""
+        if bool(body.get("HITId")) == bool(body.get("AssignmentId")):
+            return _request_error("Specify either a HITId or an AssignmentId.")
+        key = "HITId" if body.get("HITId") else "AssignmentId"
+        found = [
+            {k: v for k, v in b.items() if k != "HITId"}
+            for b in self.bonuses
+            if b[key] == body[key]
+        ]
+        start = int(body.get("NextToken") or 0)
+        page = found[start : start + 2]
+        answer: dict[str, Any] = {"NumResults": len(page), "BonusPayments": page}
+        if start + 2 < len(found):
+            answer["NextToken"] = str(start + 2)
+        return 200, answer
 
     def _GetAssignment(self, body: dict[str, Any]) -> Answer:
         found = self._finished(body["AssignmentId"])

@@ -9,6 +9,11 @@ Participants act as on Prolific's site: `start` opens a place on a published stu
 submission ACTIVE, its id the SESSION_ID), `complete` brings the completion code back
 (AWAITING REVIEW when it is the study's code), `give_back` returns it, `time_out` lets
 its time run out. A study takes no more active or finished submissions than its places.
+
+Participant groups are kept as Prolific keeps them (made in a workspace, members added
+and removed at any time), and a study whose filters hold a `participant_group_blocklist`
+is not shown to the members of its groups as they are when the participant tries to start
+(`start` raises NotEligible), as Prolific updates such studies with the group.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ TAKING = ("ACTIVE", "AWAITING REVIEW", "APPROVED", "REJECTED")
 Answer = tuple[int, Any]
 
 
+class NotEligible(Exception):
+    """Prolific does not show the study to this participant (a blocklist filter)."""
+
+
 class Full(Exception):
     """Prolific shows the study to no one more: its places are taken."""
 
@@ -42,6 +51,8 @@ class FakeProlific:
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)  # set-ups by id
     paid: list[str] = field(default_factory=list)  # set-up ids paid
     fail: dict[str, int] = field(default_factory=dict)  # path prefix -> HTTP status
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # participant groups
+    members: dict[str, set[str]] = field(default_factory=dict)  # group id -> participant ids
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # what participants do on Prolific's site -----------------------------------------
@@ -50,6 +61,11 @@ class FakeProlific:
         with self.lock:
             study = self.studies[study_id]
             assert study["status"] == "ACTIVE", study["status"]
+            for wanted in study.get("filters", []):
+                if wanted["filter_id"] != "participant_group_blocklist":
+                    continue
+                if any(participant_id in self.members[g] for g in wanted["selected_values"]):
+                    raise NotEligible(participant_id)
             taken = [s for s in self.submissions.values() if s["study_id"] == study_id]
             if sum(s["status"] in TAKING for s in taken) >= study["total_available_places"]:
                 raise Full(study_id)
@@ -130,6 +146,29 @@ class FakeProlific:
                 return self._bonus_set_up(body)
             case "POST", ["submissions", session, "transition"]:
                 return self._transition(session, body)
+            case "POST", ["participant-groups"]:
+                if not body.get("name") or not (
+                    body.get("workspace_id") or body.get("organisation_id")
+                ):
+                    return 400, {"error": {"detail": "name and workspace_id are required"}}
+                group_id = f"PG{len(self.groups) + 1:022d}"
+                self.groups[group_id] = {**body, "id": group_id}
+                self.members[group_id] = set(body.get("participant_ids", []))
+                return 201, {**self.groups[group_id], "participant_count": 0}
+            case ("GET" | "POST" | "DELETE") as verb, [
+                "participant-groups",
+                group_id,
+                "participants",
+            ]:
+                if group_id not in self.members:
+                    return 404, {"error": {"detail": "Not found."}}
+                ids = body.get("participant_ids", [])
+                if verb == "POST":
+                    self.members[group_id].update(ids)
+                elif verb == "DELETE":
+                    self.members[group_id].difference_update(ids)
+                listed = [{"participant_id": pid} for pid in sorted(self.members[group_id])]
+                return 200, {"results": listed}
             case "POST", ["bulk-bonus-payments", set_up, "pay"]:
                 if set_up not in self.bonuses or set_up in self.paid:
                     return 400, {"error": {"detail": "Nothing to pay."}}
@@ -211,6 +250,9 @@ def fake_prolific() -> Iterator[FakeProlific]:
         def do_POST(self) -> None:
             self._answer("POST")
 
+        def do_DELETE(self) -> None:
+            self._answer("DELETE")
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
@@ -223,3 +265,22 @@ def fake_prolific() -> Iterator[FakeProlific]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+SITE = "https://earmark.example.org"
+COMPLETE = "https://app.prolific.com/submissions/complete"
+
+
+@contextmanager
+def prolific_configured(settings: Any) -> Iterator[FakeProlific]:
+    """The fake Prolific, with the settings pointing at it (pytest-django's `settings`):
+    pounds, a £6.00 minimum hourly rate."""
+    with fake_prolific() as fake:
+        settings.PROLIFIC_API_URL = fake.url
+        settings.PROLIFIC_TOKEN = TOKEN
+        settings.PROLIFIC_WORKSPACE_ID = WORKSPACE
+        settings.PROLIFIC_EXTERNAL_URL = SITE
+        settings.PROLIFIC_COMPLETE_URL = COMPLETE
+        settings.PROLIFIC_CURRENCY = "GBP"
+        settings.PROLIFIC_MIN_HOURLY_CENTS = 600
+        yield fake

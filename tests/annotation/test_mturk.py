@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,12 +15,10 @@ import pytest
 from botocore.exceptions import ClientError
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
-from django.urls import reverse
 from django.utils import timezone
 
 from annotation import rules
@@ -43,7 +41,6 @@ from annotation.services import caption_limits, hit_claim
 from core.models import Job, Membership, Role
 from crowd.models import (
     Block,
-    LedgerDiscrepancy,
     LedgerEntry,
     QualificationAttempt,
     RejectReason,
@@ -58,33 +55,12 @@ from crowd.services import (
     worker_unblock,
 )
 from crowd.services.review import assignments_auto_approve
+from tests.annotation.conftest import SITE
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
-from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified, fake_mturk
-from tests.conftest import login, make_user, streamed, wav_bytes
+from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified
+from tests.conftest import make_user, streamed, wav_bytes
 
-SITE = "https://earmark.example.org"
 SANDBOX = "https://workersandbox.mturk.com"
-
-
-@pytest.fixture
-def mturk(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMTurk]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    cache.clear()  # the page's request counts (page_rate_check)
-    with fake_mturk() as fake:
-        settings.MTURK_ENDPOINT_URL = fake.url
-        settings.MTURK_EXTERNAL_URL = SITE
-        yield fake
-
-
-@pytest.fixture
-def on_mturk(make_batch: MakeBatch, mturk: FakeMTurk, alice: Any) -> Batch:
-    """Two clips in one HIT wanting two captions, published on the fake MTurk."""
-    batch = make_batch(clips=2, clips_per_hit=2, captions_per_clip=2)
-    batch_mturk_publish(batch=batch, by=alice)
-    batch.refresh_from_db()
-    return batch
 
 
 @pytest.fixture
@@ -1099,20 +1075,6 @@ def test_a_decision_mturk_already_took_is_not_sent(
     assert mturk_reviews_send() == {"sent": 1, "refused": 0, "mismatched": 0}
     assert mturk_reviews_send() == {"sent": 0, "refused": 0, "mismatched": 0}
     assert not mturk.of("ApproveAssignment")
-
-
-def test_a_decision_mturk_took_otherwise_is_listed_on_the_ledger_page(
-    on_mturk: Batch, mturk: FakeMTurk, rey: Any, alice: Any
-) -> None:
-    assignment = _submitted(mturk, _hit(on_mturk), "ASSIGN0001", "AWORKER1")
-    review_reject(assignment=assignment, reviewer=rey, reason=RejectReason.OFF_TOPIC)
-    mturk.set_status("ASSIGN0001", "Approved")  # MTurk's auto-approval paid it first
-    assert mturk_reviews_send()["sent"] == 1
-    [found] = LedgerDiscrepancy.objects.all()
-    assert (found.platform, found.assignment_id) == ("mturk", assignment.pk)
-    assert "rejected here but approved on MTurk" in found.problem
-    page = login(alice).get(reverse("ledger", args=[on_mturk.project.slug]))
-    assert "MTurk paid its reward" in page.content.decode()
 
 
 def test_the_platform_interface_runs_mturks_periodic_work(

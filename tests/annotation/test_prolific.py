@@ -5,14 +5,12 @@ completion redirect, decisions, bonuses and returns kept in step by the periodic
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
@@ -21,8 +19,9 @@ from django.urls import reverse
 
 from annotation.models import Assignment, Batch, Caption, Platform, PlatformRef
 from annotation.platforms import platform_get
+from annotation.platforms.prolific.blocks import blocklist_group
 from annotation.platforms.prolific.check import prolific_check
-from annotation.platforms.prolific.client import study_id
+from annotation.platforms.prolific.client import prolific_client, study_id
 from annotation.platforms.prolific.publish import batch_prolific_publish, completion_code
 from annotation.platforms.prolific.sync import prolific_sync
 from annotation.services import hit_claim
@@ -35,42 +34,15 @@ from crowd.services import (
     review_reject,
     worker_block,
 )
+from tests.annotation.conftest import prolific_ready as _ready
 from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
-from tests.annotation.prolific_fake import TOKEN, WORKSPACE, FakeProlific, fake_prolific
+from tests.annotation.prolific_fake import (
+    COMPLETE,
+    SITE,
+    WORKSPACE,
+    FakeProlific,
+)
 from tests.conftest import login, streamed, wav_bytes
-
-SITE = "https://earmark.example.org"
-COMPLETE = "https://app.prolific.com/submissions/complete"
-
-
-@pytest.fixture
-def prolific(settings: Any) -> Iterator[FakeProlific]:
-    cache.clear()  # the page's request counts
-    with fake_prolific() as fake:
-        settings.PROLIFIC_API_URL = fake.url
-        settings.PROLIFIC_TOKEN = TOKEN
-        settings.PROLIFIC_WORKSPACE_ID = WORKSPACE
-        settings.PROLIFIC_EXTERNAL_URL = SITE
-        settings.PROLIFIC_COMPLETE_URL = COMPLETE
-        settings.PROLIFIC_CURRENCY = "GBP"
-        settings.PROLIFIC_MIN_HOURLY_CENTS = 600
-        yield fake
-
-
-def _ready(batch: Batch, *, reward_cents: int = 100, minutes: int = 5) -> Batch:
-    Batch.objects.filter(pk=batch.pk).update(reward_cents=reward_cents, estimated_minutes=minutes)
-    batch.refresh_from_db()
-    return batch
-
-
-@pytest.fixture
-def on_prolific(make_batch: MakeBatch, prolific: FakeProlific, alice: Any) -> Batch:
-    """Two one-clip HITs wanting two captions each (four places), £1.00 for five minutes,
-    published on the fake Prolific."""
-    batch = _ready(make_batch(clips=2, captions_per_clip=2))
-    batch_prolific_publish(batch=batch, by=alice)
-    batch.refresh_from_db()
-    return batch
 
 
 def _url(batch: Batch, pid: str, session: str, study: str | None = None) -> str:
@@ -181,6 +153,10 @@ def test_the_batch_requirements_become_prolific_filters(
         {"filter_id": "approval_rate", "selected_range": {"lower": 95, "upper": 100}},
         {"filter_id": "approval_numbers", "selected_range": {"lower": 1000}},
         {"filter_id": "current-country-of-residence", "selected_values": ["0", "1"]},
+        {  # the project's blocked participants (test_prolific_blocks.py)
+            "filter_id": "participant_group_blocklist",
+            "selected_values": [blocklist_group(project=batch.project, client=prolific_client())],
+        },
     ]
 
 
@@ -451,6 +427,33 @@ def test_a_bonus_whose_payment_failed_pays_the_same_set_up_later(
     assert prolific_sync()["bonuses_paid"] == 1
     assert len(prolific.bonuses) == 1  # set up once, paid once
     assert len(prolific.paid) == 1
+
+
+def test_a_refused_bonus_payment_is_shown_on_the_ledger_page_until_paid(
+    on_prolific: Batch, prolific: FakeProlific, rey: Any, alice: Any
+) -> None:
+    assignment = _submitted(prolific, on_prolific, "PARTICIPANT1")
+    review_approve(assignment=assignment, reviewer=rey)
+    bonus_pay(
+        project=on_prolific.project,
+        worker=assignment.worker,
+        by=rey,
+        amount_cents=50,
+        reason="Vivid captions.",
+        idempotency_key="bonus-1",
+        assignment=assignment,
+    )
+    ledger = reverse("ledger", args=[on_prolific.project.slug])
+    prolific.fail["/bulk-bonus-payments/"] = 500
+    prolific_sync()
+    html = login(alice).get(ledger).content.decode()
+    assert 'data-testid="bonus-unpaid-there"' in html
+    assert "Prolific answered 500" in html
+    del prolific.fail["/bulk-bonus-payments/"]
+    prolific_sync()
+    html = login(alice).get(ledger).content.decode()
+    assert 'data-testid="bonus-paid-there"' in html
+    assert "Prolific answered 500" not in html
 
 
 @pytest.mark.parametrize("gone", ["give_back", "time_out"])

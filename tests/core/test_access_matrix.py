@@ -358,6 +358,8 @@ KWARGS: dict[str, dict[str, Fill]] = {
             "active_batch_flag",
         )
     },
+    # publishing the victim's batch on a crowd platform (queues a job that reaches out)
+    "batch_platform_publish": {"pk": _batch, "platform": lambda v: "prolific"},
     "label_curate": {"pk": lambda v: v.label.pk},
     "active_batch_labelstudio": {"pk": _batch},
     # the Label Studio backend under the victim's own secret: the URL alone must not let

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from annotation.models import Assignment, Batch, Hit, Platform
 from annotation.platforms.base import Counts, sync_steps
 from annotation.platforms.mturk.blocks import mturk_blocks_sync
+from annotation.platforms.mturk.bonuses import mturk_bonuses_send
 from annotation.platforms.mturk.client import hit_mturk_id, mturk_client
 from annotation.platforms.mturk.confirm import mturk_submissions_confirm
 from annotation.platforms.mturk.page import (
@@ -18,8 +19,13 @@ from annotation.platforms.mturk.page import (
     mturk_submit_check,
     submit_to_checked,
 )
-from annotation.platforms.mturk.publish import batch_mturk_publish, qualification_requirements
+from annotation.platforms.mturk.publish import (
+    batch_mturk_publish,
+    publish_check,
+    qualification_requirements,
+)
 from annotation.platforms.mturk.qualifications import mturk_qualifications_sync
+from annotation.platforms.mturk.reconcile import mturk_reconcile
 from annotation.platforms.mturk.reviews import mturk_returns_sync, mturk_reviews_send
 from core.progress import ProgressFn
 
@@ -30,6 +36,9 @@ class MTurkPlatform:
 
     def publish(self, *, batch: Batch, by: User | None, progress: ProgressFn) -> dict[str, Any]:
         return batch_mturk_publish(batch=batch, by=by, progress=progress)
+
+    def publish_check(self, *, batch: Batch) -> None:
+        publish_check(batch)
 
     def requirements(self, *, batch: Batch) -> list[dict[str, Any]]:
         return qualification_requirements(batch, client=mturk_client())
@@ -57,8 +66,7 @@ class MTurkPlatform:
         return mturk_reviews_send()
 
     def bonuses_send(self) -> Counts:
-        # MTurk mode keeps bonuses in the ledger only: SendBonus is not called (as before)
-        return {}
+        return mturk_bonuses_send()
 
     def returns_sync(self) -> Counts:
         return mturk_returns_sync()
@@ -67,8 +75,7 @@ class MTurkPlatform:
         return mturk_blocks_sync()
 
     def reconcile(self) -> Counts:
-        # decisions MTurk took otherwise become discrepancies as decisions_send meets them
-        return {}
+        return mturk_reconcile()
 
     def sync(self) -> Counts:
         return {

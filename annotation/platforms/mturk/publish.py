@@ -205,7 +205,8 @@ def qualification_audio_signed(*, qualification_id: int, clip_id: int, signature
     return constant_time_compare(expected, signature)
 
 
-def _check_publishable(batch: Batch) -> None:
+def publish_check(batch: Batch) -> None:
+    """ValidationError saying why the batch cannot go there now (checked again by the job)."""
     if not settings.MTURK_EXTERNAL_URL.startswith("https://"):
         raise ValidationError(
             "Set MTURK_EXTERNAL_URL to the https:// address MTurk workers reach this site at."
@@ -228,7 +229,7 @@ def batch_mturk_publish(
     caller (a command)."""
     if by is not None:
         require_role(batch.project, by, Role.RESEARCHER)
-    _check_publishable(batch)
+    publish_check(batch)
     client = client or mturk_client()
     type_id = hit_type_id(batch)
     if not type_id:
@@ -252,7 +253,7 @@ def batch_mturk_publish(
             # from here on MTurk hands out the batch's HITs, not hit_claim
             batch.platform = Platform.MTURK
             batch.save(update_fields=["platform"])
-    assert batch.expires_at is not None  # _check_publishable: the batch is open, so it expires
+    assert batch.expires_at is not None  # publish_check: the batch is open, so it expires
     lifetime = max(60, int((batch.expires_at - timezone.now()).total_seconds()))
     created_there = refs.on_platform(platform=MTURK, kind=Kind.HIT)
     pending = list(batch.hits.exclude(pk__in=created_there).order_by("pk"))

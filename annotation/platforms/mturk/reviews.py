@@ -21,7 +21,6 @@ from annotation.platforms.mturk.client import (
     mturk_hits,
 )
 from annotation.platforms.slots import released_there
-from crowd.models import LedgerDiscrepancy, LedgerEntry
 
 logger = logging.getLogger(__name__)
 
@@ -138,28 +137,19 @@ def _review_send(client: Any, assignment: Assignment, there_id: str) -> None:
 
 def _decided_there(there: dict[str, Any], assignment: Assignment) -> bool:
     """Whether MTurk already holds a final decision; nothing more can be sent then. A
-    decision other than ours is logged and listed on the ledger page: MTurk's stands, so
-    MTurk paid work the ledger does not (its auto-approval came first), or the reverse."""
+    decision other than ours is logged (and listed on the ledger page by reconcile.py):
+    MTurk's stands, so MTurk paid work the ledger does not (its auto-approval came first),
+    or the reverse."""
     decided = there.get("AssignmentStatus")
     if decided not in ("Approved", "Rejected"):
         return False
     if decided.lower() != assignment.state:
+        # reconcile.py lists it on the ledger page, once, for as long as it stands
         logger.warning(
             "Assignment #%s is %s here but %s on MTurk, where it stays so.",
             assignment.pk,
             assignment.state,
             decided,
-        )
-        LedgerDiscrepancy.objects.create(
-            project_id=assignment.hit.batch.project_id,
-            platform=MTURK,
-            assignment=assignment,
-            entry=LedgerEntry.objects.filter(
-                assignment=assignment, kind=LedgerEntry.Kind.REWARD
-            ).first(),
-            problem=f"assignment #{assignment.pk} is {assignment.state} here but "
-            f"{decided.lower()} on MTurk, whose decision stands"
-            + (" (MTurk paid its reward)." if decided == "Approved" else " (MTurk paid nothing)."),
         )
     return True
 

@@ -8,15 +8,18 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 
 from annotation.models import Assignment, Batch, Hit, Platform
 from annotation.platforms.base import Counts
+from annotation.platforms.prolific.blocks import prolific_blocks_sync
 from annotation.platforms.prolific.client import prolific_client
 from annotation.platforms.prolific.page import prolific_assignment_start, prolific_submit_check
 from annotation.platforms.prolific.publish import (
     batch_prolific_publish,
     completion_code,
     prolific_filters,
+    publish_check,
 )
 from annotation.platforms.prolific.reconcile import prolific_reconcile
 from annotation.platforms.prolific.sync import (
@@ -34,6 +37,14 @@ class ProlificPlatform:
 
     def publish(self, *, batch: Batch, by: User | None, progress: ProgressFn) -> dict[str, Any]:
         return batch_prolific_publish(batch=batch, by=by, progress=progress)
+
+    def publish_check(self, *, batch: Batch) -> None:
+        if not settings.PROLIFIC_TOKEN:
+            raise ValidationError(
+                "Set PROLIFIC_TOKEN to a Prolific API token first (manage.py prolific_check "
+                "tests it)."
+            )
+        publish_check(batch)
 
     def requirements(self, *, batch: Batch) -> list[dict[str, Any]]:
         return prolific_filters(batch, client=prolific_client())
@@ -66,9 +77,7 @@ class ProlificPlatform:
         return prolific_returns_sync(client=prolific_client())
 
     def blocks_mirror(self) -> Counts:
-        # Prolific's API has no per-researcher block: a blocked participant is refused on
-        # arrival here (page.prolific_assignment_start) instead
-        return {}
+        return prolific_blocks_sync(client=prolific_client())
 
     def reconcile(self) -> Counts:
         return prolific_reconcile(client=prolific_client())

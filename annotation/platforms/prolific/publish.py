@@ -21,6 +21,7 @@ from django_countries import countries
 
 from annotation.models import Batch, Platform
 from annotation.platforms import refs
+from annotation.platforms.prolific.blocks import blocklist_filter
 from annotation.platforms.prolific.client import (
     PROLIFIC,
     Kind,
@@ -152,7 +153,8 @@ def _country_ids(codes: list[str], client: ProlificClient) -> list[str]:
     return found
 
 
-def _check_publishable(batch: Batch) -> None:
+def publish_check(batch: Batch) -> None:
+    """ValidationError saying why the batch cannot go there now (checked again by the job)."""
     if not settings.PROLIFIC_EXTERNAL_URL.startswith("https://"):
         raise ValidationError(
             "Set PROLIFIC_EXTERNAL_URL to the https:// address participants reach this site at."
@@ -179,7 +181,7 @@ def batch_prolific_publish(
     None is a trusted caller (a command)."""
     if by is not None:
         require_role(batch.project, by, Role.RESEARCHER)
-    _check_publishable(batch)
+    publish_check(batch)
     client = client or prolific_client()
     study = study_id(batch)
     if not study:
@@ -204,7 +206,10 @@ def batch_prolific_publish(
             "reward": batch.reward_cents,
             "currency": settings.PROLIFIC_CURRENCY,
             "device_compatibility": ["desktop"],
-            "filters": prolific_filters(batch, client=client),
+            "filters": [
+                *prolific_filters(batch, client=client),
+                blocklist_filter(project=batch.project, client=client),
+            ],
         }
         try:
             created = client.post("studies/", body)

@@ -3,8 +3,8 @@
 For each study: every submission Prolific has approved (so paid) must be a reward in the
 ledger, and every reward or rejection here that went to Prolific must stand there the same
 way; every bonus in the ledger for a Prolific participant must have been paid there. What
-differs is written as crowd.LedgerDiscrepancy rows (the run replaces Prolific's open ones)
-and listed on the ledger page.
+differs is written as crowd.LedgerDiscrepancy rows (discrepancies.py: each difference once,
+kept while it stands) and listed on the ledger page.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import transaction
-
 from annotation.models import Assignment, Batch, Platform
 from annotation.platforms import refs
+from annotation.platforms.discrepancies import discrepancies_record
 from annotation.platforms.prolific.client import (
     PROLIFIC,
     Kind,
@@ -112,8 +111,8 @@ def _bonus_problems() -> list[LedgerDiscrepancy]:
 
 
 def prolific_reconcile(*, client: ProlificClient) -> dict[str, int]:
-    """Compares the ledger with Prolific and replaces Prolific's discrepancies with what
-    differs now. A study Prolific does not list is counted as failed and its earlier
+    """Compares the ledger with Prolific and makes Prolific's discrepancies what differs
+    now. A study Prolific does not list is counted as failed and its earlier
     discrepancies are kept."""
     studies = dict(
         refs.refs(platform=PROLIFIC, kind=Kind.BATCH).values_list("local_id", "external_id")
@@ -128,10 +127,6 @@ def prolific_reconcile(*, client: ProlificClient) -> dict[str, int]:
             failed.add(batch.project_id)
             continue
         found.extend(_study_problems(batch, studies[batch.pk], there))
-    found.extend(d for d in _bonus_problems() if d.project_id not in failed)
-    with transaction.atomic():
-        LedgerDiscrepancy.objects.filter(platform=Platform.PROLIFIC).exclude(
-            project_id__in=failed
-        ).delete()
-        LedgerDiscrepancy.objects.bulk_create(found)
-    return {"discrepancies": len(found), "failed": len(failed)}
+    found.extend(_bonus_problems())
+    standing = discrepancies_record(platform=Platform.PROLIFIC, found=found, unchecked=failed)
+    return {"discrepancies": standing, "failed": len(failed)}

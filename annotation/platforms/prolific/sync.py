@@ -1,5 +1,6 @@
-"""The periodic job for Prolific: the review's decisions and bonuses go there through the
-API, places given up there free their slots here, and the money is reconciled.
+"""The periodic job for Prolific: local blocks go to the project's blocklist group
+(blocks.py), the review's decisions and bonuses go there through the API, places given up
+there free their slots here, and the money is reconciled.
 
 Prolific keeps each participant's submission; Earmark keeps the assignment the session
 opened (PlatformRef kind assignment: its SESSION_ID). A decision is sent once Prolific has
@@ -19,6 +20,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, PlatformRef
 from annotation.platforms import refs
+from annotation.platforms.prolific.blocks import prolific_blocks_sync
 from annotation.platforms.prolific.client import (
     PROLIFIC,
     Kind,
@@ -156,9 +158,11 @@ def prolific_bonuses_send(*, client: ProlificClient) -> dict[str, int]:
             client.post(f"bulk-bonus-payments/{payment.external_id}/pay/")
         except ProlificError as exc:
             logger.warning("Prolific refused bonus #%s: %s", entry.pk, exc)
+            if payment is not None:  # shown on the ledger page until a later run pays it
+                PlatformRef.objects.filter(pk=payment.pk).update(last_error=str(exc)[:2000])
             counts["refused"] += 1
             continue
-        PlatformRef.objects.filter(pk=payment.pk).update(reported_at=timezone.now())
+        PlatformRef.objects.filter(pk=payment.pk).update(reported_at=timezone.now(), last_error="")
         counts["paid"] += 1
     return counts
 
@@ -187,8 +191,10 @@ def prolific_sync(*, client: ProlificClient | None = None) -> dict[str, int]:
     if not refs.refs(platform=PROLIFIC, kind=Kind.BATCH).exists():
         return {}
     client = client or prolific_client()
-    # decisions and bonuses first, so the reconciliation compares what was meant to be sent
+    # blocks first, so a participant blocked here no longer sees the project's studies;
+    # decisions and bonuses next, so the reconciliation compares what was meant to be sent
     return {
+        **{f"blocks_{k}": v for k, v in prolific_blocks_sync(client=client).items()},
         **{f"decisions_{k}": v for k, v in prolific_decisions_send(client=client).items()},
         **{f"bonuses_{k}": v for k, v in prolific_bonuses_send(client=client).items()},
         **{f"returns_{k}": v for k, v in prolific_returns_sync(client=client).items()},
