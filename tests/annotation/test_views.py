@@ -93,6 +93,9 @@ URLS: dict[str, URL] = {
     "batch_list": lambda w: reverse("batch_list", args=[w.project.slug]),
     "batch_detail": lambda w: reverse("batch_detail", args=[w.project.slug, w.batch.pk]),
     "batch_state": lambda w: reverse("batch_state", args=[w.project.slug, w.batch.pk]),
+    "batch_platform_publish": lambda w: reverse(
+        "batch_platform_publish", args=[w.project.slug, w.batch.pk, "prolific"]
+    ),
 }
 POST_ONLY = [
     "work_claim",
@@ -102,6 +105,7 @@ POST_ONLY = [
     "assignment_video_hint",
     "assignment_report",
     "batch_state",
+    "batch_platform_publish",
 ]
 ASSIGNMENT_PAGES = [
     ("get", "assignment_detail"),
@@ -118,6 +122,7 @@ BATCH_PAGES = [
     ("post", "batch_list"),
     ("get", "batch_detail"),
     ("post", "batch_state"),
+    ("post", "batch_platform_publish"),
 ]
 
 
