@@ -49,6 +49,9 @@ class RunIn(Schema):
     # caption epochs the model's recipe is scaled to (its other stages in proportion);
     # None trains the recipe's
     epochs: int | None = None
+    # one of the model's recipes (modeling.ml.presets.recipe_names: "maac", "maac-code", ...);
+    # "" its paper's
+    recipe: str = ""
 
 
 class RunOut(Schema):
@@ -167,6 +170,7 @@ def run_create(request: HttpRequest, slug: str, payload: RunIn) -> Any:
             preset=payload.preset,
             overrides=payload.overrides,
             epochs=payload.epochs,
+            recipe=payload.recipe,
         )
     except ValidationError as exc:
         return Status(400, {"detail": _messages(exc)})

@@ -8,7 +8,7 @@ from core.models import Project
 from corpus.models import Snapshot
 from curation.models import Subset
 from modeling.ml.catalog import MODEL_CONFIGS
-from modeling.ml.presets import MODEL_PRESETS, RECIPES, describe
+from modeling.ml.presets import MODEL_PRESETS, NAMED_RECIPES, RECIPES, describe, recipe_names
 
 
 class SnapshotChoiceField(forms.ModelChoiceField):
@@ -19,10 +19,24 @@ class SnapshotChoiceField(forms.ModelChoiceField):
 
 
 def recipe_rows() -> list[dict[str, str]]:
-    """Each model's default recipe in words, for the training form and the command's help."""
-    return [
-        {"model": name, "paper": RECIPES[name].paper, "summary": describe(RECIPES[name])}
-        for name in sorted(MODEL_CONFIGS)
+    """Each model's recipes in words, its default first, for the training form and the
+    command's help."""
+    rows = []
+    for name in sorted(MODEL_CONFIGS):
+        rows.append(
+            {"model": name, "paper": RECIPES[name].paper, "summary": describe(RECIPES[name])}
+        )
+        for other in recipe_names(name)[1:]:
+            recipe = NAMED_RECIPES[other][1]
+            rows.append(
+                {"model": f"{name} ({other})", "paper": recipe.paper, "summary": describe(recipe)}
+            )
+    return rows
+
+
+def _recipe_choices() -> list[tuple[str, str]]:
+    return [("", "the model's paper recipe")] + [
+        (name, f"{name} ({', '.join(models)})") for name, (models, _) in NAMED_RECIPES.items()
     ]
 
 
@@ -37,6 +51,12 @@ class RunForm(forms.Form):
         initial="small",
         help_text="Model size: the paper's, a small one for CPUs, or a tiny one; a run of "
         "another size than the paper's records it as scaled down.",
+    )
+    recipe = forms.ChoiceField(
+        required=False,
+        choices=_recipe_choices,
+        help_text="Empty: the model's paper recipe. A recipe named by source (e.g. maac-code) "
+        "trains as the authors' released code does (listed below).",
     )
     epochs = forms.IntegerField(
         required=False,
@@ -71,6 +91,10 @@ class RunForm(forms.Form):
         model, preset = data.get("model_name"), data.get("preset")
         if model and preset and preset not in MODEL_PRESETS.get(model, {}):
             self.add_error("preset", f"{model} has no {preset} preset.")
+        recipe = data.get("recipe")
+        if model and recipe and recipe not in recipe_names(model):
+            known = ", ".join(recipe_names(model))
+            self.add_error("recipe", f"{recipe} does not train {model} (its recipes: {known}).")
         return data
 
     def clean_overrides(self) -> list[str]:

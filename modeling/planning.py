@@ -33,7 +33,7 @@ from modeling.ml.config_av import CaptionLengthConfig, VACTConfig, VideoCaptione
 from modeling.ml.config_encoders import DEFAULT_OPTIONS, PRETRAINED, check_encoder_config
 from modeling.ml.config_features import feature_preset
 from modeling.ml.config_video import ENCODERS, VideoConfig
-from modeling.ml.presets import Recipe, default_recipe, describe, model_preset, scaled_epochs
+from modeling.ml.presets import Recipe, describe, model_preset, named_recipe, scaled_epochs
 from modeling.scoring import validation_metrics
 
 # Model config fields that name a file, which must lie in ENCODER_WEIGHTS_DIR.
@@ -119,10 +119,13 @@ def run_plan(
     preset: str = "small",
     overrides: Sequence[str] = (),
     epochs: int | None = None,
+    recipe: str = "",
 ) -> RunPlan:
     """The config of a run of `model_name` and the record of its recipe.
 
-    The model's paper recipe (`modeling.ml.presets.default_recipe`) sets the training,
+    The recipe named `recipe` ("" the model's paper recipe,
+    `modeling.ml.presets.default_recipe`; a recipe named by source such as "maac-code",
+    `modeling.ml.presets.NAMED_RECIPES`) sets the training,
     vocabulary, decoding and input features; `preset` sizes the model; `epochs` scales every
     stage of the recipe to that many caption epochs; then the config's own adaptations (a
     MAAC backbone without pretrained weights has nothing to keep frozen) and the `key=value`
@@ -131,13 +134,14 @@ def run_plan(
     sections = _sections(overrides)
     try:
         catalog.config_class(model_name)
-        recipe = default_recipe(model_name)
+        recipe_name = recipe or model_name
+        chosen = named_recipe(model_name, recipe_name)
         base = RunConfig(
             model_name=model_name,
-            model=dataclasses.replace(model_preset(model_name, preset), **recipe.model),
-            vocab=recipe.vocab,
-            train=recipe.train_config(),
-            decoding=recipe.decoding,
+            model=dataclasses.replace(model_preset(model_name, preset), **chosen.model),
+            vocab=chosen.vocab,
+            train=chosen.train_config(),
+            decoding=chosen.decoding,
         )
         run = base
         if epochs is not None:
@@ -155,7 +159,7 @@ def run_plan(
         run.model.check_training(run.train)
         validation_metrics(run.train.plateau_metric)  # a figure the validation can give
         # a pretrained encoder reads the features it was trained on (features.* still apply)
-        front_end = recipe.features
+        front_end = chosen.features
         if run.model.encoder != "trainable":
             front_end = PRETRAINED[run.model.encoder][1]
             defaults = DEFAULT_OPTIONS.get(run.model.encoder, {})
@@ -199,7 +203,8 @@ def run_plan(
     if video is not None:
         spec["video"] = video.to_dict()
     record = recipe_record(
-        recipe,
+        chosen,
+        name=recipe_name,
         model_name=model_name,
         base=base,
         run=run,
@@ -234,6 +239,7 @@ def _changed_keys(before: RunConfig, after: RunConfig) -> set[str]:
 def recipe_record(
     recipe: Recipe,
     *,
+    name: str = "",
     model_name: str,
     base: RunConfig,
     run: RunConfig,
@@ -295,6 +301,7 @@ def recipe_record(
         )
     return {
         "model": model_name,
+        "name": name or model_name,
         "paper": recipe.paper,
         "summary": describe(recipe),
         "changes": changes,

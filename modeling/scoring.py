@@ -48,6 +48,7 @@ def score_split(
     metrics: Sequence[str],
     attributes: dict[int, list[int]],
     beam_size: int = 1,
+    length_penalty: float = 1.0,
 ) -> Evaluation:
     """The model's best caption per clip of `data` scored against the clip's captions."""
     from corpus.evaluation import evaluate
@@ -56,7 +57,12 @@ def score_split(
     from modeling.ml.infer import best_captions
 
     predictions = best_captions(
-        model, vocab, data.clips, beam_size=beam_size, attributes=attributes
+        model,
+        vocab,
+        data.clips,
+        beam_size=beam_size,
+        attributes=attributes,
+        length_penalty=length_penalty,
     )
     # the workers' toolkit: its cache folder and its warm METEOR process
     return evaluate(

@@ -38,10 +38,12 @@ def run_start(
     preset: str = "small",
     overrides: Sequence[str] = (),
     epochs: int | None = None,
+    recipe: str = "",
     enqueue: bool = True,
 ) -> TrainingRun:
-    """Records a run (its config and its recipe, see `run_plan`) and (with `enqueue`)
-    queues its training on the gpu queue."""
+    """Records a run (its config and its recipe, see `run_plan`; `recipe` names one of the
+    model's recipes, "" its paper's) and (with `enqueue`) queues its training on the gpu
+    queue."""
     if snapshot.project_id != project.pk:
         raise ValidationError("The snapshot belongs to another project.")
     if snapshot.state != Snapshot.State.READY:
@@ -53,7 +55,9 @@ def run_start(
         )
     if "train" not in snapshot.splits:
         raise ValidationError(f"Snapshot v{snapshot.version} has no train split.")
-    plan = run_plan(model_name=model_name, preset=preset, overrides=overrides, epochs=epochs)
+    plan = run_plan(
+        model_name=model_name, preset=preset, overrides=overrides, epochs=epochs, recipe=recipe
+    )
     with transaction.atomic():
         run = TrainingRun.objects.create(
             project=project,

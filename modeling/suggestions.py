@@ -91,7 +91,14 @@ def clips_caption(
                 except ValueError:  # an undecodable video: caption from the audio alone
                     clip.video = video_cache.empty()
             group.append(clip)
-        hypotheses = caption_clips(model, vocab, group, beam_size=beam_size, device=device)
+        hypotheses = caption_clips(
+            model,
+            vocab,
+            group,
+            beam_size=beam_size,
+            device=device,
+            length_penalty=run_config.decoding.length_penalty,
+        )
         now = timezone.now()
         suggestions = [
             _suggestion(run, clip.clip_id, hyps, vocab, beam_size, now)

@@ -426,6 +426,7 @@ def _store_result(
             metrics=FINAL_METRICS,
             attributes=trained.attributes,
             beam_size=data.run_config.decoding.beam_size,
+            length_penalty=data.run_config.decoding.length_penalty,
         )
         metrics[split] = scored.scores
         unavailable.update(scored.unavailable)

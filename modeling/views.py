@@ -65,6 +65,7 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
                 preset=data["preset"],
                 overrides=data["overrides"],
                 epochs=data["epochs"],
+                recipe=data["recipe"],
             )
         except ValidationError as exc:
             form.add_error(None, exc)

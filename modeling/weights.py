@@ -71,13 +71,19 @@ def weights_import(
     notes = list(converted.notes)
     if converted.release is None:
         notes.append(
-            f"{Path(path).name} is not in the table of known releases: checked by tensor "
-            "names and shapes only"
+            f"warning: {Path(path).name} is not a known release (no name, size or "
+            "checksum in modeling.ml.released.RELEASES fits it): checked by tensor names "
+            "and shapes only"
         )
-    elif converted.release.sha256 is None:
+    elif converted.release.checksum is None:
         notes.append(
-            f"{converted.release.name}: no published SHA-256; checked by tensor names and "
+            f"{converted.release.name}: no published checksum; checked by tensor names and "
             "shapes only"
+        )
+    else:
+        notes.append(
+            f"{converted.release.name}: the published {converted.release.checksum_kind.upper()} "
+            "matches"
         )
     if converted.encoder_state is not None:
         # a reader must never see half a file

@@ -262,6 +262,10 @@ class DecodingConfig:
     # Beam width of the val/test scores when training ends, and of suggestions unless they
     # ask for another (1 decodes greedily).
     beam_size: int = 3
+    # Beam hypotheses are ranked by log-probability / (tokens emitted) ** length_penalty:
+    # 1.0 the mean per token (every recipe but maac-code), 0 the raw sum; MAAC's released
+    # code ranks by logp / len ** 1.15 (model.py, translate_beam_search's alpha).
+    length_penalty: float = 1.0
 
 
 @dataclass
@@ -287,6 +291,15 @@ class TrainConfig:
     # Linear warm-up from 0 over this many epochs of caption training (ACT: 5 of 15);
     # fractional epochs allowed.
     warmup_epochs: float = 0.0
+    # Warm-up by whole epochs (epoch i of caption training at (i + 1) / warmup_epochs of the
+    # rate, as ACT's code steps GradualWarmupScheduler once an epoch) instead of per batch.
+    warmup_per_epoch: bool = False
+    # Caption epochs (counted from 1) from which on the rate is multiplied by
+    # lr_milestone_factor once more: (15, 25) runs epochs 15-24 at a tenth and 25- at a
+    # hundredth, as ACT's code's StepLR(10, 0.1) behind its 5-epoch warm-up does
+    # (scheduler_warmup.step(epoch) at each epoch's start); () keeps the rate.
+    lr_milestones: tuple[int, ...] = ()
+    lr_milestone_factor: float = 0.1
     # Linear warm-up from 0 over this share of every stage's steps (the AV captioner: 0.1);
     # use this or warmup_epochs.
     warmup_fraction: float = 0.0
@@ -365,6 +378,26 @@ class TrainConfig:
     scst_from: Literal["best", "last"] = "best"
     # Captions sampled per clip in the self-critical stage (each against the greedy baseline).
     scst_samples: int = 1
+    # Epochs of a second caption (cross-entropy) stage after caption training and before
+    # SCST, on the whole model: a model that keeps a part fixed while captions train (MAAC's
+    # keyword encoder) trains all of it here (its ``set_whole_model`` hook). 0 skips it.
+    # MAAC's released code: 15 epochs at 2e-5, batch 8 (run.py, finetune.py).
+    finetune_epochs: int = 0
+    # Learning rate of that stage; decays per epoch like lr.
+    finetune_lr: float = 2e-5
+    # Batch sizes per stage (None: batch_size): the frozen-backbone and whole pre-training
+    # (clips per batch; MAAC's code: 64 and 16, Tag_train.py), the fine-tune stage (8).
+    pretrain_frozen_batch_size: int | None = None
+    pretrain_batch_size: int | None = None
+    finetune_batch_size: int | None = None
+    # Scheduled sampling (Bengio et al. 2015) in the cross-entropy stages (captions and
+    # fine-tune): each input word after <bos> is replaced, with probability p, by the
+    # model's own prediction of it; p rises linearly over each such stage's epochs to this
+    # value at its last epoch (p = max * (i + 1) / E in epoch i of E), as MAAC's released code
+    # lowers its teacher-forcing ratio from 1 to 0.7 (model.py: linear_decay(epoch,
+    # max_epoch, rate=.7)). 0 disables it (plain teacher forcing). See
+    # ``modeling.ml.scheduled_sampling``.
+    scheduled_sampling: float = 0.0
     # SpecAugment (Park et al. 2019) on the input features of every training batch, drawn
     # afresh each step; validation, scoring and inference never see it.
     spec_augment: bool = False
@@ -412,7 +445,17 @@ def check_train_config(config: TrainConfig) -> None:
             "config key 'train.pretrain_mixup_alpha': must be >= 0, "
             f"got {config.pretrain_mixup_alpha}"
         )
+    if not 0.0 <= config.scheduled_sampling <= 1.0:
+        raise ConfigError(
+            "config key 'train.scheduled_sampling': must be in [0, 1], "
+            f"got {config.scheduled_sampling}"
+        )
+    for key in ("pretrain_frozen_batch_size", "pretrain_batch_size", "finetune_batch_size"):
+        size = getattr(config, key)
+        if size is not None and size < 1:
+            raise ConfigError(f"config key 'train.{key}': must be at least 1, got {size}")
     stripes = {
+        "finetune_epochs": config.finetune_epochs,
         "spec_pp_time_mask": config.spec_pp_time_mask,
         "spec_pp_time_masks": config.spec_pp_time_masks,
         "spec_pp_freq_mask": config.spec_pp_freq_mask,
@@ -441,6 +484,11 @@ def check_decoding_config(config: DecodingConfig) -> None:
     if not 1 <= config.beam_size <= 10:
         raise ConfigError(
             f"config key 'decoding.beam_size': must be between 1 and 10, got {config.beam_size}"
+        )
+    if not 0.0 <= config.length_penalty <= 3.0:
+        raise ConfigError(
+            "config key 'decoding.length_penalty': must be between 0 and 3, "
+            f"got {config.length_penalty}"
         )
 
 

@@ -62,9 +62,11 @@ def caption_clips(
     attributes: Mapping[int, list[int]] | None = None,
     batch_size: int = 32,
     device: torch.device | None = None,
+    length_penalty: float = 1.0,
 ) -> list[list[Hypothesis]]:
     """Hypotheses (best first) for each clip, in order: one greedy caption for
-    ``beam_size=1``, else the beam. ``device`` defaults to the model's."""
+    ``beam_size=1``, else the beam, ranked with ``length_penalty`` (the run's
+    decoding.length_penalty). ``device`` defaults to the model's."""
     device = device or next(iter(model.parameters()), torch.zeros(0)).device
     model.eval()
     out: list[list[Hypothesis]] = []
@@ -77,7 +79,13 @@ def caption_clips(
                 out.extend([hyp] for hyp in greedy(model, batch, max_length=vocab.max_length))
             else:
                 out.extend(
-                    beam_search(model, batch, beam_size=beam_size, max_length=vocab.max_length)
+                    beam_search(
+                        model,
+                        batch,
+                        beam_size=beam_size,
+                        max_length=vocab.max_length,
+                        length_penalty=length_penalty,
+                    )
                 )
     return out
 
@@ -89,9 +97,17 @@ def best_captions(
     *,
     beam_size: int = 1,
     attributes: Mapping[int, list[int]] | None = None,
+    length_penalty: float = 1.0,
 ) -> dict[str, str]:
     """Each clip's best caption as text, by clip id (as text): what evaluation scores."""
-    hypotheses = caption_clips(model, vocab, clips, beam_size=beam_size, attributes=attributes)
+    hypotheses = caption_clips(
+        model,
+        vocab,
+        clips,
+        beam_size=beam_size,
+        attributes=attributes,
+        length_penalty=length_penalty,
+    )
     return {
         str(clip.clip_id): (vocab.decode(hyps[0].tokens) if hyps else "") or EMPTY_CAPTION
         for clip, hyps in zip(clips, hypotheses, strict=True)

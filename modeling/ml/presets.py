@@ -178,7 +178,8 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # stays constant after it (the code's StepLR(10, 0.1) cuts it at epochs 15 and 25 of
     # ACT's 30), no weight decay (code: 1e-6), gradient clip 1.0 (code: 2), the checkpoint
     # chosen by greedy CIDEr-D (code: beam-3 SPIDEr). The model itself is the released
-    # network (model.form=code).
+    # network (model.form=code). The released code's settings are the "act-code" and
+    # "vact-code" recipes.
     "act": TrainConfig(
         lr=1e-4,
         epochs=15,
@@ -219,13 +220,11 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # batch 32, 3e-4, x 0.98 per epoch. Adapted: SpecAugment in the caption stage uses
     # PANNs' masks (the code: p 0.2, time < 30, frequency < 15), keyword pre-training
     # batches are the caption batch size (code: 64, then 16), gradient clip 1.0 (code:
-    # 2.5), no weight decay (code: 1e-6 with amsgrad), no scheduled sampling, beam scores
-    # not length-normalised (code: logp / len^1.15). The code's SCST differs from the paper's
+    # 2.5), no weight decay (code: 1e-6), no scheduled sampling, beam scores ranked by the
+    # mean per token (code: logp / len^1.15). The code's SCST differs from the paper's
     # (10 epochs at 1e-6 after a 15-epoch whole-model fine-tune); this follows the paper.
-    # The model itself is the released network (model.form=code). The code's caption-stage
-    # optimiser is a run's overrides away: train.grad_clip=2.5 train.weight_decay=1e-6
-    # train.amsgrad=true (its scheduled sampling, per-stage batch sizes, fine-tune stage and
-    # length normalisation are not available).
+    # The model itself is the released network (model.form=code). The code's own recipe,
+    # all of the above as it trains, is "maac-code" below.
     "maac": TrainConfig(
         pretrain_frozen_epochs=80,
         pretrain_frozen_lr=1e-3,
@@ -246,6 +245,113 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
         scst_epochs=55,
         scst_lr=5e-5,
         scst_from="last",
+        **_PANNS_SPEC_AUGMENT,
+    ),
+    # MAAC as its released code trains it (WangHelin1997/DCASE2021_Task6_PKU): per setting,
+    # the source, and where Earmark adapts it, why.
+    #   keyword pre-training, backbone frozen: 80 epochs at 1e-3, batch 64 -- code
+    #     (Tag_train.py: 1e-3, batch 64; it saves TagModel_80 which the next part loads)
+    #   keyword pre-training, whole encoder: 25 epochs at 5e-4, batch 16 -- code (Tag_train.py)
+    #   mixup alpha 1, SpecAugment++ mixture stripes in pre-training -- paper and code
+    #   pre-training Adam with amsgrad and x 0.98 per epoch, no clipping -- code; adapted:
+    #     one optimiser (amsgrad on, weight decay 1e-6, clip 2.5) serves every stage here,
+    #     where the code's caption scripts use plain Adam with weight decay 1e-6 and clip 2.5
+    #   captions: 30 epochs at 3e-4, batch 32, x 0.98 per epoch, label smoothing 0.1, keyword
+    #     encoder frozen -- code (run.py, train.py, hparams.py) and paper
+    #   gradient clip 2.5, Adam weight decay 1e-6 -- code (hparams.clip_grad, train.py)
+    #   scheduled sampling rising to 0.3 over each caption stage -- code (model.py
+    #     linear_decay(epoch, max_epoch, rate=.7)); adapted: drawn per word on the
+    #     teacher-forced predictions (two passes), the code draws one coin per time step for
+    #     the batch inside its recurrent loop
+    #   SpecAugment in the caption stages: p 0.2, time masks < 30 frames, frequency masks < 15
+    #     bins -- code (data_handling collate, spec_augment); adapted: one mask of each
+    #     (the count is in the code's data_augmentation/SpecAugment.py, not read here)
+    #   whole-model fine-tune: 15 epochs at 2e-5, batch 8, x 0.98, from the 30th caption
+    #     epoch -- code (run.py second part, finetune.py)
+    #   SCST: 10 epochs at 1e-6, x 0.98 -- code (run_rl.py); adapted: it starts from the best
+    #     validated caption or fine-tune epoch (the code names the fine-tune's epoch 8 by
+    #     hand), batch 32 as the code's train_rl.py default
+    #   beam 4 ranked by logp / len^1.15 -- code (train.py test mode beam_size=4, model.py
+    #     translate_beam_search alpha=1.15); Earmark's beam is a real beam and feeds the
+    #     previous words (the code's beam does not: a bug not copied)
+    "maac-code": TrainConfig(
+        pretrain_frozen_epochs=80,
+        pretrain_frozen_lr=1e-3,
+        pretrain_frozen_batch_size=64,
+        pretrain_epochs=25,
+        pretrain_lr=5e-4,
+        pretrain_batch_size=16,
+        pretrain_mixup_alpha=1.0,
+        pretrain_spec_augment_pp="mixture",
+        spec_pp_time_mask=64,
+        spec_pp_time_masks=3,
+        spec_pp_freq_mask=5,
+        spec_pp_freq_masks=2,
+        lr=3e-4,
+        epochs=30,
+        batch_size=32,
+        lr_decay_per_epoch=0.98,
+        label_smoothing=0.1,
+        grad_clip=2.5,
+        weight_decay=1e-6,
+        amsgrad=True,
+        early_stopping_patience=None,
+        scheduled_sampling=0.3,
+        finetune_epochs=15,
+        finetune_lr=2e-5,
+        finetune_batch_size=8,
+        scst_epochs=10,
+        scst_lr=1e-6,
+        scst_from="best",
+        spec_augment=True,
+        spec_time_mask=29,
+        spec_time_masks=1,
+        spec_freq_mask=14,
+        spec_freq_masks=1,
+        spec_p=0.2,
+    ),
+    # ACT as its released code trains it (XinhaoMei/ACT settings/settings.yaml, train.py):
+    #   Adam 1e-4, batch 32, label smoothing 0.1, the SpecAugment masks -- paper and code
+    #   30 epochs -- code (settings.yaml training.epochs; the paper: 15)
+    #   warm-up over 5 epochs, stepped once an epoch -- code (GradualWarmupScheduler
+    #     total_epoch=5, stepped per epoch)
+    #   x 0.1 from epoch 15 and again from epoch 25 -- code (StepLR(10, 0.1) behind the
+    #     warm-up, scheduler_warmup.step(epoch) at each epoch's start)
+    #   weight decay 1e-6 -- code (train.py Adam); gradient clip 2 -- code (clip_grad)
+    #   every epoch runs, the best validated one kept -- code; adapted: validation scores
+    #     greedy CIDEr-D (the code picks by beam-3 SPIDEr, which each validation would
+    #     have to decode with beam search and SPICE's Java for)
+    "act-code": TrainConfig(
+        lr=1e-4,
+        epochs=30,
+        warmup_epochs=5.0,
+        warmup_per_epoch=True,
+        lr_milestones=(15, 25),
+        lr_milestone_factor=0.1,
+        batch_size=32,
+        label_smoothing=0.1,
+        weight_decay=1e-6,
+        grad_clip=2.0,
+        early_stopping_patience=None,
+        **_PANNS_SPEC_AUGMENT,
+    ),
+    # V-ACT as its released code trains it (liuxubo717/V-ACT settings/settings.yaml,
+    # train.py): ACT's code's optimiser and schedule (the same Adam with weight decay 1e-6,
+    # GradualWarmupScheduler(5) and StepLR(10, 0.1)), gradient clip 2 -- code; 15 epochs --
+    # code and paper, so the StepLR cut comes at the 15th, the last epoch; selection by
+    # beam-3 SPIDEr -- code, adapted to greedy CIDEr-D as for act-code.
+    "vact-code": TrainConfig(
+        lr=1e-4,
+        epochs=15,
+        warmup_epochs=5.0,
+        warmup_per_epoch=True,
+        lr_milestones=(15,),
+        lr_milestone_factor=0.1,
+        batch_size=32,
+        label_smoothing=0.1,
+        weight_decay=1e-6,
+        grad_clip=2.0,
+        early_stopping_patience=None,
         **_PANNS_SPEC_AUGMENT,
     ),
     # Shen et al.: modality-balanced pre-training (the model's mbp), then fine-tuning without
@@ -394,6 +500,86 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+_VACT_MODELS = ("vact", "vact_video", "vact_concat", "video_only")
+
+# Recipes named by their source that a run may choose instead of its model's default (the
+# run form's "Recipe", the API's "recipe", ``modeling.planning.run_plan(recipe=...)``):
+# name -> (the models it trains, the recipe). Each model's default recipe is named after
+# the model ("maac" is MAAC's paper recipe).
+NAMED_RECIPES: dict[str, tuple[tuple[str, ...], Recipe]] = {
+    "maac-code": (
+        ("maac",),
+        dataclasses.replace(
+            RECIPES["maac"],
+            paper="Ye et al., DCASE 2021 (MAAC), as its released code trains it",
+            train="maac-code",
+            decoding=DecodingConfig(beam_size=4, length_penalty=1.15),
+            notes=(
+                *RECIPES["maac"].notes,
+                "Every setting follows WangHelin1997/DCASE2021_Task6_PKU's scripts (see "
+                "TRAIN_PRESETS['maac-code'] for each one's source); adapted: one Adam "
+                "(amsgrad, weight decay 1e-6, clip 2.5) for every stage, scheduled sampling "
+                "drawn per word on teacher-forced predictions, one SpecAugment mask of each "
+                "kind, SCST from the best validated epoch.",
+            ),
+        ),
+    ),
+    "act-code": (
+        ("act",),
+        dataclasses.replace(
+            _ACT,
+            paper="Liu et al., Interspeech 2023 (ACT), as its released code trains it",
+            train="act-code",
+            notes=(
+                *_ACT.notes,
+                "XinhaoMei/ACT's settings.yaml and train.py: 30 epochs, warm-up per epoch, "
+                "x 0.1 from epochs 15 and 25, weight decay 1e-6, clip 2; the best epoch is "
+                "chosen by greedy CIDEr-D here (the code: beam-3 SPIDEr).",
+            ),
+        ),
+    ),
+    "vact-code": (
+        _VACT_MODELS,
+        dataclasses.replace(
+            _VACT,
+            paper="Liu et al., Interspeech 2023 (V-ACT), as its released code trains it",
+            train="vact-code",
+            notes=(
+                *_VACT.notes,
+                "liuxubo717/V-ACT's settings.yaml and train.py: ACT's code's optimiser and "
+                "schedule over 15 epochs (x 0.1 in the last), weight decay 1e-6, clip 2; the "
+                "released code trains the concatenation model only.",
+            ),
+        ),
+    ),
+}
+
+
+def recipe_names(model_name: str) -> list[str]:
+    """The recipes a run of ``model_name`` may name: its default (named after the model)
+    first, then those named by source."""
+    return [model_name] + [
+        name for name, (models, _) in NAMED_RECIPES.items() if model_name in models
+    ]
+
+
+def named_recipe(model_name: str, name: str = "") -> Recipe:
+    """The recipe ``name`` for a run of ``model_name`` (a fresh copy); "" or the model's
+    own name is its default recipe."""
+    if not name or name == model_name:
+        return default_recipe(model_name)
+    if name not in NAMED_RECIPES:
+        known = ", ".join(recipe_names(model_name))
+        raise ConfigError(f"no recipe '{name}' (recipes for model '{model_name}': {known})")
+    models, recipe = NAMED_RECIPES[name]
+    if model_name not in models:
+        raise ConfigError(
+            f"recipe '{name}' trains {', '.join(models)}, not '{model_name}' "
+            f"(recipes for it: {', '.join(recipe_names(model_name))})"
+        )
+    return _copy(recipe)
+
+
 def default_recipe(model_name: str) -> Recipe:
     """The recipe a run of ``model_name`` trains with by default (a fresh copy)."""
     try:
@@ -401,6 +587,10 @@ def default_recipe(model_name: str) -> Recipe:
     except KeyError:
         known = ", ".join(sorted(RECIPES))
         raise ConfigError(f"no recipe for model '{model_name}' (known models: {known})") from None
+    return _copy(recipe)
+
+
+def _copy(recipe: Recipe) -> Recipe:
     return dataclasses.replace(
         recipe,
         vocab=dataclasses.replace(recipe.vocab),
@@ -424,8 +614,10 @@ def scaled_epochs(train: TrainConfig, epochs: int) -> TrainConfig:
         epochs=epochs,
         pretrain_frozen_epochs=scale(train.pretrain_frozen_epochs),
         pretrain_epochs=scale(train.pretrain_epochs),
+        finetune_epochs=scale(train.finetune_epochs),
         scst_epochs=scale(train.scst_epochs),
         warmup_epochs=min(float(epochs), train.warmup_epochs * factor),
+        lr_milestones=tuple(max(1, round(m * factor)) for m in train.lr_milestones),
     )
 
 
@@ -463,17 +655,47 @@ def describe(recipe: Recipe) -> str:
             f", x{_number(train.plateau_factor)} after {train.plateau_patience} epochs "
             f"without {watched} gain"
         )
+    if train.warmup_per_epoch and train.warmup_epochs:
+        caption = caption.replace(" warm-up)", " warm-up epochs)")
+    if train.lr_milestones:
+        caption += f", x{_number(train.lr_milestone_factor)} from epoch " + " and ".join(
+            str(m) for m in train.lr_milestones
+        )
+    if train.scheduled_sampling:
+        caption += f", scheduled sampling up to {_number(train.scheduled_sampling)}"
     stages.append(caption)
+    if train.finetune_epochs:
+        stages.append(
+            f"whole-model fine-tune {train.finetune_epochs} epochs at "
+            f"{_rate(train.finetune_lr)}"
+            + (f", batch {train.finetune_batch_size}" if train.finetune_batch_size else "")
+        )
     if train.scst_epochs:
         stages.append(
             f"SCST {train.scst_epochs} epochs at {_rate(train.scst_lr)} "
             f"from the {train.scst_from} caption epoch"
         )
-    details = [
+    optimiser = (
         f"{train.optimizer.capitalize()} (betas {_number(train.betas[0])}/"
-        f"{_number(train.betas[1])}, eps {_rate(train.eps)})",
-        f"batch {train.batch_size}",
+        f"{_number(train.betas[1])}, eps {_rate(train.eps)}"
+    )
+    if train.amsgrad:
+        optimiser += ", amsgrad"
+    if train.weight_decay:
+        optimiser += f", weight decay {_rate(train.weight_decay)}"
+    details = [optimiser + ")", f"batch {train.batch_size}"]
+    sizes = [
+        f"{size} in {what}"
+        for size, what in (
+            (train.pretrain_frozen_batch_size, "frozen pre-training"),
+            (train.pretrain_batch_size, "pre-training"),
+        )
+        if size
     ]
+    if sizes:
+        details[-1] += f" ({', '.join(sizes)})"
+    if train.grad_clip is not None:
+        details.append(f"gradient clip {_number(train.grad_clip)}")
     if train.warmup_fraction or train.lr_schedule != "constant":
         shape = "linear decay" if train.lr_schedule == "linear_decay" else "constant rate"
         warm = f"{train.warmup_fraction:.0%} warm-up, " if train.warmup_fraction else ""
@@ -495,9 +717,10 @@ def describe(recipe: Recipe) -> str:
             f"{recipe.vocab.max_length} words"
         )
     details.append(f"{recipe.features} features")
-    details.append(
-        "greedy decoding" if recipe.decoding.beam_size == 1 else f"beam {recipe.decoding.beam_size}"
-    )
+    beam = f"beam {recipe.decoding.beam_size}"
+    if recipe.decoding.length_penalty != 1.0:
+        beam += f" ranked by logp / len^{_number(recipe.decoding.length_penalty)}"
+    details.append("greedy decoding" if recipe.decoding.beam_size == 1 else beam)
     return "; ".join(stages) + ". " + ", ".join(details) + "."
 
 

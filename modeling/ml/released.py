@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -104,7 +104,12 @@ def read_word_list(path: Path | str) -> list[Any]:
 
 
 def sha256_of(path: Path | str) -> str:
-    digest = hashlib.sha256()
+    return digest_of(path, "sha256")
+
+
+def digest_of(path: Path | str, kind: str) -> str:
+    """The file's hex digest of ``kind`` ("md5", "sha256"), read in 1 MiB chunks."""
+    digest = hashlib.new(kind)
     with Path(path).open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
@@ -116,39 +121,53 @@ def sha256_of(path: Path | str) -> str:
 
 @dataclass(frozen=True)
 class Release:
-    """A file the authors published. ``size`` and ``sha256`` are None where no published
-    figure was found: such a file is checked by its tensors' names and shapes only."""
+    """A file the authors published. ``size`` and ``checksum`` are None where no published
+    figure was found: such a file is checked by its tensors' names and shapes only. The
+    checksum is of the kind its publisher gives (Zenodo lists MD5s), never one computed here
+    from a download."""
 
     name: str
     kind: str
     url: str
     licence: str
     # the file name a download has, where the authors name it; None where they do not, and
-    # then no file is matched to the release
+    # then a file is matched to the release by its size and checksum only
     file_name: str | None = None
     size: int | None = None
-    sha256: str | None = None
+    checksum: str | None = None
+    checksum_kind: Literal["md5", "sha256"] = "md5"
 
 
 _NO_LICENCE = "none stated (the repository has no licence file)"
+# Zenodo record 3987831's licence (CC BY 4.0); the code's: audioset_tagging_cnn LICENSE.MIT
 _PANNS_LICENCE = (
-    "code MIT (qiuqiangkong/audioset_tagging_cnn LICENSE.MIT); weights: see the Zenodo record"
+    "weights CC BY 4.0 (Zenodo record 3987831); code MIT (qiuqiangkong/audioset_tagging_cnn)"
 )
 RELEASES: tuple[Release, ...] = (
+    # MD5 as Zenodo publishes it for record 3987831 (https://zenodo.org/records/3987831),
+    # carried by Labbeti/dcase2022task6a (dcase2022task6a/nn/urls.py, "Hash type: md5") and
+    # Labbeti/dcase2021task6 (aac/models/pann/urls.py); size 327,428,481 bytes as the record
+    # lists it, recorded alike by several projects that pin this file.
     Release(
         "PANNs Cnn14 (mAP 0.431)",
         "panns_cnn14",
         "https://zenodo.org/record/3987831/files/Cnn14_mAP%3D0.431.pth",
         _PANNS_LICENCE,
         file_name="Cnn14_mAP=0.431.pth",
+        size=327_428_481,
+        checksum="541141fa2ee191a88f24a3219fff024e",
     ),
+    # MD5 as Zenodo publishes it for record 3987831, carried by Labbeti/dcase2022task6a
+    # (dcase2022task6a/nn/urls.py); no published size found, so none is checked.
     Release(
         "PANNs ResNet38 (mAP 0.434)",
         "panns_resnet38",
         "https://zenodo.org/record/3987831/files/ResNet38_mAP%3D0.434.pth",
         _PANNS_LICENCE,
         file_name="ResNet38_mAP=0.434.pth",
+        checksum="bf12f36aaabac4e0855e22d3c3239c1b",
     ),
+    # ACT's files (XinhaoMei/ACT README links, Google Drive): no size or checksum published.
     Release(
         "ACT DeiT encoder pretrained on AudioSet",
         "act_encoder",
@@ -183,9 +202,12 @@ RELEASES: tuple[Release, ...] = (
 
 
 def check_release(kind: str, path: Path | str) -> Release | None:
-    """The known release this file claims to be (by its name), after checking its size and
-    SHA-256 where the table has them; None for a file the table does not know."""
+    """The known release this file is: the one its name claims, after checking the size and
+    checksum the table has for it (a contradiction is refused naming both values), else one
+    whose published size and checksum it has under another name; None for a file the table
+    does not know (it is then checked by its tensors' names and shapes alone)."""
     path = Path(path)
+    size = path.stat().st_size
     for release in RELEASES:
         if release.file_name is None or release.file_name != path.name:
             continue
@@ -193,13 +215,25 @@ def check_release(kind: str, path: Path | str) -> Release | None:
             raise ReleasedWeightsError(
                 f"{path.name} is the released {release.kind!r} file ({release.name}), not {kind!r}"
             )
-        if release.size is not None and path.stat().st_size != release.size:
+        if release.size is not None and size != release.size:
             raise ReleasedWeightsError(
-                f"{path}: {path.stat().st_size} bytes, the release has {release.size}"
+                f"{path}: {size} bytes, but the release {release.name} ({release.url}) has "
+                f"{release.size}: not the published file (a partial or altered download?)"
             )
-        if release.sha256 is not None and sha256_of(path) != release.sha256:
-            raise ReleasedWeightsError(f"{path}: SHA-256 differs from the release's")
+        if release.checksum is not None:
+            found = digest_of(path, release.checksum_kind)
+            if found != release.checksum:
+                raise ReleasedWeightsError(
+                    f"{path}: {release.checksum_kind.upper()} {found}, but the release "
+                    f"{release.name} ({release.url}) has {release.checksum}: not the "
+                    "published file"
+                )
         return release
+    for release in RELEASES:
+        if release.kind != kind or release.checksum is None or release.size != size:
+            continue
+        if digest_of(path, release.checksum_kind) == release.checksum:
+            return release
     return None
 
 

@@ -1,9 +1,10 @@
 """A training run's bookkeeping: its stages, the loop's resumable state and what it produced.
 
-A run trains in up to four stages that share one epoch counter: the model's own
+A run trains in up to five stages that share one epoch counter: the model's own
 pre-training, first with its pretrained backbone frozen (``train.pretrain_frozen_epochs``)
-then whole (``train.pretrain_epochs``), caption training (``train.epochs``) and the
-self-critical stage (``train.scst_epochs``). ``TrainerState`` is everything the loop has
+then whole (``train.pretrain_epochs``), caption training (``train.epochs``), a whole-model
+caption fine-tune (``train.finetune_epochs``) and the self-critical stage
+(``train.scst_epochs``). ``TrainerState`` is everything the loop has
 counted and decided, which the "last" checkpoint stores so a resumed run continues exactly.
 """
 
@@ -21,6 +22,9 @@ import torch
 from modeling.ml.config import TrainConfig
 
 PRETRAIN_FROZEN, PRETRAIN, CAPTION, SCST = "pretrain_frozen", "pretrain", "caption", "scst"
+FINETUNE = "finetune"
+# the stages that train on the teacher-forced caption loss
+CROSS_ENTROPY = (CAPTION, FINETUNE)
 # the stages that train on the model's own pre-training loss
 PRETRAINING = (PRETRAIN_FROZEN, PRETRAIN)
 
@@ -29,7 +33,7 @@ PRETRAINING = (PRETRAIN_FROZEN, PRETRAIN)
 class Stage:
     """A run of consecutive epochs trained the same way."""
 
-    name: str  # PRETRAIN_FROZEN, PRETRAIN, CAPTION or SCST
+    name: str  # PRETRAIN_FROZEN, PRETRAIN, CAPTION, FINETUNE or SCST
     first_epoch: int  # global epoch index of its first epoch
     epochs: int
 
@@ -44,12 +48,13 @@ class Stage:
 
 def run_stages(config: TrainConfig) -> list[Stage]:
     """The run's stages in order, those with epochs: frozen-backbone pre-training,
-    pre-training, captions, self-critical."""
+    pre-training, captions, whole-model fine-tune, self-critical."""
     stages, first = [], 0
     for name, epochs in (
         (PRETRAIN_FROZEN, config.pretrain_frozen_epochs),
         (PRETRAIN, config.pretrain_epochs),
         (CAPTION, config.epochs),
+        (FINETUNE, config.finetune_epochs),
         (SCST, config.scst_epochs),
     ):
         if epochs > 0:

@@ -18,6 +18,16 @@ Optional model hooks, used when present:
   model's ``pretrain_per_caption`` is true (the AV captioner's MBP loss).
 - ``pretrain_frozen_parameters() -> parameters`` are kept fixed in the first
   ``train.pretrain_frozen_epochs`` of pre-training (MAAC's pretrained ResNet38 backbone).
+- ``set_whole_model(enabled)``: a model that keeps a part fixed while captions train (MAAC's
+  keyword encoder) trains all of it while enabled; the loop enables it in the fine-tune
+  stage (``train.finetune_epochs``) and disables it in every other stage.
+
+Every stage reads batches of its own size: ``train.pretrain_frozen_batch_size``,
+``pretrain_batch_size`` and ``finetune_batch_size`` (None: ``train.batch_size``).
+
+With ``train.scheduled_sampling`` the cross-entropy stages (captions, fine-tune) feed the model
+some of its own predictions as input words (``modeling.ml.scheduled_sampling``), at a rate
+rising over each stage's epochs.
 
 Pre-training batches may be mixed (``train.pretrain_mixup_alpha``) and striped
 (``train.pretrain_spec_augment_pp``) by ``modeling.ml.augment``.
@@ -88,9 +98,12 @@ from modeling.ml.models.base import Batch, Captioner, caption_loss
 from modeling.ml.models.encoded import EncodedCaptioner
 from modeling.ml.registry import build_model
 from modeling.ml.runtime import pick_device, seed_everything, to_device
+from modeling.ml.scheduled_sampling import sampling_probability, scheduled_batch
 from modeling.ml.scst import ClipRewardFn, scst_loss
 from modeling.ml.train_state import (
     CAPTION,
+    CROSS_ENTROPY,
+    FINETUNE,
     PRETRAIN,
     PRETRAIN_FROZEN,
     SCST,
@@ -186,15 +199,23 @@ class Trainer:
         self.amp_dtype = self._amp_dtype()
         # Loss scaling is only needed for float16; bfloat16 has float32's range.
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
-        self.caption_feed = self._feed(self.train_set)
         self.stages = run_stages(config)
+        self.caption_feed = self._feed(self.train_set, config.batch_size)
         # The clip-level stages (pre-training unless the model pre-trains on captions,
-        # self-critical) see each clip once per epoch.
-        self.clip_feed = (
-            self._feed(CaptionDataset(clip_items(self.train_set.items)))
+        # self-critical) see each clip once per epoch. Each (dataset, batch size) a stage
+        # reads has one feed.
+        clip_set = (
+            CaptionDataset(clip_items(self.train_set.items))
             if any(self._reads_clips(stage) for stage in self.stages)
             else None
         )
+        self._feeds: dict[tuple[bool, int], _Feed] = {(False, config.batch_size): self.caption_feed}
+        for stage in self.stages:
+            key = (self._reads_clips(stage), self.batch_size_of(stage))
+            if key not in self._feeds:
+                dataset = clip_set if key[0] else self.train_set
+                assert dataset is not None
+                self._feeds[key] = self._feed(dataset, key[1])
         self.total_epochs = sum(stage.epochs for stage in self.stages)
         self.state = TrainerState()
 
@@ -220,11 +241,11 @@ class Trainer:
             return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
-    def _feed(self, dataset: CaptionDataset) -> _Feed:
+    def _feed(self, dataset: CaptionDataset, batch_size: int) -> _Feed:
         config = self.config
         sampler = BucketBatchSampler(
             dataset.lengths,
-            config.batch_size,
+            batch_size,
             bucket_batches=config.bucket_batches,
             shuffle=True,
             seed=config.seed,
@@ -243,10 +264,18 @@ class Trainer:
             return True
         return stage.pretraining and not getattr(self.model, "pretrain_per_caption", False)
 
+    def batch_size_of(self, stage: Stage) -> int:
+        """The batch size ``stage`` trains with: its own setting, else ``train.batch_size``."""
+        cfg = self.config
+        own = {
+            PRETRAIN_FROZEN: cfg.pretrain_frozen_batch_size,
+            PRETRAIN: cfg.pretrain_batch_size,
+            FINETUNE: cfg.finetune_batch_size,
+        }.get(stage.name)
+        return own or cfg.batch_size
+
     def _feed_of(self, stage: Stage) -> _Feed:
-        feed = self.clip_feed if self._reads_clips(stage) else self.caption_feed
-        assert feed is not None  # built whenever the run has a clip-level stage
-        return feed
+        return self._feeds[(self._reads_clips(stage), self.batch_size_of(stage))]
 
     def _loader(self, dataset: CaptionDataset, sampler: BucketBatchSampler) -> DataLoader:
         use_cuda = self.device.type == "cuda"
@@ -312,7 +341,7 @@ class Trainer:
         cfg = self.config
         if cfg.warmup_fraction:
             return round(cfg.warmup_fraction * self._stage_steps(stage))
-        if stage.name == CAPTION:
+        if stage.name == CAPTION and not cfg.warmup_per_epoch:
             return round(cfg.warmup_epochs * self.steps_per_epoch)
         return 0
 
@@ -320,6 +349,8 @@ class Trainer:
         cfg = self.config
         if stage.name == SCST:
             return cfg.scst_lr
+        if stage.name == FINETUNE:
+            return cfg.finetune_lr
         if stage.name == PRETRAIN_FROZEN:
             return cfg.pretrain_frozen_lr or cfg.pretrain_lr or cfg.lr
         if stage.name == PRETRAIN:
@@ -337,6 +368,11 @@ class Trainer:
         in_stage = epoch - stage.first_epoch
         warmup = self._warmup_steps(stage)
         rate = self._base_rate(stage)
+        if stage.name == CAPTION:
+            if cfg.warmup_per_epoch and cfg.warmup_epochs:
+                # one rate per epoch, as a scheduler stepped once an epoch gives it
+                rate *= min(1.0, (in_stage + 1) / cfg.warmup_epochs)
+            rate *= cfg.lr_milestone_factor ** sum(in_stage + 1 >= m for m in cfg.lr_milestones)
         if warmup and stage_step < warmup:
             rate *= (stage_step + 1) / warmup
         elif cfg.lr_schedule == "linear_decay":
@@ -375,8 +411,22 @@ class Trainer:
             )
             figures = {"reward": scst.sample_reward, "baseline_reward": scst.baseline_reward}
             return scst.loss, figures
-        logits = self.model(batch)
-        return caption_loss(logits.float(), batch["tokens"], label_smoothing=smoothing), {}
+        fed = batch
+        p = self.sampling_probability(stage, self.state.epoch)
+        if p > 0.0:
+            fed = scheduled_batch(self.model, batch, p)
+        logits = self.model(fed)
+        loss = caption_loss(logits.float(), batch["tokens"], label_smoothing=smoothing)
+        return loss, ({"sampling_p": p} if p > 0.0 else {})
+
+    def sampling_probability(self, stage: Stage, epoch: int) -> float:
+        """Scheduled sampling's rate in global ``epoch`` of ``stage`` (0 outside the
+        cross-entropy stages or without ``train.scheduled_sampling``)."""
+        if stage.name not in CROSS_ENTROPY:
+            return 0.0
+        return sampling_probability(
+            self.config.scheduled_sampling, epoch - stage.first_epoch, stage.epochs
+        )
 
     def augmented(self, batch: Batch, stage: Stage | None = None) -> Batch:
         """The training batch as ``stage`` trains on it: in pre-training mixed (mixup) and
@@ -395,7 +445,11 @@ class Trainer:
 
     def _freeze_for(self, stage: Stage) -> None:
         """Keep the model's backbone fixed in frozen-backbone pre-training (no gradients),
-        and trainable again afterwards."""
+        and trainable again afterwards; the whole model trains in the fine-tune stage (the
+        model's ``set_whole_model`` hook, where it has one)."""
+        whole = getattr(self.model, "set_whole_model", None)
+        if whole is not None:
+            whole(stage.name == FINETUNE)
         if stage.name == PRETRAIN_FROZEN and not self.frozen:
             model: Any = self.model
             self.frozen = [p for p in model.pretrain_frozen_parameters() if p.requires_grad]
@@ -682,8 +736,8 @@ class Trainer:
         self._emit("epoch_end", row)
         patience = cfg.early_stopping_patience
         stop = validated and patience is not None and state.bad_validations >= patience
-        if stop and stage.name == CAPTION and cfg.scst_epochs > 0:
-            # caption training has converged: go on to the self-critical stage
+        if stop and stage.name in CROSS_ENTROPY and stage.end < self.total_epochs:
+            # caption training has converged: go on to the next stage (fine-tune, SCST)
             state.epoch, stop = stage.end, False
         self._save(LAST)
         return stop

@@ -83,6 +83,34 @@ def test_a_run_started_through_the_api_records_its_recipe(
     assert response.json()["config"]["run"]["vocab"]["min_count"] == 10
 
 
+def test_a_run_started_through_the_api_may_name_a_recipe_by_source(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    response = _post(
+        _client(alice),
+        "/api/projects/sounds/runs",
+        {"model": "act", "snapshot": 1, "preset": "paper", "recipe": "act-code"},
+    )
+
+    assert response.status_code == 201, response.content
+    assert response.json()["recipe"]["name"] == "act-code"
+    assert response.json()["config"]["run"]["train"]["epochs"] == 30
+
+
+def test_a_recipe_of_another_model_is_refused_through_the_api(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    response = _post(
+        _client(alice),
+        "/api/projects/sounds/runs",
+        {"model": "act", "snapshot": 1, "recipe": "maac-code"},
+    )
+
+    assert response.status_code == 400
+    assert "recipe 'maac-code' trains maac, not 'act'" in response.json()["detail"]
+    assert not TrainingRun.objects.exists()
+
+
 def test_a_run_switches_on_spec_augment_through_the_api(
     project: Project, snapshot: Snapshot, alice: Any
 ) -> None:

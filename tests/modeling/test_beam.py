@@ -170,3 +170,22 @@ def test_retrieval_gives_one_certain_hypothesis():
 def test_beam_size_must_be_positive():
     with pytest.raises(ValueError, match="beam_size must be at least 1"):
         beam_search(MarkovCaptioner(TRAP), _toy_batch(), beam_size=0)
+
+
+def test_a_runs_length_normalisation_reaches_the_beam_ranking():
+    # ending at once: log .6 (1 token); "a" then the end: log .4 + log 5/6 (2 tokens). By the
+    # mean per token (1.0) the empty caption wins, by logp / len^1.15 (MAAC's code) "a" does.
+    from types import SimpleNamespace
+
+    from modeling.ml.infer import caption_clips
+    from modeling.ml.presets import named_recipe
+
+    model = MarkovCaptioner({BOS_ID: {EOS_ID: 0.6, A: 0.4}, A: {A: 1 / 6, EOS_ID: 5 / 6}})
+    clips = [SimpleNamespace(clip_id=1, features=torch.zeros(1, 1), video=None)]
+    code = named_recipe("maac", "maac-code").decoding.length_penalty
+    assert code == 1.15
+    plain = caption_clips(model, vocabulary(), clips, beam_size=3)[0]
+    ranked = caption_clips(model, vocabulary(), clips, beam_size=3, length_penalty=code)[0]
+    assert plain[0].tokens == []
+    assert ranked[0].tokens == [A]
+    assert ranked[0].score == pytest.approx(ranked[0].log_prob / 2**1.15)

@@ -147,7 +147,7 @@ def test_unknown_preset_lists_the_known_ones():
 
 
 def test_unknown_training_preset_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"no training preset 'fast'.*act, audiocaps"):
+    with pytest.raises(ConfigError, match=r"no training preset 'fast'.*act, act-code, audiocaps"):
         train_preset("fast")
 
 

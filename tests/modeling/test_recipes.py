@@ -287,3 +287,73 @@ def test_the_vocabulary_keeps_only_words_the_recipe_counts_often_enough() -> Non
     # "cat" and "meows" 9, "bird" and "sings" once
     assert vocab.words[len(SPECIALS) :] == ["a", "x", "barks", "dog"]
     assert vocab.max_length == 20
+
+
+# recipes named by source ------------------------------------------------------------------
+
+
+def test_maac_code_trains_as_the_released_code_does(weights_dir: Path) -> None:
+    plan = _plan(
+        "maac",
+        "model.backbone=resnet38",
+        "model.backbone_weights=resnet38.pth",
+        recipe="maac-code",
+    )
+    train = _train(plan)
+    # keyword pre-training: batch 64 with the backbone frozen, then 16 (Tag_train.py)
+    assert (train["pretrain_frozen_epochs"], train["pretrain_frozen_batch_size"]) == (80, 64)
+    assert (train["pretrain_epochs"], train["pretrain_batch_size"]) == (25, 16)
+    # captions: clip 2.5, Adam weight decay 1e-6 (amsgrad), scheduled sampling to 0.3
+    assert (train["epochs"], train["lr"], train["batch_size"]) == (30, 3e-4, 32)
+    assert (train["grad_clip"], train["weight_decay"], train["amsgrad"]) == (2.5, 1e-6, True)
+    assert train["scheduled_sampling"] == 0.3
+    # SpecAugment p 0.2, time < 30, frequency < 15
+    assert (train["spec_p"], train["spec_time_mask"], train["spec_freq_mask"]) == (0.2, 29, 14)
+    # the 15-epoch whole-model fine-tune at 2e-5, batch 8, then SCST 10 epochs at 1e-6
+    assert (train["finetune_epochs"], train["finetune_lr"], train["finetune_batch_size"]) == (
+        15,
+        2e-5,
+        8,
+    )
+    assert (train["scst_epochs"], train["scst_lr"]) == (10, 1e-6)
+    decoding = plan.config["run"]["decoding"]
+    assert (decoding["beam_size"], decoding["length_penalty"]) == (4, 1.15)
+    assert plan.recipe["name"] == "maac-code"
+    assert "released code" in plan.recipe["paper"]
+    assert plan.recipe["changes"] == []
+
+
+def test_the_maac_paper_recipe_keeps_plain_teacher_forcing_and_mean_ranking() -> None:
+    plan = _plan("maac")
+    train = _train(plan)
+    assert (train["scheduled_sampling"], train["finetune_epochs"]) == (0.0, 0)
+    assert plan.config["run"]["decoding"]["length_penalty"] == 1.0
+    assert plan.recipe["name"] == "maac"
+
+
+@pytest.mark.parametrize(
+    ("model", "recipe", "epochs", "milestones"),
+    [("act", "act-code", 30, (15, 25)), ("vact_concat", "vact-code", 15, (15,))],
+)
+def test_act_code_recipes_train_as_the_released_configs(
+    model: str, recipe: str, epochs: int, milestones: tuple[int, ...]
+) -> None:
+    train = _train(_plan(model, recipe=recipe))
+    assert (train["epochs"], train["lr"], train["batch_size"]) == (epochs, 1e-4, 32)
+    assert (train["warmup_epochs"], train["warmup_per_epoch"]) == (5.0, True)
+    assert (train["lr_milestones"], train["lr_milestone_factor"]) == (milestones, 0.1)
+    assert (train["weight_decay"], train["grad_clip"]) == (1e-6, 2.0)
+
+
+def test_a_recipe_of_another_model_is_refused_naming_the_models_recipes() -> None:
+    with pytest.raises(ValidationError, match=r"recipe 'maac-code' trains maac, not 'act'"):
+        _plan("act", recipe="maac-code")
+    with pytest.raises(ValidationError, match=r"no recipe 'maac-cod'.*maac, maac-code"):
+        _plan("maac", recipe="maac-cod")
+
+
+def test_a_code_recipe_scaled_down_scales_its_fine_tune_and_milestones() -> None:
+    maac = _train(_plan("maac", recipe="maac-code", epochs=3))
+    assert (maac["finetune_epochs"], maac["scst_epochs"]) == (2, 1)
+    act = _train(_plan("act", recipe="act-code", epochs=6))
+    assert act["lr_milestones"] == (3, 5)

@@ -11,11 +11,14 @@ import pytest
 import torch
 from django.core.management import CommandError, call_command
 
+from modeling.ml import released
 from modeling.ml.checkpoint import load_checkpoint
 from modeling.ml.encoders import ENCODERS, arch_config, load_weights, read_state_dict
 from modeling.ml.released import (
     NEVER_PREDICTED,
+    Release,
     ReleasedWeightsError,
+    check_release,
     convert,
     read_word_list,
     released_vocabulary,
@@ -311,14 +314,111 @@ def cnn14_layout() -> dict[str, tuple[int, ...]]:
 def test_a_released_layout_cnn14_imports_as_encoder_weights(tmp_path, settings):
     settings.ENCODER_WEIGHTS_DIR = tmp_path / "weights"
     state = random_state(cnn14_layout(), seed=11)
-    path = tmp_path / "Cnn14_mAP=0.431.pth"
+    # the released layout under a name of its own: the released name would be checked
+    # against the published size and MD5, which random weights do not have
+    path = tmp_path / "cnn14_layout.pth"
     sampler = {"random_state": np.random.RandomState(0).get_state(), "queue": np.arange(3)}
     torch.save({"iteration": 660000, "model": state, "sampler": sampler}, path)
     call_command("import_weights", "panns_cnn14", str(path))
-    stored = tmp_path / "weights" / "released" / "Cnn14_mAP=0.431.panns_cnn14.pt"
+    stored = tmp_path / "weights" / "released" / "cnn14_layout.panns_cnn14.pt"
     network = ENCODERS["cnn14"][0](arch_config("cnn14", {}, 64))
     load_weights(network, stored, name="cnn14")
     torch.testing.assert_close(
         network.state_dict()["conv_block6.conv2.weight"], state["conv_block6.conv2.weight"]
     )
     assert "spectrogram_extractor.stft.conv_real.weight" not in read_state_dict(stored)
+
+
+# the table of known releases ------------------------------------------------------------------
+
+CONTENT = b"released bytes"
+CONTENT_MD5 = "376935f050908a7faa35fbef579d7662"  # md5 of CONTENT (checked by the first test)
+
+
+def _table(monkeypatch, **fields: object) -> Release:
+    row = Release(
+        **{
+            "name": "Tiny (mAP 1.0)",
+            "kind": "panns_cnn14",
+            "url": "https://example.org/tiny.pth",
+            "licence": "CC BY 4.0",
+            "file_name": "tiny.pth",
+            "size": len(CONTENT),
+            "checksum": CONTENT_MD5,
+            **fields,
+        }  # type: ignore[arg-type]
+    )
+    monkeypatch.setattr(released, "RELEASES", (row,))
+    return row
+
+
+def test_the_md5_in_these_tests_is_that_of_the_content():
+    import hashlib
+
+    assert hashlib.md5(CONTENT).hexdigest() == CONTENT_MD5
+
+
+def test_a_file_with_the_published_size_and_checksum_is_the_release(tmp_path, monkeypatch):
+    row = _table(monkeypatch)
+    (tmp_path / "tiny.pth").write_bytes(CONTENT)
+    assert check_release("panns_cnn14", tmp_path / "tiny.pth") == row
+
+
+def test_a_release_under_another_name_is_recognised_by_size_and_checksum(tmp_path, monkeypatch):
+    row = _table(monkeypatch)
+    (tmp_path / "downloaded.pth").write_bytes(CONTENT)
+    assert check_release("panns_cnn14", tmp_path / "downloaded.pth") == row
+
+
+def test_a_file_of_another_size_than_its_release_is_refused_naming_both(tmp_path, monkeypatch):
+    _table(monkeypatch)
+    (tmp_path / "tiny.pth").write_bytes(CONTENT[:-1])
+    with pytest.raises(
+        ReleasedWeightsError, match=rf"13 bytes, but the release .* has {len(CONTENT)}"
+    ):
+        check_release("panns_cnn14", tmp_path / "tiny.pth")
+
+
+def test_a_file_with_another_checksum_than_its_release_is_refused_naming_both(
+    tmp_path, monkeypatch
+):
+    _table(monkeypatch)
+    altered = b"RELEASED BYTES"
+    (tmp_path / "tiny.pth").write_bytes(altered)
+    found = released.digest_of(tmp_path / "tiny.pth", "md5")
+    with pytest.raises(ReleasedWeightsError, match=rf"MD5 {found}, but .* has {CONTENT_MD5}"):
+        check_release("panns_cnn14", tmp_path / "tiny.pth")
+
+
+def test_a_sha256_publisher_is_checked_by_sha256(tmp_path, monkeypatch):
+    import hashlib
+
+    _table(monkeypatch, checksum=hashlib.sha256(b"other").hexdigest(), checksum_kind="sha256")
+    (tmp_path / "tiny.pth").write_bytes(CONTENT)
+    with pytest.raises(ReleasedWeightsError, match=r"SHA256 [0-9a-f]{64}, but"):
+        check_release("panns_cnn14", tmp_path / "tiny.pth")
+
+
+def test_an_unknown_file_is_no_release(tmp_path, monkeypatch):
+    _table(monkeypatch)
+    (tmp_path / "mine.pth").write_bytes(b"something else")
+    assert check_release("panns_cnn14", tmp_path / "mine.pth") is None
+
+
+def test_a_file_named_like_the_published_cnn14_is_checked_against_zenodo(tmp_path):
+    # the real table: Zenodo's MD5 and size for Cnn14_mAP=0.431.pth
+    path = tmp_path / "Cnn14_mAP=0.431.pth"
+    path.write_bytes(CONTENT)
+    with pytest.raises(ReleasedWeightsError, match=r"14 bytes, but the release .* has 327428481"):
+        check_release("panns_cnn14", path)
+
+
+@pytest.mark.django_db
+def test_an_unknown_file_imports_on_its_shapes_with_a_warning(tmp_path, settings):
+    from modeling.weights import weights_import
+
+    settings.ENCODER_WEIGHTS_DIR = tmp_path / "weights"
+    words = write_words(tmp_path / "words_list.p", WORDS)
+    result = weights_import(kind="act", path=_save(tmp_path, _small_act_state()), words=words)
+    assert result.release is None
+    assert any(n.startswith("warning: mine.pth is not a known release") for n in result.notes)

@@ -317,3 +317,21 @@ def test_asking_for_cuda_without_it_names_the_setting(tmp_path):
 def test_an_empty_training_set_is_refused(tmp_path):
     with pytest.raises(ValueError, match="the training set is empty"):
         train(run=_run(), vocab=vocabulary(), train_items=[], out_dir=tmp_path)
+
+
+def test_warm_up_by_whole_epochs_then_cuts_at_the_milestone_epochs():
+    # ACT's code: GradualWarmupScheduler(5) stepped at each epoch's start, StepLR(10, 0.1)
+    # behind it: epoch e (from 1) at e/5 of the rate, a tenth from epoch 15, a hundredth
+    # from 25. Scaled down here: 2 warm-up epochs, cuts from epochs 3 and 5 of 6.
+    trainer = _trainer(
+        lr=1.0,
+        epochs=6,
+        warmup_epochs=2.0,
+        warmup_per_epoch=True,
+        lr_milestones=(3, 5),
+        lr_milestone_factor=0.1,
+    )
+    assert trainer.steps_per_epoch == 2
+    rates = [trainer.learning_rate(step, step // 2) for step in range(12)]
+    per_epoch = [0.5, 1.0, 0.1, 0.1, 0.01, 0.01]
+    assert rates == pytest.approx([rate for rate in per_epoch for _ in range(2)])

@@ -399,3 +399,93 @@ def test_pretraining_a_model_without_such_a_stage_is_refused(tmp_path):
 def test_scst_without_a_reward_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"train\.scst_epochs=2 needs a reward function"):
         _train(tmp_path, _run("lstm", scst_epochs=2))
+
+
+def test_each_stage_reads_batches_of_its_own_size(tmp_path):
+    # 6 clips with one caption each: frozen pre-training in one batch of 6, then whole in
+    # batches of 2 (3 steps), captions in batches of 4 (2), the fine-tune in 3s (2)
+    run = _run(
+        "maac",
+        pretrain_frozen_epochs=1,
+        pretrain_frozen_batch_size=6,
+        pretrain_epochs=1,
+        pretrain_batch_size=2,
+        epochs=1,
+        batch_size=4,
+        finetune_epochs=1,
+        finetune_batch_size=3,
+    )
+    seen: dict[str, list] = {}
+    result = _train(tmp_path, run, callbacks=_recorder(seen))
+    stages = [info["stage"] for info in seen["step"]]
+    counts = {stage: stages.count(stage) for stage in dict.fromkeys(stages)}
+    assert counts == {"pretrain_frozen": 1, "pretrain": 3, "caption": 2, "finetune": 2}
+    assert seen["train_start"][0]["total_steps"] == result.steps == 8
+
+
+def test_the_fine_tune_stage_trains_the_whole_model_between_captions_and_scst(tmp_path):
+    vocab = vocabulary()
+    run = _run(
+        "maac",
+        epochs=1,
+        lr=1e-2,
+        finetune_epochs=2,
+        finetune_lr=1e-3,
+        scst_epochs=1,
+        scst_lr=1e-4,
+    )
+    encoders: dict[str, dict[str, torch.Tensor]] = {}
+
+    def keep_encoder(trainer, row):
+        encoders[f"{row['stage']}{row['epoch']}"] = {
+            k: v.detach().clone() for k, v in trainer.model.keyword_encoder.state_dict().items()
+        }
+
+    seen: dict[str, list] = {}
+    callbacks = {**_recorder(seen), "epoch_end": [keep_encoder]}
+    torch.manual_seed(run.train.seed)
+    built = build_model("maac", run.model, vocab_size=len(vocab))
+    assert isinstance(built, MAACCaptioner)
+    fresh = built.keyword_encoder.state_dict()
+    result = _train(tmp_path, run, callbacks=callbacks, reward_fn=_word_overlap(vocab))
+
+    assert [row["stage"] for row in result.history] == ["caption", "finetune", "finetune", "scst"]
+    rates = {info["stage"]: info["lr"] for info in seen["step"]}
+    assert rates == {"caption": 1e-2, "finetune": pytest.approx(1e-3 * 0.98**0), "scst": 1e-4}
+    weights = [k for k in fresh if k.endswith("weight")]
+    # caption training keeps the keyword encoder fixed; the fine-tune trains it
+    assert all(torch.equal(encoders["caption1"][k], fresh[k]) for k in weights)
+    assert any(not torch.equal(encoders["finetune3"][k], fresh[k]) for k in weights)
+    # the fine-tune is validated like caption training (its best may start SCST)
+    finetune = [row for row in result.history if row["stage"] == "finetune"]
+    assert all(row["score"] is not None for row in finetune)
+
+
+def test_the_maac_code_recipe_runs_through_the_trainer_at_tiny_sizes(tmp_path):
+    from modeling.ml.presets import named_recipe, scaled_epochs
+
+    vocab = vocabulary()
+    code = scaled_epochs(named_recipe("maac", "maac-code").train_config(), 2)
+    config = dataclasses.replace(
+        code,
+        pretrain_frozen_epochs=0,  # the tiny CNN backbone has no pretrained weights
+        amp=False,
+        log_every_steps=1,
+        spec_time_mask=4,
+        device="cpu",
+    )
+    run = RunConfig(model_name="maac", model=model_preset("maac", "tiny"), train=config)
+    seen: dict[str, list] = {}
+    result = _train(tmp_path, run, callbacks=_recorder(seen), reward_fn=_word_overlap(vocab))
+    # 25 + 30 + 15 + 10 epochs scaled to 2 caption epochs: 2 + 2 + 1 + 1
+    assert [row["stage"] for row in result.history] == [
+        "pretrain",
+        "pretrain",
+        "caption",
+        "caption",
+        "finetune",
+        "scst",
+    ]
+    assert result.stopped == "completed"
+    caption = [info for info in seen["step"] if info["stage"] == "caption"]
+    assert {info["figures"]["sampling_p"] for info in caption} == {0.15, 0.3}

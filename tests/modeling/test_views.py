@@ -195,6 +195,41 @@ def test_a_run_from_the_form_follows_its_recipe_scaled_to_the_epochs_given(
     }
 
 
+def test_the_form_lists_the_recipes_named_by_source(project: Project, alice: Any) -> None:
+    html = login(alice).get(reverse("run_list", args=[project.slug])).content.decode()
+
+    assert '<option value="maac-code">' in html
+    table = html[html.index('data-testid="recipes"') :]
+    assert "maac (maac-code)" in table
+    assert "scheduled sampling up to 0.3" in table
+
+
+def test_a_run_from_the_form_trains_with_the_recipe_chosen(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    login(alice).post(
+        reverse("run_list", args=[project.slug]),
+        {"model_name": "maac", "preset": "tiny", "snapshot": snapshot.pk, "recipe": "maac-code"},
+    )
+
+    run = TrainingRun.objects.get()
+    assert run.recipe["name"] == "maac-code"
+    assert run.config["run"]["decoding"]["length_penalty"] == 1.15
+
+
+def test_a_recipe_of_another_model_is_refused_in_the_form(
+    project: Project, snapshot: Snapshot, alice: Any
+) -> None:
+    response = login(alice).post(
+        reverse("run_list", args=[project.slug]),
+        {"model_name": "lstm", "preset": "small", "snapshot": snapshot.pk, "recipe": "act-code"},
+    )
+
+    assert response.status_code == 400
+    assert "act-code does not train lstm" in response.content.decode()
+    assert not TrainingRun.objects.exists()
+
+
 def test_a_bad_setting_in_the_form_is_shown_and_nothing_queued(
     project: Project, snapshot: Snapshot, alice: Any
 ) -> None:

@@ -52,6 +52,12 @@ class Command(JobCommand):
         )
         parser.add_argument("--snapshot", required=True, type=int, metavar="ID")
         parser.add_argument(
+            "--recipe",
+            default="",
+            help="a recipe named by source instead of the paper's, e.g. maac-code (listed "
+            "below as 'model (recipe)')",
+        )
+        parser.add_argument(
             "--preset",
             default="small",
             help="model size preset: paper, small (the default: CPU-sized, recorded as scaled "
@@ -82,6 +88,7 @@ class Command(JobCommand):
         preset: str,
         epochs: int | None,
         overrides: list[str],
+        recipe: str = "",
         **options: Any,
     ) -> None:
         found = Snapshot.objects.select_related("project").filter(pk=snapshot).first()
@@ -96,6 +103,7 @@ class Command(JobCommand):
                 preset=preset,
                 overrides=overrides,
                 epochs=epochs,
+                recipe=recipe,
                 enqueue=False,
             )
         except ValidationError as exc:

@@ -215,6 +215,8 @@ class MAACCaptioner(Captioner):
                 f"top_k={config.top_k} must be between 1 and num_keywords={config.num_keywords}"
             )
         self.keyword_encoder = KeywordEncoder(config)
+        # True while the trainer's fine-tune stage trains the whole model (set_whole_model)
+        self.whole_model = False
         self.acoustic = nn.Linear(self.keyword_encoder.last_dim, c)  # X = linear(last block)
         self.keyword_embedding = nn.Embedding(config.num_keywords, c)
         self.embedding = nn.Embedding(config.vocab_size, c, padding_idx=PAD_ID)
@@ -269,9 +271,15 @@ class MAACCaptioner(Captioner):
         (MAAC keeps its pretrained ResNet38 frozen for 80 epochs)."""
         return self.keyword_encoder.backbone.parameters()
 
+    def set_whole_model(self, enabled: bool) -> None:
+        """The trainer's fine-tune stage hook: while enabled the keyword encoder trains with
+        the captioner even when ``freeze_keyword_encoder`` keeps it fixed in caption
+        training (MAAC's released code: train.py run without --freeze_cnn, finetune.py)."""
+        self.whole_model = enabled
+
     def _keyword_encoder_outputs(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
         features, lengths = batch["features"], batch["feature_lengths"]
-        if not self.config.freeze_keyword_encoder:
+        if not self.config.freeze_keyword_encoder or self.whole_model:
             return self.keyword_encoder(features, lengths)
         # Frozen while the captioner trains: no gradients, BatchNorm statistics as pre-trained.
         was_training = self.keyword_encoder.training
