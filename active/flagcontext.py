@@ -61,7 +61,8 @@ class ContextModel:
     ) -> FloatArray:
         """(len(own), n_out) log P(word | own bag, others' bag) for rows of context bags
         (word ids; an empty bag is a context not given)."""
-        o = np.stack([self._bag(b) for b in own]) if own else np.zeros((0, self.embed.shape[1]))
+        dim = self.embed.shape[1]
+        o = np.stack([self._bag(b) for b in own]) if own else np.zeros((0, dim), np.float32)
         t = np.stack([self._bag(b) for b in others]) if others else np.zeros_like(o)
         return self._from_means(o, t)
 
@@ -86,7 +87,8 @@ class ContextModel:
             n = sum(sizes[j] for j in range(len(others)) if j not in skip)
             if not n:
                 return zero
-            return sum((sums[j] for j in range(len(others)) if j not in skip), zero) / n
+            total: FloatArray = sum((sums[j] for j in range(len(others)) if j not in skip), zero)
+            return (total / n).astype(np.float32)
 
         predicted = [w for w in own if w < self.n_out]
         is_source = self.is_source if self.is_source is not None else np.zeros(self.n_out, bool)
@@ -132,7 +134,7 @@ class ContextModel:
         values = [mine, lowest, relative, relative / max(spread, 0.3), *worst]
         return [clamp(v) for v in values] + [float(bool(sources))], worst_word
 
-    def arrays(self) -> dict[str, FloatArray]:
+    def arrays(self) -> dict[str, NDArray[Any]]:
         return {
             "ctx_embed": self.embed.astype(np.float16),
             "ctx_own": self.own,

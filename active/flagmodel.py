@@ -252,7 +252,7 @@ class FlagModel:
             header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
             vectors=self.vectors.astype(np.float16),
             idf=self.idf.astype(np.float32),
-            **(self.context.arrays() if self.context else {}),
+            **(self.context.arrays() if self.context else {}),  # type: ignore[arg-type]
         )
         tmp.replace(path)  # readers never see half a file
 
@@ -439,11 +439,9 @@ def caption_features(
         word = model.words[misfit]
         notes["misfit_source"] = word
         # the caption's most specific other word, which the source fits least with
-        rest = [
-            (model.weight(w), w) for w in caption.lemmas if w != word and w not in model.sources
-        ]
-        if rest:
-            notes["misfit_with"] = max(rest)[1]
+        context_words = [w for w in caption.lemmas if w != word and w not in model.sources]
+        if context_words:
+            notes["misfit_with"] = max(context_words, key=model.weight)
     return values + context, notes
 
 
