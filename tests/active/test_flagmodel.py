@@ -192,3 +192,10 @@ def test_a_caption_file_of_another_format_is_named(tmp_path: Path) -> None:
     path.write_text("id,text\n1,a dog barks\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"x\.csv: not a Clotho"):
         flagmodel.read_caption_csv(path)
+
+
+def test_a_wrong_source_reason_names_the_word_and_what_it_does_not_fit() -> None:
+    notes = {"misfit_source": "car", "misfit_with": "bark", "missing_source": "dog"}
+    assert flagmodel.reason_words("wrong-source", notes, 4) == (
+        "Likely wrong source: 'car' does not fit 'bark' nor the other four captions (they say dog)"
+    )

@@ -1,0 +1,354 @@
+"""Which words fit a caption's context: a small masked-word predictor for the flags.
+
+A swapped sound source ("a car barks loudly") does not fit its own caption's other words nor
+what the clip's other captions say; an off-topic caption's words are not what the other
+captions lead one to expect. This model learns both from captions alone: given the bag of a
+caption's other lemmas (`own`) and the bag of the clip's other captions' lemmas (`others`),
+a softmax over the lemma vocabulary for the word left out,
+
+    h = tanh(A_own · mean(E[own]) + A_others · mean(E[others]) + c)
+    P(word | own, others) = softmax(U · h + b)
+
+with E started from the flag model's PPMI-SVD word vectors. It is trained (PyTorch, CPU, at
+build time only) on every content lemma of the build captions, with the own bag, the others'
+bag or both given, so it answers all three questions; scoring is NumPy.
+
+Scores are pointwise: log P(word | context) - log P(word), in nats ("how much more likely the
+context makes this word than it is anywhere"), so rare and common words compare.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float32]
+
+HIDDEN = 128
+MAX_OUT = 6000  # lemmas the model predicts (the most frequent ones)
+MIN_OUT = 5  # … seen at least this often
+EPOCHS = 4
+BATCH = 512
+
+
+@dataclass
+class ContextModel:
+    embed: FloatArray  # (input vocab, DIM): the flag model's word order
+    own: FloatArray  # (DIM, HIDDEN)
+    others: FloatArray  # (DIM, HIDDEN)
+    bias_hidden: FloatArray  # (HIDDEN,)
+    out: FloatArray  # (HIDDEN, n_out)
+    bias_out: FloatArray  # (n_out,)
+    prior: FloatArray  # (n_out,) log unigram probability of each predicted lemma
+    n_out: int  # the first n_out input words are the predicted ones
+    is_source: NDArray[np.bool_] | None = None  # (n_out,) which predicted lemmas name sources
+    weight: FloatArray | None = None  # (n_out,) the lemmas' idf: specific words count more
+
+    def _bag(self, ids: Sequence[int]) -> FloatArray:
+        if not ids:
+            return np.zeros(self.embed.shape[1], dtype=np.float32)
+        return self.embed[list(ids)].mean(axis=0)
+
+    def log_probs(
+        self, own: Sequence[Sequence[int]], others: Sequence[Sequence[int]]
+    ) -> FloatArray:
+        """(len(own), n_out) log P(word | own bag, others' bag) for rows of context bags
+        (word ids; an empty bag is a context not given)."""
+        dim = self.embed.shape[1]
+        o = np.stack([self._bag(b) for b in own]) if own else np.zeros((0, dim), np.float32)
+        t = np.stack([self._bag(b) for b in others]) if others else np.zeros_like(o)
+        return self._from_means(o, t)
+
+    def _from_means(self, o: FloatArray, t: FloatArray) -> FloatArray:
+        h = np.tanh(o @ self.own + t @ self.others + self.bias_hidden)
+        logits = h @ self.out + self.bias_out
+        logits -= logits.max(axis=1, keepdims=True)
+        return (logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))).astype(np.float32)
+
+    def features(
+        self, own: Sequence[int], others: Sequence[Sequence[int]]
+    ) -> tuple[list[float], int | None]:
+        """CONTEXT_FEATURES of a caption (its lemmas' word ids, `own`) among the clip's
+        other captions (theirs), and the id of its least fitting source lemma (None when it
+        names no source the model predicts)."""
+        dim = self.embed.shape[1]
+        sums = [self.embed[list(o)].sum(axis=0) if o else np.zeros(dim, np.float32) for o in others]
+        sizes = [len(o) for o in others]
+        zero = np.zeros(dim, dtype=np.float32)
+
+        def mean_of(skip: set[int]) -> FloatArray:
+            n = sum(sizes[j] for j in range(len(others)) if j not in skip)
+            if not n:
+                return zero
+            total: FloatArray = sum((sums[j] for j in range(len(others)) if j not in skip), zero)
+            return (total / n).astype(np.float32)
+
+        predicted = [w for w in own if w < self.n_out]
+        is_source = self.is_source if self.is_source is not None else np.zeros(self.n_out, bool)
+        sources = [w for w in predicted if is_source[w]]
+        own_rows, other_rows = [zero], [mean_of(set())]  # the others only
+        for j in range(len(others)):  # each other caption, from the remaining others
+            own_rows.append(zero)
+            other_rows.append(mean_of({j}))
+        for s in sources:  # each source, from its own caption's other words, then with all
+            rest = [w for w in own if w != s]
+            own_bag = self.embed[rest].mean(axis=0) if rest else zero
+            own_rows += [own_bag, own_bag]
+            other_rows += [zero, other_rows[0]]
+        pmi = self._from_means(np.stack(own_rows), np.stack(other_rows)) - self.prior[None, :]
+        weight = self.weight if self.weight is not None else np.ones(self.n_out, np.float32)
+
+        def mean_pmi(row: int, words: Sequence[int]) -> float:
+            if not words:
+                return 0.0
+            w = weight[list(words)]
+            return float((pmi[row, list(words)] * w).sum() / max(float(w.sum()), 1e-6))
+
+        mine = mean_pmi(0, predicted)
+        lowest = float(pmi[0, predicted].min()) if predicted else 0.0
+        theirs = [mean_pmi(1 + j, [w for w in o if w < self.n_out]) for j, o in enumerate(others)]
+        relative = mine - float(np.mean(theirs)) if theirs else 0.0
+        spread = float(np.std(theirs)) if theirs else 1.0
+        worst: tuple[float, ...] = (5.0, 5.0, 5.0, 0.0, 0.0)
+        worst_word = None
+        base = 1 + len(others)
+        for k, s in enumerate(sources):
+            alone, both = pmi[base + 2 * k, s], pmi[base + 2 * k + 1, s]
+            row = pmi[base + 2 * k + 1][is_source]
+            if worst_word is None or both < worst[0]:
+                worst_word = s
+                worst = (
+                    float(both),
+                    float(alone),
+                    float(pmi[0, s]),
+                    float(both - row.max()),
+                    math.log1p(int((row > both).sum())),
+                )
+        values = [mine, lowest, relative, relative / max(spread, 0.3), *worst]
+        return [clamp(v) for v in values] + [float(bool(sources))], worst_word
+
+    def arrays(self) -> dict[str, NDArray[Any]]:
+        return {
+            "ctx_embed": self.embed.astype(np.float16),
+            "ctx_own": self.own,
+            "ctx_others": self.others,
+            "ctx_bias_hidden": self.bias_hidden,
+            "ctx_out": self.out,
+            "ctx_bias_out": self.bias_out,
+            "ctx_prior": self.prior,
+            "ctx_is_source": (
+                self.is_source if self.is_source is not None else np.zeros(self.n_out, bool)
+            ),
+            "ctx_weight": self.weight if self.weight is not None else np.ones(self.n_out),
+        }
+
+    @classmethod
+    def from_arrays(cls, data: dict[str, FloatArray] | np.lib.npyio.NpzFile) -> ContextModel:
+        prior = np.asarray(data["ctx_prior"], dtype=np.float32)
+        return cls(
+            embed=np.asarray(data["ctx_embed"], dtype=np.float32),
+            own=np.asarray(data["ctx_own"], dtype=np.float32),
+            others=np.asarray(data["ctx_others"], dtype=np.float32),
+            bias_hidden=np.asarray(data["ctx_bias_hidden"], dtype=np.float32),
+            out=np.asarray(data["ctx_out"], dtype=np.float32),
+            bias_out=np.asarray(data["ctx_bias_out"], dtype=np.float32),
+            prior=prior,
+            n_out=len(prior),
+            is_source=np.asarray(data["ctx_is_source"], dtype=bool),
+            weight=np.asarray(data["ctx_weight"], dtype=np.float32),
+        )
+
+
+# what ContextModel.features returns, in order (pointwise scores in nats)
+CONTEXT_FEATURES = (
+    "context_fit",  # mean over its words of how much the other captions predict them
+    "context_lowest",  # … the least predicted word's
+    "context_relative",  # context_fit minus the other captions' own (each from the rest)
+    "context_z",  # … over their spread
+    "source_fit",  # its least fitting source, predicted from its own words and the others
+    "source_own_fit",  # … from its own other words only ("car" from "barks loudly")
+    "source_others_fit",  # … from the other captions only
+    "source_margin",  # … against the best fitting source there
+    "source_rank",  # log(1 + sources that fit better there)
+    "names_source",  # 1 when it names a source the model predicts
+)
+
+
+def context_learn(
+    *,
+    bags: Sequence[Sequence[Sequence[int]]],
+    vectors: FloatArray,
+    counts: Sequence[int],
+    is_source: Sequence[bool],
+    weight: Sequence[float],
+    seed: int = 0,
+    epochs: int = EPOCHS,
+) -> ContextModel:
+    """Trains the predictor on clips' captions as word-id lists (`bags[clip][caption]`, ids
+    into `vectors`, whose words are sorted most frequent first; `counts` their caption
+    counts). A clip with one caption teaches the own-context question only."""
+    import torch  # build time only
+
+    with _one_thread(torch):
+        return _context_learn(torch, bags, vectors, counts, is_source, weight, seed, epochs)
+
+
+@contextmanager
+def _one_thread(torch: Any) -> Iterator[None]:
+    """Trains on one thread: small matrices gain little from two, and on a busy machine
+    OpenMP's threads wait at every barrier for a descheduled sibling (ten times slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _context_learn(
+    torch: Any,
+    bags: Sequence[Sequence[Sequence[int]]],
+    vectors: FloatArray,
+    counts: Sequence[int],
+    is_source: Sequence[bool],
+    weight: Sequence[float],
+    seed: int,
+    epochs: int,
+) -> ContextModel:
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    n_out = sum(1 for c in counts[:MAX_OUT] if c >= MIN_OUT)
+    if n_out < 10:
+        raise ValueError(f"the context model needs at least 10 frequent lemmas, got {n_out}")
+    own_rows: list[list[int]] = []
+    other_rows: list[list[int]] = []
+    targets: list[int] = []
+    for clip in bags:
+        for i, caption in enumerate(clip):
+            rest = [w for j, c in enumerate(clip) if j != i for w in c]
+            for k, word in enumerate(caption):
+                if word >= n_out:
+                    continue
+                own = [w for m, w in enumerate(caption) if m != k]
+                if rest:
+                    # three questions: own words only, the others only, both
+                    ask = rng.randrange(3)
+                    own_rows.append(own if ask != 1 else [])
+                    other_rows.append(rest if ask != 0 else [])
+                else:
+                    own_rows.append(own)
+                    other_rows.append([])
+                targets.append(word)
+    if not targets:
+        raise ValueError("the context model found no word to learn from")
+    total = np.asarray(counts[:n_out], dtype=np.float64)
+    prior = np.log(total / total.sum()).astype(np.float32)
+    dim = vectors.shape[1]
+    embed = torch.nn.Parameter(torch.tensor(vectors, dtype=torch.float32))
+    a_own = torch.nn.Linear(dim, HIDDEN)
+    a_other = torch.nn.Linear(dim, HIDDEN, bias=False)
+    out = torch.nn.Linear(HIDDEN, n_out)
+    with torch.no_grad():
+        out.bias.copy_(torch.tensor(prior))
+    params = [embed, *a_own.parameters(), *a_other.parameters(), *out.parameters()]
+    optimiser = torch.optim.Adam(params, lr=3e-3)
+
+    def bag_mean(rows: list[list[int]]) -> torch.Tensor:
+        flat = [w for r in rows for w in r]
+        offsets = np.cumsum([0] + [len(r) for r in rows[:-1]]).tolist()
+        summed = torch.nn.functional.embedding_bag(
+            torch.tensor(flat or [0], dtype=torch.long),
+            embed,
+            torch.tensor(offsets, dtype=torch.long),
+            mode="sum",
+        )
+        size = torch.tensor([max(1, len(r)) for r in rows], dtype=torch.float32)[:, None]
+        if not flat:
+            summed = torch.zeros(len(rows), dim)
+        return summed / size
+
+    order = list(range(len(targets)))
+    for _ in range(epochs):
+        rng.shuffle(order)
+        for start in range(0, len(order), BATCH):
+            idx = order[start : start + BATCH]
+            o = bag_mean([own_rows[i] for i in idx])
+            t = bag_mean([other_rows[i] for i in idx])
+            h = torch.tanh(a_own(o) + a_other(t))
+            loss = torch.nn.functional.cross_entropy(
+                out(h), torch.tensor([targets[i] for i in idx], dtype=torch.long)
+            )
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+    with torch.no_grad():
+        return ContextModel(
+            embed=embed.detach().numpy().astype(np.float32),
+            own=a_own.weight.detach().numpy().T.copy(),
+            others=a_other.weight.detach().numpy().T.copy(),
+            bias_hidden=a_own.bias.detach().numpy().copy(),
+            out=out.weight.detach().numpy().T.copy(),
+            bias_out=out.bias.detach().numpy().copy(),
+            prior=prior,
+            n_out=n_out,
+            is_source=np.asarray(is_source[:n_out], dtype=bool),
+            weight=np.asarray(weight[:n_out], dtype=np.float32),
+        )
+
+
+def pointwise(log_probs: FloatArray, prior: FloatArray, word: int) -> float:
+    """log P(word | context) - log P(word) (0 for a word the model does not predict)."""
+    if word >= len(prior):
+        return 0.0
+    return float(log_probs[word] - prior[word])
+
+
+def clamp(value: float, low: float = -12.0, high: float = 12.0) -> float:
+    return max(low, min(high, value)) if math.isfinite(value) else low
+
+
+def net_fit(
+    x: NDArray[np.float64], y: NDArray[np.float64], *, hidden: int = 32, seed: int = 0
+) -> tuple[list[float], list[float], list[list[float]], list[float], list[float], float]:
+    """A one-hidden-layer tanh network for P(bad | features), fitted full-batch with Adam
+    and weight decay (PyTorch, build time only): (mean, scale, hidden weights (features x
+    hidden), hidden biases, output weights, output bias) over standardised features."""
+    import torch
+
+    with _one_thread(torch):
+        return _net_fit(torch, x, y, hidden, seed)
+
+
+def _net_fit(
+    torch: Any, x: NDArray[np.float64], y: NDArray[np.float64], hidden: int, seed: int
+) -> tuple[list[float], list[float], list[list[float]], list[float], list[float], float]:
+    torch.manual_seed(seed)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0) + 1e-6
+    xt = torch.tensor((x - mean) / scale, dtype=torch.float32)
+    yt = torch.tensor(y, dtype=torch.float32)
+    first = torch.nn.Linear(x.shape[1], hidden)
+    last = torch.nn.Linear(hidden, 1)
+    params = [*first.parameters(), *last.parameters()]
+    optimiser = torch.optim.Adam(params, lr=1e-2, weight_decay=1e-3)
+    for _ in range(300):
+        logits = last(torch.tanh(first(xt)))[:, 0]
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, yt)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    return (
+        mean.tolist(),
+        scale.tolist(),
+        first.weight.detach().numpy().T.tolist(),
+        first.bias.detach().numpy().tolist(),
+        last.weight.detach().numpy()[0].tolist(),
+        float(last.bias.detach().numpy()[0]),
+    )

@@ -1,0 +1,77 @@
+"""The context model of the flags (active/flagcontext.py): which words fit a caption's own
+other words and the clip's other captions, learned with the fixture flag model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from active.flagcontext import CONTEXT_FEATURES, ContextModel
+from active.flagmodel import FlagModel
+
+CLIP = [
+    "A dog barks repeatedly while cars pass by on a busy road.",
+    "A canine yelps over and over as traffic drives past.",
+    "Traffic goes by as a dog is barking loudly.",
+    "Vehicles drive past while a dog keeps barking.",
+]
+
+
+@pytest.fixture(scope="module")
+def model(flag_model_file: Path) -> FlagModel:
+    return FlagModel.load(flag_model_file)
+
+
+@pytest.fixture(scope="module")
+def context(model: FlagModel) -> ContextModel:
+    assert model.context is not None
+    return model.context
+
+
+def _features(model: FlagModel, text: str) -> dict[str, float]:
+    assert model.context is not None
+    caption = model.caption(text)
+    values, _ = model.context.features(caption.ids, [model.caption(t).ids for t in CLIP])
+    return dict(zip(CONTEXT_FEATURES, values, strict=True))
+
+
+def test_a_barking_dog_fits_its_own_words_better_than_a_barking_piano(model: FlagModel) -> None:
+    right = _features(model, "A dog barks loudly.")
+    swapped = _features(model, "A piano barks loudly.")
+    assert swapped["source_own_fit"] < right["source_own_fit"]
+    assert swapped["source_fit"] < right["source_fit"]
+
+
+def test_the_other_captions_expect_a_paraphrase_more_than_another_clips_caption(
+    model: FlagModel,
+) -> None:
+    paraphrase = _features(model, "A dog is barking as cars drive by.")
+    off_topic = _features(model, "Rain falls steadily on a tin roof.")
+    assert off_topic["context_fit"] < paraphrase["context_fit"]
+    assert off_topic["context_relative"] < paraphrase["context_relative"]
+
+
+def test_a_caption_without_a_source_says_so(model: FlagModel) -> None:
+    assert _features(model, "Something happens.")["names_source"] == 0.0
+    assert _features(model, "A dog barks.")["names_source"] == 1.0
+
+
+def test_its_probabilities_are_a_distribution(context: ContextModel, model: FlagModel) -> None:
+    rows = context.log_probs([model.caption("a dog barks").ids, []], [[], []])
+    assert rows.shape == (2, context.n_out)
+    assert np.exp(rows).sum(axis=1) == pytest.approx([1.0, 1.0], abs=1e-3)
+
+
+def test_it_round_trips_through_the_flag_model_file(model: FlagModel, tmp_path: Path) -> None:
+    path = tmp_path / "m.npz"
+    model.save(path)
+    again = FlagModel.load(path)
+    assert again.context is not None
+    assert model.context is not None
+    assert again.context.n_out == model.context.n_out
+    caption = model.caption("A dog barks.")
+    before, _ = model.context.features(caption.ids, [model.caption(t).ids for t in CLIP])
+    after, _ = again.context.features(caption.ids, [model.caption(t).ids for t in CLIP])
+    assert after == pytest.approx(before, abs=0.05)  # embeddings are stored as float16
