@@ -164,6 +164,46 @@ _PANNS_SPEC_AUGMENT: dict[str, Any] = {
     "spec_freq_masks": 2,
 }
 
+# MAAC's paper recipe; "maac-code" in TRAIN_PRESETS is this with the code's settings.
+_MAAC_PAPER = TrainConfig(
+    pretrain_frozen_epochs=80,
+    pretrain_frozen_lr=1e-3,
+    pretrain_epochs=25,
+    pretrain_lr=5e-4,
+    pretrain_mixup_alpha=1.0,
+    pretrain_spec_augment_pp="mixture",
+    spec_pp_time_mask=64,
+    spec_pp_time_masks=3,
+    spec_pp_freq_mask=5,
+    spec_pp_freq_masks=2,
+    lr=3e-4,
+    epochs=30,
+    batch_size=32,
+    lr_decay_per_epoch=0.98,
+    label_smoothing=0.1,
+    early_stopping_patience=None,
+    scst_epochs=55,
+    scst_lr=5e-5,
+    scst_from="last",
+    **_PANNS_SPEC_AUGMENT,
+)
+
+# ACT's released-code recipe; V-ACT's code differs only in its epochs (see TRAIN_PRESETS).
+_ACT_CODE = TrainConfig(
+    lr=1e-4,
+    epochs=30,
+    warmup_epochs=5.0,
+    warmup_per_epoch=True,
+    lr_milestones=(15, 25),
+    lr_milestone_factor=0.1,
+    batch_size=32,
+    label_smoothing=0.1,
+    weight_decay=1e-6,
+    grad_clip=2.0,
+    early_stopping_patience=None,
+    **_PANNS_SPEC_AUGMENT,
+)
+
 TRAIN_PRESETS: dict[str, TrainConfig] = {
     # Kim et al.: Adam (0.9/0.999/1e-8), no label smoothing; lr, epochs and batch size are not
     # in MODELS.md: 1e-3 (the usual LSTM choice), 30 epochs, 32.
@@ -225,28 +265,7 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # (10 epochs at 1e-6 after a 15-epoch whole-model fine-tune); this follows the paper.
     # The model itself is the released network (model.form=code). The code's own recipe,
     # all of the above as it trains, is "maac-code" below.
-    "maac": TrainConfig(
-        pretrain_frozen_epochs=80,
-        pretrain_frozen_lr=1e-3,
-        pretrain_epochs=25,
-        pretrain_lr=5e-4,
-        pretrain_mixup_alpha=1.0,
-        pretrain_spec_augment_pp="mixture",
-        spec_pp_time_mask=64,
-        spec_pp_time_masks=3,
-        spec_pp_freq_mask=5,
-        spec_pp_freq_masks=2,
-        lr=3e-4,
-        epochs=30,
-        batch_size=32,
-        lr_decay_per_epoch=0.98,
-        label_smoothing=0.1,
-        early_stopping_patience=None,
-        scst_epochs=55,
-        scst_lr=5e-5,
-        scst_from="last",
-        **_PANNS_SPEC_AUGMENT,
-    ),
+    "maac": _MAAC_PAPER,
     # MAAC as its released code trains it (WangHelin1997/DCASE2021_Task6_PKU): per setting,
     # the source, and where Earmark adapts it, why.
     #   keyword pre-training, backbone frozen: 80 epochs at 1e-3, batch 64 -- code
@@ -274,28 +293,13 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     #   beam 4 ranked by logp / len^1.15 -- code (train.py test mode beam_size=4, model.py
     #     translate_beam_search alpha=1.15); Earmark's beam is a real beam and feeds the
     #     previous words (the code's beam does not: a bug not copied)
-    "maac-code": TrainConfig(
-        pretrain_frozen_epochs=80,
-        pretrain_frozen_lr=1e-3,
+    "maac-code": dataclasses.replace(
+        _MAAC_PAPER,
         pretrain_frozen_batch_size=64,
-        pretrain_epochs=25,
-        pretrain_lr=5e-4,
         pretrain_batch_size=16,
-        pretrain_mixup_alpha=1.0,
-        pretrain_spec_augment_pp="mixture",
-        spec_pp_time_mask=64,
-        spec_pp_time_masks=3,
-        spec_pp_freq_mask=5,
-        spec_pp_freq_masks=2,
-        lr=3e-4,
-        epochs=30,
-        batch_size=32,
-        lr_decay_per_epoch=0.98,
-        label_smoothing=0.1,
         grad_clip=2.5,
         weight_decay=1e-6,
         amsgrad=True,
-        early_stopping_patience=None,
         scheduled_sampling=0.3,
         finetune_epochs=15,
         finetune_lr=2e-5,
@@ -321,39 +325,13 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     #   every epoch runs, the best validated one kept -- code; adapted: validation scores
     #     greedy CIDEr-D (the code picks by beam-3 SPIDEr, which each validation would
     #     have to decode with beam search and SPICE's Java for)
-    "act-code": TrainConfig(
-        lr=1e-4,
-        epochs=30,
-        warmup_epochs=5.0,
-        warmup_per_epoch=True,
-        lr_milestones=(15, 25),
-        lr_milestone_factor=0.1,
-        batch_size=32,
-        label_smoothing=0.1,
-        weight_decay=1e-6,
-        grad_clip=2.0,
-        early_stopping_patience=None,
-        **_PANNS_SPEC_AUGMENT,
-    ),
+    "act-code": _ACT_CODE,
     # V-ACT as its released code trains it (liuxubo717/V-ACT settings/settings.yaml,
     # train.py): ACT's code's optimiser and schedule (the same Adam with weight decay 1e-6,
     # GradualWarmupScheduler(5) and StepLR(10, 0.1)), gradient clip 2 -- code; 15 epochs --
     # code and paper, so the StepLR cut comes at the 15th, the last epoch; selection by
     # beam-3 SPIDEr -- code, adapted to greedy CIDEr-D as for act-code.
-    "vact-code": TrainConfig(
-        lr=1e-4,
-        epochs=15,
-        warmup_epochs=5.0,
-        warmup_per_epoch=True,
-        lr_milestones=(15,),
-        lr_milestone_factor=0.1,
-        batch_size=32,
-        label_smoothing=0.1,
-        weight_decay=1e-6,
-        grad_clip=2.0,
-        early_stopping_patience=None,
-        **_PANNS_SPEC_AUGMENT,
-    ),
+    "vact-code": dataclasses.replace(_ACT_CODE, epochs=15, lr_milestones=(15,)),
     # Shen et al.: modality-balanced pre-training (the model's mbp), then fine-tuning without
     # it at 1e-5; a linear decay after a 10 % warm-up in each, run to its end (no early
     # stopping). The pre-training rate and both stages' epochs are not in MODELS.md: 1e-4, 20
