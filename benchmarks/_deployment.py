@@ -253,19 +253,35 @@ def start_gunicorn(
     server = subprocess.Popen(
         command, cwd=ROOT, env={**os.environ, **env}, stdout=output, stderr=output
     )
-    deadline = time.monotonic() + 60
+    return wait_until_answering(
+        server, f"http://127.0.0.1:{port}/api/openapi.json", name="gunicorn", timeout=60.0
+    )
+
+
+def wait_until_answering(
+    server: subprocess.Popen[bytes],
+    url: str,
+    *,
+    name: str,
+    timeout: float,
+    log: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """`server` once `url` answers 200; SystemExit naming `name` (with the end of `log`, if
+    given) if the process exits first or nothing answers within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise SystemExit(f"gunicorn exited with {server.returncode}")
+            tail = "" if log is None else ":\n" + log.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"{name} exited with {server.returncode}{tail}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/openapi.json") as r:
-                if r.status == 200:
+            with urllib.request.urlopen(url) as answer:
+                if answer.status == 200:
                     return server
         except OSError:
             pass
         time.sleep(0.3)
     server.terminate()
-    raise SystemExit("gunicorn did not answer within 60 s")
+    raise SystemExit(f"{name} did not answer within {timeout:.0f} s")
 
 
 def children(pid: int) -> list[int]:

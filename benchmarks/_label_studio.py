@@ -26,11 +26,10 @@ import os
 import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from _deployment import CAPTIONS, LoopFailed, LoopFn, NoWork
+from _deployment import CAPTIONS, LoopFailed, LoopFn, NoWork, wait_until_answering
 
 LABEL_CONFIG = (
     "<View>"
@@ -210,22 +209,13 @@ def start(
         server = subprocess.Popen(
             command, cwd=package_dir(venv), env=env, stdout=output, stderr=subprocess.STDOUT
         )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(
-                f"Label Studio's gunicorn exited with {server.returncode}:\n"
-                + log.read_text(errors="replace")[-3000:]
-            )
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/") as answer:
-                if answer.status == 200:
-                    return server
-        except OSError:
-            pass
-        time.sleep(0.5)
-    server.terminate()
-    raise SystemExit(f"Label Studio did not answer within {timeout:.0f} s")
+    return wait_until_answering(
+        server,
+        f"http://127.0.0.1:{port}/health/",
+        name="Label Studio's gunicorn",
+        timeout=timeout,
+        log=log,
+    )
 
 
 def annotation(caption: str) -> dict[str, Any]:
