@@ -42,3 +42,22 @@ def test_the_audiocaps_format_is_read_and_a_forced_wrong_format_is_refused(
     assert "ac.csv: 4 clips, 20 captions" in capsys.readouterr().out
     with pytest.raises(ValueError, match="not a Clotho caption file"):
         flags_real.main(["--captions", str(path), "--format", "clotho"])
+
+
+def test_it_says_when_the_ontology_is_missing_and_the_fixture_stands_in(
+    tmp_path: Path, flag_model_installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-ontology.json"
+    code = flags_real.main(
+        [
+            "--captions",
+            str(FLAG_FIXTURES / "clotho_validation_head.csv"),
+            "--ontology",
+            str(missing),
+        ]
+    )
+
+    assert code == 0
+    assert f"--ontology {missing}: no such file; using the test fixture" in (
+        capsys.readouterr().err
+    )
