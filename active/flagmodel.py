@@ -434,7 +434,7 @@ def caption_features(
         notes["missing_source"] = missing_word
     if model.context is None:
         return values + _NO_CONTEXT, notes
-    context, misfit = model.context.features(caption.ids, [o.ids for o in others])
+    context, misfit = model.context.features_in_clip(caption.ids, [o.ids for o in others])
     if misfit is not None:
         word = model.words[misfit]
         notes["misfit_source"] = word

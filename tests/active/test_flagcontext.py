@@ -75,3 +75,49 @@ def test_it_round_trips_through_the_flag_model_file(model: FlagModel, tmp_path: 
     before, _ = model.context.features(caption.ids, [model.caption(t).ids for t in CLIP])
     after, _ = again.context.features(caption.ids, [model.caption(t).ids for t in CLIP])
     assert after == pytest.approx(before, abs=0.05)  # embeddings are stored as float16
+
+
+def _slice(model: FlagModel) -> list[list[list[int]]]:
+    """The first 30 clips of the Clotho validation fixture slice, as word ids."""
+    from active.flagmodel import read_caption_csv
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures/flags"
+    clips = read_caption_csv(fixtures / "clotho_validation_head.csv")[:30]
+    return [[model.caption(t).ids for t in clip] for clip in clips]
+
+
+def test_a_clips_batch_gives_each_captions_reference_features(
+    context: ContextModel, model: FlagModel
+) -> None:
+    for clip in _slice(model):
+        fast = context.clip_features(clip)
+        for i, own in enumerate(clip):
+            values, worst = context.features(own, clip[:i] + clip[i + 1 :])
+            assert fast[i][1] == worst
+            assert fast[i][0] == pytest.approx(values, rel=0, abs=1e-9)
+
+
+def test_the_flag_probabilities_of_the_batched_path_are_the_references(
+    model: FlagModel,
+) -> None:
+    from active.flagmodel import Calibration, caption_features
+
+    assert model.detector is not None
+    assert model.context is not None
+    clips = _slice(model)
+    for ids, texts in zip(clips, _texts(), strict=True):
+        for i, text in enumerate(texts):
+            others = [model.caption(t) for t in texts[:i] + texts[i + 1 :]]
+            fast, _ = caption_features(model.caption(text), others, model)
+            reference, _ = model.context.features(ids[i], [o.ids for o in others])
+            slow = fast[: -len(CONTEXT_FEATURES)] + reference
+            assert Calibration().probability(model.detector.score(fast)) == pytest.approx(
+                Calibration().probability(model.detector.score(slow)), rel=0, abs=1e-9
+            )
+
+
+def _texts() -> list[list[str]]:
+    from active.flagmodel import read_caption_csv
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures/flags"
+    return read_caption_csv(fixtures / "clotho_validation_head.csv")[:30]
