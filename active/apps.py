@@ -9,10 +9,6 @@ if TYPE_CHECKING:
     from modeling.models import TrainingRun
 
 
-# annotation.signals.SUBMIT_WRITES_IF: whether an assignment's HIT showed suggestions
-SUGGESTIONS_SHOWN = "active.suggestions_shown"
-
-
 class ActiveConfig(AppConfig):
     name = "active"
     verbose_name = "Active learning: ranking, flags, pre-suggestions and retraining"
@@ -29,7 +25,7 @@ class ActiveConfig(AppConfig):
         provider_register(name="active.presuggestions", provider=_presuggested_texts)
         # a submit records edit distances only where suggestions were shown: elsewhere it
         # can store the captions in one statement (annotation.signals.SUBMIT_WRITES_IF)
-        from active.models import Presuggestion
+        from active.models import SUGGESTIONS_SHOWN, Presuggestion
         from annotation.signals import submit_writes_register
 
         submit_writes_register(

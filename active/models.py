@@ -16,6 +16,10 @@ from django.utils import timezone
 
 from active.scoring import STRATEGIES
 
+# annotation.signals.SUBMIT_WRITES_IF: whether an assignment's HIT showed suggestions
+# (registered in active.apps; read by the submit hook in active.services.flags)
+SUGGESTIONS_SHOWN = "active.suggestions_shown"
+
 
 class Strategy(models.TextChoices):
     RANDOM = "random", "Random"

@@ -296,7 +296,7 @@ def assignment_submitted(*, assignment: Assignment) -> None:
     ACTIVE_FLAG_ON_SUBMIT, the disagreement checks on the text queue once it commits
     (otherwise flags_sweep picks the captions up within a minute). A submit that found
     no suggestion shown (annotation.signals.SUBMIT_WRITES_IF) has no edit to record."""
-    from active.apps import SUGGESTIONS_SHOWN
+    from active.models import SUGGESTIONS_SHOWN
 
     if vars(assignment).get("submit_writes", {}).get(SUGGESTIONS_SHOWN, True):
         caption_edits_record(assignment=assignment)

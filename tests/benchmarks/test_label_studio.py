@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.benchmarks.asyncrun import run_async
+
 # the scripts import their siblings through their folder (see test_load_claim_submit.py)
 sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -96,7 +98,7 @@ def _once(fake: FakeLabelStudio, number: int = 0) -> float:
         async with aiohttp.ClientSession(base) as session:
             return await loop(session, number)
 
-    return asyncio.run(go())
+    return run_async(go())
 
 
 def test_a_loop_is_next_task_then_its_audio_then_the_annotation(fake: FakeLabelStudio) -> None:
@@ -154,7 +156,7 @@ def test_the_load_tests_worker_counts_label_studio_loops(fake: FakeLabelStudio) 
             await asyncio.gather(*(_worker(session, loop, level, deadline, i, 0.0) for i in (0, 1)))
         return level
 
-    level = asyncio.run(go())
+    level = run_async(go())
 
     annotations = [path for method, path, _, _ in fake.requests if method == "POST"]
     assert level.loops == len(annotations) > 0

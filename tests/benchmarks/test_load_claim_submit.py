@@ -3,7 +3,6 @@ with Label Studio), the ratio table and the last line."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
 import time
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.benchmarks.asyncrun import run_async
 
 # the script imports its siblings (`from _deployment import …`) through its own folder;
 # appended, so that benchmarks/corpus.py never shadows the corpus app
@@ -137,7 +138,7 @@ def test_no_loop_starts_after_the_deadline(monkeypatch: pytest.MonkeyPatch) -> N
 
     level = Level(workers=1)
 
-    asyncio.run(_worker(None, loop, level, 0.12, 0, 0.0))
+    run_async(_worker(None, loop, level, 0.12, 0, 0.0))
 
     assert starts == [0.0, 0.05, 0.1]
     assert level.loops == 3
