@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page
 
 from core.models import Job, Project
 from core.tasks import run_job
@@ -99,3 +99,15 @@ def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     task = run_job._get_current_object()  # type: ignore[attr-defined]  # a Proxy; stubs say Task
     monkeypatch.setattr(task, "apply_async", lambda args, **_: sent.append(args[0]))
     return sent
+
+
+# what a page gets to answer in the tests that use `page_fails_fast`: a broken step fails in
+# seconds instead of Playwright's 30 s default
+FAIL_FAST_MS = 10_000
+
+
+@pytest.fixture
+def page_fails_fast(page: Page) -> Page:
+    page.set_default_timeout(FAIL_FAST_MS)
+    page.set_default_navigation_timeout(FAIL_FAST_MS)
+    return page

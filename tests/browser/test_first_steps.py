@@ -19,15 +19,7 @@ from tests.corpus.conftest import CLOTHO
 if not CHROMIUM.exists():
     pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
 
-pytestmark = pytest.mark.browser
-
-TIMEOUT_MS = 10_000
-
-
-@pytest.fixture(autouse=True)
-def _fail_fast(page: Page) -> None:
-    page.set_default_timeout(TIMEOUT_MS)
-    page.set_default_navigation_timeout(TIMEOUT_MS)
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("page_fails_fast")]
 
 
 def test_an_annotator_lands_on_work_without_api_links(

@@ -25,15 +25,7 @@ from tests.browser.test_roles import log_in
 if not CHROMIUM.exists():
     pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
 
-pytestmark = pytest.mark.browser
-
-TIMEOUT_MS = 10_000
-
-
-@pytest.fixture(autouse=True)
-def _fail_fast(page: Page) -> None:
-    page.set_default_timeout(TIMEOUT_MS)
-    page.set_default_navigation_timeout(TIMEOUT_MS)
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("page_fails_fast")]
 
 
 @pytest.fixture
