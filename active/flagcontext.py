@@ -19,12 +19,15 @@ context makes this word than it is anywhere"), so rare and common words compare.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import random
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -325,10 +328,71 @@ class _Tables:
 
 
 def _log_softmax(tables: _Tables, hidden: DoubleArray) -> DoubleArray:
-    logits = hidden @ tables.out + tables.bias_out
+    with one_blas_thread():
+        logits = hidden @ tables.out + tables.bias_out
     logits -= logits.max(axis=1, keepdims=True)
     result: DoubleArray = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     return result
+
+
+# NumPy's OpenBLAS: its thread count through its own C functions (threadpoolctl's way, without
+# the dependency; OPENBLAS_NUM_THREADS only counts before NumPy is imported)
+_BLAS_FUNCTIONS = (  # (get, set) names: NumPy's wheels bundle scipy-openblas, 64-bit ints
+    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+    ("openblas_get_num_threads", "openblas_set_num_threads"),
+)
+_blas_lock = threading.Lock()
+_blas_state: dict[str, Any] = {"depth": 0, "before": 1}
+
+
+def _openblas_threads() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get, set) of the thread count of the OpenBLAS that NumPy's wheel bundles; None where
+    NumPy was built against another BLAS (nothing is changed then)."""
+    root = Path(np.__file__).resolve().parent
+    found = sorted((root.parent / "numpy.libs").glob("*openblas*")) + sorted(
+        (root / ".dylibs").glob("*openblas*")
+    )
+    for path in found:
+        try:
+            library = ctypes.CDLL(str(path))  # the copy NumPy loaded: the loader shares it
+        except OSError:
+            continue
+        for get_name, set_name in _BLAS_FUNCTIONS:
+            get, put = getattr(library, get_name, None), getattr(library, set_name, None)
+            if get is not None and put is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                put.restype, put.argtypes = None, [ctypes.c_int]
+                return get, put
+    return None
+
+
+_blas_threads = _openblas_threads()
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Runs NumPy's matrix products on one OpenBLAS thread (restored after; nested and
+    concurrent uses share one count). The flags' products are small, (tens of rows x 128) x
+    (128 x a few thousand): a second thread saves nothing on a quiet machine and, on a busy
+    2-core one, spins waiting for its sibling (the flag benchmark used twice the CPU)."""
+    if _blas_threads is None:
+        yield
+        return
+    get, put = _blas_threads
+    with _blas_lock:
+        if _blas_state["depth"] == 0:
+            _blas_state["before"] = get()
+            put(1)
+        _blas_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_state["depth"] -= 1
+            if _blas_state["depth"] == 0:
+                put(_blas_state["before"])
 
 
 # what ContextModel.features returns, in order (pointwise scores in nats)

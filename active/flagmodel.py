@@ -50,7 +50,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from active.flagcontext import CONTEXT_FEATURES, ContextModel, context_learn, net_fit
+from active.flagcontext import (
+    CONTEXT_FEATURES,
+    ContextModel,
+    context_learn,
+    net_fit,
+    one_blas_thread,
+)
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
@@ -1107,10 +1113,12 @@ def caption_check(
     assert model is not None
     assert model.detector is not None
     caps = [model.caption(t) for t in others]
-    values, notes = caption_features(model.caption(text), caps, model)
-    score = model.detector.score(values)
+    with one_blas_thread():  # small products: a second BLAS thread only spins
+        values, notes = caption_features(model.caption(text), caps, model)
+        score = model.detector.score(values)
+        by_source = model.detector.by_source(values)
     if score > model.detector.threshold:
-        kind = likely_kind(values, notes, by_source=model.detector.by_source(values))
+        kind = likely_kind(values, notes, by_source=by_source)
         probability = calibration.probability(score)
         findings.insert(
             0,
