@@ -129,19 +129,19 @@ class ContextModel:
         among the clip's other captions, from one batch of prediction rows: the hidden
         layer's inputs come from per-lemma tables (each lemma's embedding times the two
         input matrices), summed per caption, so each row is a few additions, and the
-        rows of all captions go through the output layer in one matrix product."""
+        rows of all captions go through the output layer in one matrix product; the
+        scores `_assemble` reads one caption at a time are read for the clip at once."""
         tables = self._tables
         n = len(bags)
         hidden = tables.own.shape[1]
-        # per caption: summed others-side and own-side inputs and its number of words
-        theirs_sum = (
-            np.stack(
-                [tables.by_others[list(b)].sum(axis=0) if b else np.zeros(hidden) for b in bags]
-            )
-            if n
-            else np.zeros((0, hidden))
-        )
+        flat = np.fromiter((w for b in bags for w in b), dtype=np.intp)
         sizes = np.array([len(b) for b in bags], dtype=np.float64)
+        full = np.flatnonzero(sizes)
+        starts = (np.cumsum(sizes) - sizes).astype(np.intp)
+        # per caption: summed others-side inputs and its number of words
+        theirs_sum = np.zeros((n, hidden))
+        if len(full):
+            theirs_sum[full] = np.add.reduceat(tables.by_others[flat], starts[full], axis=0)
         total, count = theirs_sum.sum(axis=0), sizes.sum()
 
         def mean_input(summed: DoubleArray, words: DoubleArray) -> DoubleArray:
@@ -157,26 +157,75 @@ class ContextModel:
         )
         pair_row = np.zeros((n, n), dtype=np.int64)
         pair_row[first, second] = pair_row[second, first] = n + np.arange(len(first))
-        rows = [without_one, without_two]
-        offset = n + len(first)
-        source_rows: list[list[tuple[int, int]]] = []
+        # per source word of each caption: its caption's other words, then with the others
+        mine_of, source_of, own_inputs = [], [], []
         for i, own in enumerate(bags):
-            mine: list[tuple[int, int]] = []
             for s in self._sources(own):
                 rest = [w for w in own if w != s]
-                own_input = tables.by_own[rest].mean(axis=0) if rest else np.zeros(hidden)
-                rows.append(np.stack([own_input, own_input + without_one[i]]))
-                mine.append((offset, offset + 1))
-                offset += 2
-            source_rows.append(mine)
+                mine_of.append(i)
+                source_of.append(s)
+                own_inputs.append(tables.by_own[rest].mean(axis=0) if rest else np.zeros(hidden))
+        alone_rows = n + len(first) + 2 * np.arange(len(source_of))
+        rows = [without_one, without_two]
+        if source_of:
+            own_input = np.stack(own_inputs)
+            pairs = np.stack([own_input, own_input + without_one[mine_of]], axis=1)
+            rows.append(pairs.reshape(-1, hidden))
         pmi = _log_softmax(tables, np.tanh(np.concatenate(rows) + tables.bias_hidden))
         pmi -= tables.prior
+        # `_assemble`'s mean_pmi(row, predicted words of caption b) for every row and b
+        predicted = [[w for w in b if w < self.n_out] for b in bags]
+        counts = np.array([len(p) for p in predicted])
+        said = np.flatnonzero(counts)
+        mean_fit = np.zeros((len(pmi), n))
+        lowest = np.zeros((len(pmi), n))
+        if len(said):
+            words = np.fromiter((w for p in predicted for w in p), dtype=np.intp)
+            at = (np.cumsum(counts) - counts)[said]
+            scores, weight = pmi[:, words], tables.weight[words]
+            mean_fit[:, said] = np.add.reduceat(scores * weight, at, axis=1) / np.maximum(
+                np.add.reduceat(weight, at), 1e-6
+            )
+            lowest[:, said] = np.minimum.reduceat(scores, at, axis=1)
+        # each other caption's fit, from the remaining others
+        others = ~np.eye(n, dtype=bool)
+        column = np.broadcast_to(np.arange(n), (n, n))[others].reshape(n, n - 1)
+        others_fit = mean_fit[pair_row[others].reshape(n, n - 1), column]
+        # per source word: its score alone, with the others, given the others only, and
+        # how it ranks among the source words with the others
+        both_rows = alone_rows + 1
+        source_of_ = np.asarray(source_of, dtype=np.intp)
+        alone = pmi[alone_rows, source_of_]
+        both = pmi[both_rows, source_of_]
+        given_others = pmi[np.asarray(mine_of, dtype=np.intp), source_of_]
+        ranked = pmi[both_rows][:, tables.source_columns]
+        best_source = ranked.max(axis=1) if source_of else np.zeros(0)
+        above = (ranked > both[:, None]).sum(axis=1)
         results = []
-        for i, own in enumerate(bags):
-            others = [b for j, b in enumerate(bags) if j != i]
-            theirs = [int(pair_row[i, j]) for j in range(n) if j != i]
+        k = 0
+        for i in range(n):
+            fit = float(mean_fit[i, i])
+            if n > 1:
+                relative = fit - float(np.mean(others_fit[i]))
+                spread = float(np.std(others_fit[i]))
+            else:
+                relative, spread = 0.0, 1.0
+            worst: tuple[float, ...] = (5.0, 5.0, 5.0, 0.0, 0.0)
+            worst_word = None
+            while k < len(mine_of) and mine_of[k] == i:
+                if worst_word is None or both[k] < worst[0]:
+                    worst_word = source_of[k]
+                    worst = (
+                        float(both[k]),
+                        float(alone[k]),
+                        float(given_others[k]),
+                        float(both[k] - best_source[k]),
+                        math.log1p(int(above[k])),
+                    )
+                k += 1
+            values = [fit, float(lowest[i, i]), relative, relative / max(spread, 0.3), *worst]
             results.append(
-                self._assemble(pmi, own, others, mine=i, theirs=theirs, source_rows=source_rows[i])
+                ([clamp(v) for v in values] + [float(worst_word is not None)], worst_word)
             )
         return results
 
@@ -304,6 +353,7 @@ class _Tables:
     is_source: NDArray[np.bool_]
     by_own: DoubleArray  # (input vocab, HIDDEN): each lemma's embedding times `own`
     by_others: DoubleArray  # … times `others`
+    source_columns: NDArray[np.intp]  # the predicted lemmas that name sources
 
     @classmethod
     def of(cls, model: ContextModel) -> _Tables:
@@ -324,6 +374,7 @@ class _Tables:
             is_source=np.asarray(is_source, dtype=bool),
             by_own=embed @ own,
             by_others=embed @ others,
+            source_columns=np.flatnonzero(is_source),
         )
 
 
