@@ -138,10 +138,11 @@ class ContextModel:
         sizes = np.array([len(b) for b in bags], dtype=np.float64)
         full = np.flatnonzero(sizes)
         starts = (np.cumsum(sizes) - sizes).astype(np.intp)
-        # per caption: summed others-side inputs and its number of words
-        theirs_sum = np.zeros((n, hidden))
+        # per caption: summed others-side and own-side inputs and its number of words
+        theirs_sum, own_sum = np.zeros((n, hidden)), np.zeros((n, hidden))
         if len(full):
             theirs_sum[full] = np.add.reduceat(tables.by_others[flat], starts[full], axis=0)
+            own_sum[full] = np.add.reduceat(tables.by_own[flat], starts[full], axis=0)
         total, count = theirs_sum.sum(axis=0), sizes.sum()
 
         def mean_input(summed: DoubleArray, words: DoubleArray) -> DoubleArray:
@@ -158,17 +159,15 @@ class ContextModel:
         pair_row = np.zeros((n, n), dtype=np.int64)
         pair_row[first, second] = pair_row[second, first] = n + np.arange(len(first))
         # per source word of each caption: its caption's other words, then with the others
-        mine_of, source_of, own_inputs = [], [], []
+        mine_of, source_of = [], []
         for i, own in enumerate(bags):
             for s in self._sources(own):
-                rest = [w for w in own if w != s]
                 mine_of.append(i)
                 source_of.append(s)
-                own_inputs.append(tables.by_own[rest].mean(axis=0) if rest else np.zeros(hidden))
         alone_rows = n + len(first) + 2 * np.arange(len(source_of))
         rows = [without_one, without_two]
         if source_of:
-            own_input = np.stack(own_inputs)
+            own_input = mean_input(own_sum[mine_of] - tables.by_own[source_of], sizes[mine_of] - 1)
             pairs = np.stack([own_input, own_input + without_one[mine_of]], axis=1)
             rows.append(pairs.reshape(-1, hidden))
         pmi = _log_softmax(tables, np.tanh(np.concatenate(rows) + tables.bias_hidden))
@@ -201,15 +200,13 @@ class ContextModel:
         ranked = pmi[both_rows][:, tables.source_columns]
         best_source = ranked.max(axis=1) if source_of else np.zeros(0)
         above = (ranked > both[:, None]).sum(axis=1)
+        fits = np.diagonal(mean_fit)
+        relatives = fits - others_fit.mean(axis=1) if n > 1 else np.zeros(n)
+        spreads = others_fit.std(axis=1) if n > 1 else np.ones(n)
         results = []
         k = 0
         for i in range(n):
-            fit = float(mean_fit[i, i])
-            if n > 1:
-                relative = fit - float(np.mean(others_fit[i]))
-                spread = float(np.std(others_fit[i]))
-            else:
-                relative, spread = 0.0, 1.0
+            fit, relative, spread = float(fits[i]), float(relatives[i]), float(spreads[i])
             worst: tuple[float, ...] = (5.0, 5.0, 5.0, 0.0, 0.0)
             worst_word = None
             while k < len(mine_of) and mine_of[k] == i:
@@ -380,10 +377,11 @@ class _Tables:
 
 def _log_softmax(tables: _Tables, hidden: DoubleArray) -> DoubleArray:
     with one_blas_thread():
-        logits = hidden @ tables.out + tables.bias_out
+        logits: DoubleArray = hidden @ tables.out
+    logits += tables.bias_out  # in place: a clip's rows x n_out, three passes fewer
     logits -= logits.max(axis=1, keepdims=True)
-    result: DoubleArray = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
-    return result
+    logits -= np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return logits
 
 
 # NumPy's OpenBLAS: its thread count through its own C functions (threadpoolctl's way, without

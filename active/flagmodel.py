@@ -1115,10 +1115,9 @@ def caption_check(
     caps = [model.caption(t) for t in others]
     with one_blas_thread():  # small products: a second BLAS thread only spins
         values, notes = caption_features(model.caption(text), caps, model)
-        score = model.detector.score(values)
-        by_source = model.detector.by_source(values)
+    score = model.detector.score(values)
     if score > model.detector.threshold:
-        kind = likely_kind(values, notes, by_source=by_source)
+        kind = likely_kind(values, notes, by_source=model.detector.by_source(values))
         probability = calibration.probability(score)
         findings.insert(
             0,
