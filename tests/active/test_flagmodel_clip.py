@@ -4,12 +4,13 @@ probability the one-caption-at-a-time reference computation gives, on fixture cl
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from active import flagmodel
+from active import flagmodel, scoring
 from active.flagmodel import Calibration, FlagModel, caption_features
 from tests.conftest import FLAG_FIXTURES
 
@@ -88,3 +89,56 @@ def test_a_clips_word_similarities_are_computed_once_for_all_its_captions(
     clip = HELD_OUT[2]
     _both(model, clip)
     assert calls == [len(clip)]
+
+
+@pytest.fixture
+def two_blas_threads() -> Iterator[tuple[Callable[[], int], Callable[[int], None]]]:
+    from active import flagcontext
+
+    if flagcontext._blas_threads is None:
+        pytest.skip("NumPy's BLAS is not the OpenBLAS of its wheel")
+    get, put = flagcontext._blas_threads
+    before = get()
+    put(2)
+    yield get, put
+    put(before)
+
+
+def test_numpys_blas_runs_on_one_thread_inside_and_as_before_after(
+    two_blas_threads: tuple[Callable[[], int], Callable[[int], None]],
+) -> None:
+    from active.flagcontext import one_blas_thread
+
+    get, _ = two_blas_threads
+    with one_blas_thread():
+        assert get() == 1
+        with one_blas_thread():
+            assert get() == 1
+        assert get() == 1
+    assert get() == 2
+
+
+def test_the_flag_check_scores_a_caption_on_one_blas_thread(
+    model: FlagModel,
+    two_blas_threads: tuple[Callable[[], int], Callable[[int], None]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    get, _ = two_blas_threads
+    seen = []
+    features = flagmodel.caption_features
+
+    def counted(*args: Any, **kwargs: Any) -> tuple[list[float], dict[str, Any]]:
+        seen.append(get())
+        return features(*args, **kwargs)
+
+    monkeypatch.setattr(flagmodel, "caption_features", counted)
+    clip = HELD_OUT[3]
+    flagmodel.caption_check(
+        text=clip[0],
+        others=clip[1:],
+        cider=scoring.CiderD([clip]),
+        thresholds=scoring.FlagThresholds(),
+        model=model,
+    )
+    assert seen == [1]
+    assert get() == 2
