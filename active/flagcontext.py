@@ -159,15 +159,19 @@ class ContextModel:
         pair_row = np.zeros((n, n), dtype=np.int64)
         pair_row[first, second] = pair_row[second, first] = n + np.arange(len(first))
         # per source word of each caption: its caption's other words, then with the others
-        mine_of, source_of = [], []
+        mine_of, source_of, times = [], [], []
         for i, own in enumerate(bags):
             for s in self._sources(own):
                 mine_of.append(i)
                 source_of.append(s)
+                times.append(own.count(s))  # once: a caption's lemmas are distinct
         alone_rows = n + len(first) + 2 * np.arange(len(source_of))
         rows = [without_one, without_two]
         if source_of:
-            own_input = mean_input(own_sum[mine_of] - tables.by_own[source_of], sizes[mine_of] - 1)
+            many = np.asarray(times, dtype=np.float64)
+            own_input = mean_input(
+                own_sum[mine_of] - many[:, None] * tables.by_own[source_of], sizes[mine_of] - many
+            )
             pairs = np.stack([own_input, own_input + without_one[mine_of]], axis=1)
             rows.append(pairs.reshape(-1, hidden))
         pmi = _log_softmax(tables, np.tanh(np.concatenate(rows) + tables.bias_hidden))

@@ -142,3 +142,17 @@ def test_the_flag_check_scores_a_caption_on_one_blas_thread(
     )
     assert seen == [1]
     assert get() == 2
+
+
+def test_the_context_batch_matches_the_reference_with_a_word_twice_in_a_caption(
+    model: FlagModel,
+) -> None:
+    assert model.context is not None
+    clip = [model.caption(t).ids for t in HELD_OUT[5]]
+    dog = model.index["dog"]
+    clip[0] = [*clip[0], dog, dog]
+    fast = model.context.clip_features(clip)
+    for i, own in enumerate(clip):
+        values, worst = model.context.features(own, clip[:i] + clip[i + 1 :])
+        assert fast[i][1] == worst
+        assert fast[i][0] == pytest.approx(values, rel=0, abs=1e-9)
