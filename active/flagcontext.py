@@ -19,12 +19,15 @@ context makes this word than it is anywhere"), so rare and common words compare.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import random
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -126,19 +129,20 @@ class ContextModel:
         among the clip's other captions, from one batch of prediction rows: the hidden
         layer's inputs come from per-lemma tables (each lemma's embedding times the two
         input matrices), summed per caption, so each row is a few additions, and the
-        rows of all captions go through the output layer in one matrix product."""
+        rows of all captions go through the output layer in one matrix product; the
+        scores `_assemble` reads one caption at a time are read for the clip at once."""
         tables = self._tables
         n = len(bags)
         hidden = tables.own.shape[1]
-        # per caption: summed others-side and own-side inputs and its number of words
-        theirs_sum = (
-            np.stack(
-                [tables.by_others[list(b)].sum(axis=0) if b else np.zeros(hidden) for b in bags]
-            )
-            if n
-            else np.zeros((0, hidden))
-        )
+        flat = np.fromiter((w for b in bags for w in b), dtype=np.intp)
         sizes = np.array([len(b) for b in bags], dtype=np.float64)
+        full = np.flatnonzero(sizes)
+        starts = (np.cumsum(sizes) - sizes).astype(np.intp)
+        # per caption: summed others-side and own-side inputs and its number of words
+        theirs_sum, own_sum = np.zeros((n, hidden)), np.zeros((n, hidden))
+        if len(full):
+            theirs_sum[full] = np.add.reduceat(tables.by_others[flat], starts[full], axis=0)
+            own_sum[full] = np.add.reduceat(tables.by_own[flat], starts[full], axis=0)
         total, count = theirs_sum.sum(axis=0), sizes.sum()
 
         def mean_input(summed: DoubleArray, words: DoubleArray) -> DoubleArray:
@@ -154,26 +158,75 @@ class ContextModel:
         )
         pair_row = np.zeros((n, n), dtype=np.int64)
         pair_row[first, second] = pair_row[second, first] = n + np.arange(len(first))
-        rows = [without_one, without_two]
-        offset = n + len(first)
-        source_rows: list[list[tuple[int, int]]] = []
+        # per source word of each caption: its caption's other words, then with the others
+        mine_of, source_of, times = [], [], []
         for i, own in enumerate(bags):
-            mine: list[tuple[int, int]] = []
             for s in self._sources(own):
-                rest = [w for w in own if w != s]
-                own_input = tables.by_own[rest].mean(axis=0) if rest else np.zeros(hidden)
-                rows.append(np.stack([own_input, own_input + without_one[i]]))
-                mine.append((offset, offset + 1))
-                offset += 2
-            source_rows.append(mine)
+                mine_of.append(i)
+                source_of.append(s)
+                times.append(own.count(s))  # once: a caption's lemmas are distinct
+        alone_rows = n + len(first) + 2 * np.arange(len(source_of))
+        rows = [without_one, without_two]
+        if source_of:
+            many = np.asarray(times, dtype=np.float64)
+            own_input = mean_input(
+                own_sum[mine_of] - many[:, None] * tables.by_own[source_of], sizes[mine_of] - many
+            )
+            pairs = np.stack([own_input, own_input + without_one[mine_of]], axis=1)
+            rows.append(pairs.reshape(-1, hidden))
         pmi = _log_softmax(tables, np.tanh(np.concatenate(rows) + tables.bias_hidden))
         pmi -= tables.prior
+        # `_assemble`'s mean_pmi(row, predicted words of caption b) for every row and b
+        predicted = [[w for w in b if w < self.n_out] for b in bags]
+        counts = np.array([len(p) for p in predicted])
+        said = np.flatnonzero(counts)
+        mean_fit = np.zeros((len(pmi), n))
+        lowest = np.zeros((len(pmi), n))
+        if len(said):
+            words = np.fromiter((w for p in predicted for w in p), dtype=np.intp)
+            at = (np.cumsum(counts) - counts)[said]
+            scores, weight = pmi[:, words], tables.weight[words]
+            mean_fit[:, said] = np.add.reduceat(scores * weight, at, axis=1) / np.maximum(
+                np.add.reduceat(weight, at), 1e-6
+            )
+            lowest[:, said] = np.minimum.reduceat(scores, at, axis=1)
+        # each other caption's fit, from the remaining others
+        others = ~np.eye(n, dtype=bool)
+        column = np.broadcast_to(np.arange(n), (n, n))[others].reshape(n, n - 1)
+        others_fit = mean_fit[pair_row[others].reshape(n, n - 1), column]
+        # per source word: its score alone, with the others, given the others only, and
+        # how it ranks among the source words with the others
+        both_rows = alone_rows + 1
+        source_of_ = np.asarray(source_of, dtype=np.intp)
+        alone = pmi[alone_rows, source_of_]
+        both = pmi[both_rows, source_of_]
+        given_others = pmi[np.asarray(mine_of, dtype=np.intp), source_of_]
+        ranked = pmi[both_rows][:, tables.source_columns]
+        best_source = ranked.max(axis=1) if source_of else np.zeros(0)
+        above = (ranked > both[:, None]).sum(axis=1)
+        fits = np.diagonal(mean_fit)
+        relatives = fits - others_fit.mean(axis=1) if n > 1 else np.zeros(n)
+        spreads = others_fit.std(axis=1) if n > 1 else np.ones(n)
         results = []
-        for i, own in enumerate(bags):
-            others = [b for j, b in enumerate(bags) if j != i]
-            theirs = [int(pair_row[i, j]) for j in range(n) if j != i]
+        k = 0
+        for i in range(n):
+            fit, relative, spread = float(fits[i]), float(relatives[i]), float(spreads[i])
+            worst: tuple[float, ...] = (5.0, 5.0, 5.0, 0.0, 0.0)
+            worst_word = None
+            while k < len(mine_of) and mine_of[k] == i:
+                if worst_word is None or both[k] < worst[0]:
+                    worst_word = source_of[k]
+                    worst = (
+                        float(both[k]),
+                        float(alone[k]),
+                        float(given_others[k]),
+                        float(both[k] - best_source[k]),
+                        math.log1p(int(above[k])),
+                    )
+                k += 1
+            values = [fit, float(lowest[i, i]), relative, relative / max(spread, 0.3), *worst]
             results.append(
-                self._assemble(pmi, own, others, mine=i, theirs=theirs, source_rows=source_rows[i])
+                ([clamp(v) for v in values] + [float(worst_word is not None)], worst_word)
             )
         return results
 
@@ -301,6 +354,7 @@ class _Tables:
     is_source: NDArray[np.bool_]
     by_own: DoubleArray  # (input vocab, HIDDEN): each lemma's embedding times `own`
     by_others: DoubleArray  # … times `others`
+    source_columns: NDArray[np.intp]  # the predicted lemmas that name sources
 
     @classmethod
     def of(cls, model: ContextModel) -> _Tables:
@@ -321,14 +375,77 @@ class _Tables:
             is_source=np.asarray(is_source, dtype=bool),
             by_own=embed @ own,
             by_others=embed @ others,
+            source_columns=np.flatnonzero(is_source),
         )
 
 
 def _log_softmax(tables: _Tables, hidden: DoubleArray) -> DoubleArray:
-    logits = hidden @ tables.out + tables.bias_out
+    with one_blas_thread():
+        logits: DoubleArray = hidden @ tables.out
+    logits += tables.bias_out  # in place: a clip's rows x n_out, three passes fewer
     logits -= logits.max(axis=1, keepdims=True)
-    result: DoubleArray = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
-    return result
+    logits -= np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return logits
+
+
+# NumPy's OpenBLAS: its thread count through its own C functions (threadpoolctl's way, without
+# the dependency; OPENBLAS_NUM_THREADS only counts before NumPy is imported)
+_BLAS_FUNCTIONS = (  # (get, set) names: NumPy's wheels bundle scipy-openblas, 64-bit ints
+    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+    ("openblas_get_num_threads", "openblas_set_num_threads"),
+)
+_blas_lock = threading.Lock()
+_blas_state: dict[str, Any] = {"depth": 0, "before": 1}
+
+
+def _openblas_threads() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get, set) of the thread count of the OpenBLAS that NumPy's wheel bundles; None where
+    NumPy was built against another BLAS (nothing is changed then)."""
+    root = Path(np.__file__).resolve().parent
+    found = sorted((root.parent / "numpy.libs").glob("*openblas*")) + sorted(
+        (root / ".dylibs").glob("*openblas*")
+    )
+    for path in found:
+        try:
+            library = ctypes.CDLL(str(path))  # the copy NumPy loaded: the loader shares it
+        except OSError:
+            continue
+        for get_name, set_name in _BLAS_FUNCTIONS:
+            get, put = getattr(library, get_name, None), getattr(library, set_name, None)
+            if get is not None and put is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                put.restype, put.argtypes = None, [ctypes.c_int]
+                return get, put
+    return None
+
+
+_blas_threads = _openblas_threads()
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Runs NumPy's matrix products on one OpenBLAS thread (restored after; nested and
+    concurrent uses share one count). The flags' products are small, (tens of rows x 128) x
+    (128 x a few thousand): a second thread saves nothing on a quiet machine and, on a busy
+    2-core one, spins waiting for its sibling (the flag benchmark used twice the CPU)."""
+    if _blas_threads is None:
+        yield
+        return
+    get, put = _blas_threads
+    with _blas_lock:
+        if _blas_state["depth"] == 0:
+            _blas_state["before"] = get()
+            put(1)
+        _blas_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_state["depth"] -= 1
+            if _blas_state["depth"] == 0:
+                put(_blas_state["before"])
 
 
 # what ContextModel.features returns, in order (pointwise scores in nats)

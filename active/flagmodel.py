@@ -50,7 +50,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from active.flagcontext import CONTEXT_FEATURES, ContextModel, context_learn, net_fit
+from active.flagcontext import (
+    CONTEXT_FEATURES,
+    ContextModel,
+    context_learn,
+    net_fit,
+    one_blas_thread,
+)
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
@@ -164,6 +170,7 @@ _NOT_SOURCES = frozenset(
 )
 
 FloatArray = NDArray[np.float32]
+DoubleArray = NDArray[np.float64]
 
 
 @dataclass
@@ -189,6 +196,8 @@ class FlagModel:
         }
         self.unseen_idf = float(math.log(max(2.0, float(self.captions))))
         self._cache: dict[str, Caption] = {}
+        self._same: dict[tuple[str, str], bool] = {}
+        self._clips: dict[tuple[str, ...], _ClipWords] = {}
 
     # text --------------------------------------------------------------------------------
 
@@ -214,10 +223,15 @@ class FlagModel:
         animals)."""
         if a == b:
             return True
-        up_a, up_b = self._up.get(a), self._up.get(b)
-        if not up_a or not up_b:
-            return False
-        return bool(up_a & set(self.sources[b])) or bool(up_b & set(self.sources[a]))
+        found = self._same.get((a, b))
+        if found is None:
+            up_a, up_b = self._up.get(a), self._up.get(b)
+            found = False
+            if up_a and up_b:
+                found = bool(up_a & set(self.sources[b])) or bool(up_b & set(self.sources[a]))
+            if len(self._same) < 500_000:  # pairs of source lemmas: bounded by the ontology
+                self._same[(a, b)] = found
+        return found
 
     def weight(self, lemma: str) -> float:
         i = self.index.get(lemma)
@@ -304,11 +318,15 @@ class Caption:
         return cls(text, lemmas, weights, vectors, sources, ids)
 
 
-def _match(a: Caption, b: Caption) -> FloatArray:
-    """(len(a), len(b)) word similarities: cosine of vectors, 1 for the same lemma."""
-    sims = a.vectors @ b.vectors.T
+def _match(a: Caption, b: Caption) -> DoubleArray:
+    """(len(a), len(b)) word similarities: cosine of vectors, 1 for the same lemma.
+
+    In float64 (the vectors are stored as float32): `_ClipWords` computes the same for a
+    whole clip in one product, and float32 products change in the last bits with the
+    shape of the product, float64 ones far below the 1e-9 the two paths are held to."""
+    sims = a.vectors.astype(np.float64) @ b.vectors.T.astype(np.float64)
     same = np.array([[x == y for y in b.lemmas] for x in a.lemmas], dtype=bool).reshape(sims.shape)
-    return np.where(same, 1.0, np.clip(sims, 0.0, 1.0)).astype(np.float32)
+    return np.where(same, 1.0, np.clip(sims, 0.0, 1.0))
 
 
 def coverage(a: Caption, b: Caption) -> float:
@@ -317,7 +335,8 @@ def coverage(a: Caption, b: Caption) -> float:
     if not a.lemmas or not b.lemmas:
         return 0.0
     best = _match(a, b).max(axis=1)
-    return float((best * a.weights).sum() / a.weights.sum())
+    weights = a.weights.astype(np.float64)
+    return float((best * weights).sum() / weights.sum())
 
 
 def similarity(a: Caption, b: Caption) -> float:
@@ -340,6 +359,136 @@ def source_support(
             return 1.0
         best = max(best, float(_match(caption, other)[k].max()))
     return best
+
+
+class _PairRelations:
+    """What `caption_features` asks about a caption and the clip's other captions, one
+    pair of captions at a time (`similarity`, `source_support`, `_match`): the reference
+    that `_ClipRelations` reproduces (caption_features(..., reference=True))."""
+
+    def __init__(self, caption: Caption, others: Sequence[Caption], model: FlagModel) -> None:
+        self.caption, self.others, self.model = caption, others, model
+
+    def similarities(self) -> list[float]:
+        """similarity to each other caption, in order"""
+        return [similarity(self.caption, o) for o in self.others]
+
+    def mutual(self) -> list[float]:
+        """similarity of each ordered pair of two other captions"""
+        others = self.others
+        return [
+            similarity(a, b) for i, a in enumerate(others) for j, b in enumerate(others) if i != j
+        ]
+
+    def support(self, word: str) -> float:
+        return source_support(word, self.caption, self.others, self.model)
+
+    def best_match(self, word: str) -> float:
+        """the best similarity of the word (as a caption of its own) to one of the
+        caption's lemmas; the caption has lemmas"""
+        return float(_match(self.model.caption(word), self.caption).max())
+
+
+@dataclass
+class _ClipWords:
+    """The word similarities of every caption of a clip with every other, from one product
+    of the clip's stacked word vectors: `best[r, b]` is lemma row r's best match in caption
+    b (`_match`'s row maximum; 0 where b has no lemmas) and `similarity[a, b]` is
+    `similarity(captions[a], captions[b])`. The captions are in the order of their texts."""
+
+    captions: list[Caption]
+    starts: list[int]  # each caption's first lemma row
+    best: DoubleArray  # (lemma rows, captions)
+    similarity: DoubleArray  # (captions, captions)
+    row_of: dict[str, int]  # a row of each lemma the clip uses
+
+    @classmethod
+    def of(cls, captions: list[Caption]) -> _ClipWords:
+        n = len(captions)
+        sizes = [len(c.lemmas) for c in captions]
+        starts = np.cumsum([0, *sizes[:-1]]).astype(np.intp)
+        words = [w for c in captions for w in c.lemmas]
+        row_of: dict[str, int] = {}
+        for r, w in enumerate(words):
+            row_of.setdefault(w, r)
+        best = np.zeros((len(words), n))
+        similarity = np.zeros((n, n))
+        full = [b for b in range(n) if sizes[b]]
+        if full:
+            vectors = np.concatenate([captions[b].vectors for b in full]).astype(np.float64)
+            weights = np.concatenate([captions[b].weights for b in full]).astype(np.float64)
+            lemma_ids = np.array([row_of[w] for w in words], dtype=np.intp)
+            match = np.clip(vectors @ vectors.T, 0.0, 1.0)
+            match[lemma_ids[:, None] == lemma_ids[None, :]] = 1.0
+            at = starts[full]
+            best[:, full] = np.maximum.reduceat(match, at, axis=1)
+            covered = np.add.reduceat(best * weights[:, None], at, axis=0)
+            coverage = np.zeros((n, n))
+            coverage[full] = covered / np.add.reduceat(weights, at)[:, None]
+            similarity = 0.5 * (coverage + coverage.T)
+        return cls(captions, starts.tolist(), best, similarity, row_of)
+
+
+class _ClipRelations:
+    """`_PairRelations`' answers read from the clip's `_ClipWords`: the caption is the clip's
+    caption `mine`, its others (in the order given) the captions `theirs`."""
+
+    def __init__(
+        self,
+        caption: Caption,
+        others: Sequence[Caption],
+        model: FlagModel,
+        clip: _ClipWords,
+        mine: int,
+        theirs: list[int],
+    ) -> None:
+        self.caption, self.others, self.model = caption, others, model
+        self.clip, self.mine, self.theirs = clip, mine, theirs
+
+    def similarities(self) -> list[float]:
+        return self.clip.similarity[self.mine, self.theirs].tolist()
+
+    def mutual(self) -> list[float]:
+        theirs = self.theirs
+        pairs = self.clip.similarity[np.ix_(theirs, theirs)]
+        return pairs[~np.eye(len(theirs), dtype=bool)].tolist()
+
+    def support(self, word: str) -> float:
+        clip, model = self.clip, self.model
+        full = [j for j in self.theirs if clip.captions[j].lemmas]
+        for j in full:
+            if any(model.same_source(word, v) for v in clip.captions[j].sources):
+                return 1.0
+        if not full:
+            return 0.0
+        row = clip.starts[self.mine] + self.caption.lemmas.index(word)
+        return max(0.0, float(clip.best[row, full].max()))
+
+    def best_match(self, word: str) -> float:
+        row = self.clip.row_of.get(word)
+        if row is None or self.model.caption(word).lemmas != [word]:
+            return _PairRelations(self.caption, self.others, self.model).best_match(word)
+        return float(self.clip.best[row, self.mine])
+
+
+def _relations(caption: Caption, others: Sequence[Caption], model: FlagModel) -> _ClipRelations:
+    """The caption's `_ClipRelations`, from its clip's `_ClipWords`, computed for the first
+    caption of the clip asked about and kept for the rest (the flag job and the benchmark
+    check a clip's captions one after another)."""
+    clip = sorted([caption, *others], key=lambda c: c.text)
+    key = tuple(c.text for c in clip)
+    found = model._clips.get(key)
+    if found is None:
+        found = _ClipWords.of(clip)
+        if len(model._clips) >= 64:
+            model._clips.clear()
+        model._clips[key] = found
+    free: dict[str, list[int]] = {}
+    for place, text in enumerate(key):
+        free.setdefault(text, []).append(place)
+    mine = free[caption.text].pop(0)
+    theirs = [free[o.text].pop(0) for o in others]
+    return _ClipRelations(caption, others, model, found, mine, theirs)
 
 
 # the meaning check -------------------------------------------------------------------------
@@ -366,21 +515,27 @@ _NO_CONTEXT = [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0]
 
 
 def caption_features(
-    caption: Caption, others: Sequence[Caption], model: FlagModel
+    caption: Caption, others: Sequence[Caption], model: FlagModel, *, reference: bool = False
 ) -> tuple[list[float], dict[str, Any]]:
     """The features the detector weighs (in FEATURES order), each relative to the clip's
     other captions, and what a reviewer is told about them: the unsupported source word
-    and the missing one."""
-    sims = [similarity(caption, o) for o in others]
-    mutual = [
-        similarity(a, b) for i, a in enumerate(others) for j, b in enumerate(others) if i != j
-    ]
+    and the missing one.
+
+    The word similarities come from the whole clip's, computed once (`_ClipWords`), and the
+    context model's from its clip batch (`ContextModel.features_in_clip`); `reference`
+    computes both one caption at a time instead (`_PairRelations`,
+    `ContextModel.features`), which the fast path is tested against."""
+    relations: _PairRelations | _ClipRelations = (
+        _PairRelations(caption, others, model) if reference else _relations(caption, others, model)
+    )
+    sims = relations.similarities()
+    mutual = relations.mutual()
     agreement = float(np.mean(mutual)) if mutual else 0.5
     mean_sim = float(np.mean(sims)) if sims else 0.0
     best_two = float(np.mean(sorted(sims, reverse=True)[:2])) if sims else 0.0
     unsupported, unsupported_word, unsupported_count = 0.0, "", 0
     for word in caption.sources:
-        value = 1.0 - source_support(word, caption, others, model)
+        value = 1.0 - relations.support(word)
         unsupported_count += value > 0.5
         if value > unsupported:
             unsupported, unsupported_word = value, word
@@ -404,7 +559,7 @@ def caption_features(
             continue
         if any(model.same_source(word, v) for v in caption.sources):
             continue
-        gap = 1.0 - float(_match(model.caption(word), caption).max())
+        gap = 1.0 - relations.best_match(word)
         if gap > missing:
             missing, missing_word = gap, word
     weights = caption.weights
@@ -434,7 +589,9 @@ def caption_features(
         notes["missing_source"] = missing_word
     if model.context is None:
         return values + _NO_CONTEXT, notes
-    context, misfit = model.context.features_in_clip(caption.ids, [o.ids for o in others])
+    context, misfit = (model.context.features if reference else model.context.features_in_clip)(
+        caption.ids, [o.ids for o in others]
+    )
     if misfit is not None:
         word = model.words[misfit]
         notes["misfit_source"] = word
@@ -956,7 +1113,8 @@ def caption_check(
     assert model is not None
     assert model.detector is not None
     caps = [model.caption(t) for t in others]
-    values, notes = caption_features(model.caption(text), caps, model)
+    with one_blas_thread():  # small products: a second BLAS thread only spins
+        values, notes = caption_features(model.caption(text), caps, model)
     score = model.detector.score(values)
     if score > model.detector.threshold:
         kind = likely_kind(values, notes, by_source=model.detector.by_source(values))
