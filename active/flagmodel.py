@@ -51,10 +51,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from active.flagcontext import CONTEXT_FEATURES, ContextModel, context_learn, net_fit
+from active.flagorder import NO_ORDER, ORDER_FEATURES, OrderModel, order_learn
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
-VERSION = 4
+VERSION = 5
 DIM = 96  # vector size: enough for a caption vocabulary of a few thousand lemmas
 MIN_COUNT = 3  # lemmas seen fewer times get no vector (they still match themselves exactly)
 MAX_VOCAB = 12_000
@@ -178,6 +179,7 @@ class FlagModel:
     captions: int  # captions the model learned from
     detector: Detector | None = None  # fitted by flag_model_learn; None: not fitted yet
     context: ContextModel | None = None  # which words fit a caption's context
+    order: OrderModel | None = None  # which source fits its slot, the caption read in order
     version: int = VERSION
     index: dict[str, int] = field(init=False, repr=False)
 
@@ -205,6 +207,16 @@ class FlagModel:
             base = self.lemma(word)
             if base and base not in self.stop:
                 out.append(base)
+        return out
+
+    def sequence(self, text: str) -> list[str]:
+        """Every word's lemma, in order, function words included ("A dog is barking." ->
+        a, dog, be, bark): what the order model reads."""
+        out = []
+        for word in tokens(text):
+            word = word.strip("'-")
+            if word and re.search(r"[a-z]", word):
+                out.append(self.lemma(word))
         return out
 
     def same_source(self, a: str, b: str) -> bool:
@@ -253,6 +265,7 @@ class FlagModel:
             vectors=self.vectors.astype(np.float16),
             idf=self.idf.astype(np.float32),
             **(self.context.arrays() if self.context else {}),  # type: ignore[arg-type]
+            **(self.order.arrays() if self.order else {}),  # type: ignore[arg-type]
         )
         tmp.replace(path)  # readers never see half a file
 
@@ -276,6 +289,7 @@ class FlagModel:
                 captions=int(header["captions"]),
                 detector=Detector.from_dict(header["detector"]) if header.get("detector") else None,
                 context=ContextModel.from_arrays(data) if "ctx_prior" in data else None,
+                order=OrderModel.from_arrays(data) if "ord_header" in data else None,
             )
 
 
@@ -289,6 +303,7 @@ class Caption:
     vectors: FloatArray  # zero rows for lemmas without a vector
     sources: list[str]  # content lemmas that name a sound source
     ids: list[int]  # the lemmas' places in the model's vocabulary (those it has)
+    sequence: list[str]  # every word's lemma in order (FlagModel.sequence)
 
     @classmethod
     def of(cls, model: FlagModel, text: str) -> Caption:
@@ -301,7 +316,7 @@ class Caption:
         weights = np.array([model.weight(w) for w in lemmas], dtype=np.float32)
         sources = [w for w in lemmas if w in model.sources]
         ids = [model.index[w] for w in lemmas if w in model.index]
-        return cls(text, lemmas, weights, vectors, sources, ids)
+        return cls(text, lemmas, weights, vectors, sources, ids, model.sequence(text))
 
 
 def _match(a: Caption, b: Caption) -> FloatArray:
@@ -360,6 +375,7 @@ FEATURES = (
     "fit",  # how well its least backed source fits its own other words ("a dog barks")
     "misfit_source",  # unsupported_source x (1 - fit): a source the others and its verb reject
     *CONTEXT_FEATURES,  # which words the context model expects (active/flagcontext.py)
+    *ORDER_FEATURES,  # which source fits its slot, read in order (active/flagorder.py)
 )
 # CONTEXT_FEATURES' values for a model without a context model: no evidence either way
 _NO_CONTEXT = [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0]
@@ -432,8 +448,13 @@ def caption_features(
         notes["unsupported_source"] = unsupported_word
     if missing_word:
         notes["missing_source"] = missing_word
+    order = (
+        model.order.features_in_clip(caption.sequence, [o.sequence for o in others])
+        if model.order is not None
+        else list(NO_ORDER)
+    )
     if model.context is None:
-        return values + _NO_CONTEXT, notes
+        return values + _NO_CONTEXT + order, notes
     context, misfit = model.context.features_in_clip(caption.ids, [o.ids for o in others])
     if misfit is not None:
         word = model.words[misfit]
@@ -442,13 +463,14 @@ def caption_features(
         context_words = [w for w in caption.lemmas if w != word and w not in model.sources]
         if context_words:
             notes["misfit_with"] = max(context_words, key=model.weight)
-    return values + context, notes
+    return values + context + order, notes
 
 
 @dataclass
 class Net:
     """A one-hidden-layer network over FEATURES (standardised) for the log-odds that a
-    caption is bad, and the logit above which it flags it."""
+    caption is bad, and the logit above which it flags it. It reads the first len(mean)
+    features: the general network leaves out the order block at the end."""
 
     mean: list[float]
     scale: list[float]
@@ -466,6 +488,7 @@ class Net:
 
     def logits(self, rows: NDArray[np.float64]) -> NDArray[np.float64]:
         mean, scale, hidden, hidden_bias, weights = self._arrays
+        rows = rows[:, : len(mean)]
         out: NDArray[np.float64] = np.tanh(((rows - mean) / scale) @ hidden + hidden_bias) @ weights
         return out + self.bias
 
@@ -740,9 +763,10 @@ def corrupt_clips(
 
 def _fit_net(rows: NDArray[np.float64], labels: NDArray[np.float64], fit_on: NDArray[np.bool_],
              held: NDArray[np.bool_], false_alarms: float, seed: int) -> Net:  # fmt: skip
-    """A network fitted on the rows `fit_on`, its threshold letting through `false_alarms`
-    of the untouched captions of the `held` rows (clips it was not fitted on: a threshold
-    set on its own rows lets through more on new captions, the more so the fewer clips)."""
+    """A network fitted on the rows `fit_on` (all their columns), its threshold letting
+    through `false_alarms` of the untouched captions of the `held` rows (clips it was not
+    fitted on: a threshold set on its own rows lets through more on new captions, the more
+    so the fewer clips)."""
     model = Net(*net_fit(rows[fit_on & ~held], labels[fit_on & ~held], seed=seed), threshold=0.0)
     clean = model.logits(rows[held & (labels == 0)])
     model.threshold = float(np.quantile(clean, 1.0 - false_alarms))
@@ -778,7 +802,10 @@ def _fit_detector(
     rows = np.asarray(caps_rows, dtype=np.float64)
     kinds_seen = np.asarray(kind_of)
     held = np.asarray(clip_of) >= round((1.0 - THRESHOLD_SHARE) * len(bad))
-    general = _fit_net(rows, (kinds_seen != "").astype(np.float64),
+    # the general network leaves out the order block: it tells a swapped source only, and
+    # the off-topic and generic recall of the tuning sets fell with it
+    general = _fit_net(rows[:, : len(FEATURES) - len(ORDER_FEATURES)],
+                       (kinds_seen != "").astype(np.float64),
                        np.isin(kinds_seen, ["", "off-topic", "generic"]), held,
                        FALSE_ALARMS * GENERAL_SHARE, seed)  # fmt: skip
     swapped = (kinds_seen == "wrong-source").astype(np.float64)
@@ -872,6 +899,12 @@ def flag_model_learn(
         counts=[counts[w] for w in words],
         is_source=[w in sources for w in words],
         weight=idf.tolist(),
+        seed=seed,
+    )
+    model.order = order_learn(
+        clips=[[model.caption(t).sequence for t in clip] for clip in learn_from],
+        sources=list(sources),
+        stop=stop,
         seed=seed,
     )
     model.detector = _fit_detector(model, [clips[k] for k in sorted(held)], swaps, seed)
