@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -250,6 +250,96 @@ def _sigmoid(x: DoubleArray) -> DoubleArray:
 
 # building --------------------------------------------------------------------------------
 
+# (word ids with START and END, the source slots' places in them, the sources there, the
+# others' content word ids)
+_Example = tuple[list[int], list[int], list[int], list[int]]
+
+
+def _slot_logits(torch: Any, net: Mapping[str, Any], batch: Sequence[_Example]) -> Any:
+    """(logits over the sources for every slot of the batch, the sources there): the
+    PyTorch forward pass, as trained; OrderModel.slot_log_probs is its NumPy twin."""
+    longest = max(len(e[0]) for e in batch)
+    seq = torch.zeros((len(batch), longest), dtype=torch.long)
+    rev = torch.zeros((len(batch), longest), dtype=torch.long)
+    for i, (s, _, _, _) in enumerate(batch):
+        seq[i, : len(s)] = torch.tensor(s)
+        rev[i, : len(s)] = torch.tensor(s[::-1])
+    f_states, _ = net["fwd"](net["embed"](seq))  # [:, j]: after reading j + 1 words
+    b_states, _ = net["bwd"](net["embed"](rev))
+    rows_i, f_at, b_at, targets = [], [], [], []
+    for i, (s, places, ts, _) in enumerate(batch):
+        for q, k in zip(places, ts, strict=True):
+            rows_i.append(i)
+            f_at.append(q - 1)  # after the words before it (START included)
+            b_at.append(len(s) - 2 - q)  # after the words after it (END included)
+            targets.append(k)
+    r = torch.tensor(rows_i, dtype=torch.long)
+    f = f_states[r, torch.tensor(f_at, dtype=torch.long)]
+    b = b_states[r, torch.tensor(b_at, dtype=torch.long)]
+    flat = [w for e in batch for w in e[3]]
+    if flat:
+        offsets = np.cumsum([0] + [len(e[3]) for e in batch[:-1]]).tolist()
+        o = net["bag"](torch.tensor(flat), torch.tensor(offsets))
+        empty = torch.tensor([not e[3] for e in batch])[:, None]
+        o = torch.where(empty, torch.zeros_like(o), o)
+    else:
+        o = torch.zeros((len(batch), net["bag"].weight.shape[1]))
+    h = torch.tanh(net["slot"](torch.cat([f, b], dim=1)) + net["bag_in"](o)[r])
+    return net["out"](h), torch.tensor(targets, dtype=torch.long)
+
+
+def torch_slot_log_probs(
+    model: OrderModel, captions: Sequence[Sequence[str]], others: Sequence[Sequence[Sequence[str]]]
+) -> list[list[tuple[int, DoubleArray]]]:
+    """`model.slot_log_probs` computed by the PyTorch forward pass the model was trained
+    with (its stored weights loaded into PyTorch modules): the reference the NumPy scoring
+    is tested against."""
+    import torch
+
+    nn = torch.nn
+    words, hidden = model.embed.shape[0], model.slot.shape[1]
+    embed = nn.Embedding(words, model.embed.shape[1], padding_idx=PAD)
+    bag = nn.EmbeddingBag(words, hidden, mode="mean")
+    fwd = nn.GRU(model.embed.shape[1], hidden, batch_first=True)
+    bwd = nn.GRU(model.embed.shape[1], hidden, batch_first=True)
+    slot, out = nn.Linear(2 * hidden, hidden), nn.Linear(hidden, len(model.sources))
+    with torch.no_grad():
+        embed.weight.copy_(torch.tensor(model.embed))
+        bag.weight.copy_(torch.tensor(model.bag))
+        for module, gru in ((fwd, model.forward), (bwd, model.backward)):
+            for key in ("w_ih", "w_hh", "b_ih", "b_hh"):
+                name = {"w_ih": "weight_ih_l0", "w_hh": "weight_hh_l0"}.get(
+                    key, key.replace("b_", "bias_") + "_l0"
+                )
+                getattr(module, name).copy_(torch.tensor(gru[key]))
+        slot.weight.copy_(torch.tensor(model.slot.T))
+        slot.bias.copy_(torch.tensor(model.slot_bias))
+        out.weight.copy_(torch.tensor(model.out.T))
+        out.bias.copy_(torch.tensor(model.out_bias))
+    net = {"embed": embed, "bag": bag, "fwd": fwd, "bwd": bwd, "slot": slot,
+           "bag_in": nn.Identity(), "out": out}  # fmt: skip
+    batch: list[_Example] = []
+    for caption, theirs in zip(captions, others, strict=True):
+        ids = model.encode(caption)
+        places = [p + 1 for p, w in enumerate(caption) if w in model.source_index]
+        bag_ids = [model.index[w] for o in theirs for w in o if model.index.get(w, 0) > END]
+        targets = [model.source_index[caption[q - 1]] for q in places]
+        batch.append(
+            ([START, *ids, END], places, targets, [w for w in bag_ids if model.content[w]])
+        )
+    result: list[list[tuple[int, DoubleArray]]] = [[] for _ in captions]
+    if not any(e[1] for e in batch):
+        return result
+    with torch.no_grad():
+        logits, _ = _slot_logits(torch, net, batch)
+        logp = torch.log_softmax(logits.double(), dim=1).numpy()
+    k = 0
+    for i, e in enumerate(batch):
+        for target in e[2]:
+            result[i].append((target, logp[k]))
+            k += 1
+    return result
+
 
 def order_learn(
     *,
@@ -293,7 +383,7 @@ def _order_learn(
     prior = np.log(total / total.sum()).astype(np.float32)
     content = np.array([i > END and w not in stop for i, w in enumerate(words)], dtype=bool)
 
-    examples: list[tuple[list[int], list[int], list[int], list[int]]] = []
+    examples: list[_Example] = []
     for clip in clips:
         ids = [[index.get(w, UNKNOWN) for w in c] for c in clip]
         for i, caption in enumerate(clip):
@@ -317,45 +407,18 @@ def _order_learn(
     out = nn.Linear(HIDDEN, len(out_words))
     with torch.no_grad():
         out.bias.copy_(torch.tensor(prior))
-    modules = [embed, bag_embed, fwd, bwd, slot, bag_in, out]
-    params = [p for m in modules for p in m.parameters()]
+    net = {"embed": embed, "bag": bag_embed, "fwd": fwd, "bwd": bwd, "slot": slot,
+           "bag_in": bag_in, "out": out}  # fmt: skip
+    params = [p for m in net.values() for p in m.parameters()]
     optimiser = torch.optim.Adam(params, lr=3e-3)
-
-    def forward(batch: list[tuple[list[int], list[int], list[int], list[int]]]) -> Any:
-        longest = max(len(e[0]) for e in batch)
-        seq = torch.zeros((len(batch), longest), dtype=torch.long)
-        rev = torch.zeros((len(batch), longest), dtype=torch.long)
-        for i, (s, _, _, _) in enumerate(batch):
-            seq[i, : len(s)] = torch.tensor(s)
-            rev[i, : len(s)] = torch.tensor(s[::-1])
-        f_states, _ = fwd(embed(seq))  # [:, j]: after reading j + 1 words
-        b_states, _ = bwd(embed(rev))
-        rows_i, f_at, b_at, targets = [], [], [], []
-        for i, (s, places, ts, _) in enumerate(batch):
-            for q, k in zip(places, ts, strict=True):
-                rows_i.append(i)
-                f_at.append(q - 1)  # after the words before it (START included)
-                b_at.append(len(s) - 2 - q)  # after the words after it (END included)
-                targets.append(k)
-        r = torch.tensor(rows_i)
-        f = f_states[r, torch.tensor(f_at)]
-        b = b_states[r, torch.tensor(b_at)]
-        flat = [w for e in batch for w in e[3]]
-        offsets = np.cumsum([0] + [len(e[3]) for e in batch[:-1]]).tolist()
-        if flat:
-            o = bag_embed(torch.tensor(flat), torch.tensor(offsets))
-            empty = torch.tensor([not e[3] for e in batch])[:, None]
-            o = torch.where(empty, torch.zeros_like(o), o)
-        else:
-            o = torch.zeros((len(batch), EMBED))
-        h = torch.tanh(slot(torch.cat([f, b], dim=1)) + bag_in(o)[r])
-        return out(h), torch.tensor(targets)
 
     order = list(range(len(examples)))
     for _ in range(epochs):
         rng.shuffle(order)
         for start in range(0, len(order), BATCH):
-            logits, targets = forward([examples[i] for i in order[start : start + BATCH]])
+            logits, targets = _slot_logits(
+                torch, net, [examples[i] for i in order[start : start + BATCH]]
+            )
             loss = torch.nn.functional.cross_entropy(logits, targets)
             optimiser.zero_grad()
             loss.backward()
