@@ -51,7 +51,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from active.flagcontext import CONTEXT_FEATURES, ContextModel, context_learn, net_fit
-from active.flagorder import NO_ORDER, ORDER_FEATURES, OrderModel, order_learn
+from active.flagorder import MIN_SLOTS as ORDER_MIN_SLOTS
+from active.flagorder import NO_ORDER, ORDER_FEATURES, OrderModel, order_learn, slot_count
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
@@ -809,7 +810,10 @@ def _fit_detector(
                        np.isin(kinds_seen, ["", "off-topic", "generic"]), held,
                        FALSE_ALARMS * GENERAL_SHARE, seed)  # fmt: skip
     swapped = (kinds_seen == "wrong-source").astype(np.float64)
-    source = _fit_net(rows, swapped, np.isin(kinds_seen, ["", "wrong-source"]), held,
+    # without an order model its block is constants: left out, so the source network is
+    # fitted as before it (a fit on a few hundred captions moves with the extra inputs)
+    inputs = len(FEATURES) - (0 if model.order is not None else len(ORDER_FEATURES))
+    source = _fit_net(rows[:, :inputs], swapped, np.isin(kinds_seen, ["", "wrong-source"]), held,
                       FALSE_ALARMS * (1 - GENERAL_SHARE), seed)  # fmt: skip
     return Detector(general=general, source=source)
 
@@ -901,12 +905,11 @@ def flag_model_learn(
         weight=idf.tolist(),
         seed=seed,
     )
-    model.order = order_learn(
-        clips=[[model.caption(t).sequence for t in clip] for clip in learn_from],
-        sources=list(sources),
-        stop=stop,
-        seed=seed,
-    )
+    # the order model too, where there are enough source slots to learn it from (without
+    # it the order features are constants and the source network does without them)
+    sequences = [[model.caption(t).sequence for t in clip] for clip in learn_from]
+    if slot_count(sequences, list(sources), stop) >= ORDER_MIN_SLOTS:
+        model.order = order_learn(clips=sequences, sources=list(sources), stop=stop, seed=seed)
     model.detector = _fit_detector(model, [clips[k] for k in sorted(held)], swaps, seed)
     return model
 
