@@ -1,9 +1,9 @@
 """The meaning model behind the disagreement flags: no Django; scoring is NumPy only
-(PyTorch trains two of its parts at build time).
+(PyTorch trains three of its parts at build time).
 
 Five people describe one clip with different words ("a dog barks" / "a canine yelps while
 traffic passes"), so shared n-grams (CIDEr-D) say little about shared meaning. This model
-gives the flags four pieces of meaning, all learned from captions by `flag_model_learn`:
+gives the flags five pieces of meaning, all learned from captions by `flag_model_learn`:
 
 - word vectors: positive pointwise mutual information of lemmas that occur in the same
   caption, reduced by a truncated SVD (Levy & Goldberg's PPMI-SVD). Words people use for the
@@ -16,6 +16,10 @@ gives the flags four pieces of meaning, all learned from captions by `flag_model
 - a context model (active/flagcontext.py): which words a caption's own other words and the
   clip's other captions lead one to expect ("car" does not fit "barks", nor captions that
   say "dog"), a small masked-word predictor trained on the build captions.
+- an order model (active/flagorder.py): which sound source fits its slot in the caption
+  read in order ("a dog passes while a car barks": the bag of words is the same as the
+  right caption's), a small bidirectional GRU trained on the build captions' source slots;
+  its features feed the source network only, and only where the corpus has enough slots.
 
 On top, a detector: two small networks over features of a caption relative to the clip's
 other captions (its similarity to them against their agreement among themselves, its sound

@@ -106,10 +106,9 @@ def test_numpy_scoring_is_the_pytorch_forward(model: FlagModel, order: OrderMode
         "Something happens.",
     ]
     captions = [model.sequence(t) for t in texts]
-    for others in (
-        [[captions[j] for j in range(len(texts)) if j != i] for i in range(len(texts))],
-        [[] for _ in texts],
-    ):
+    with_others = [[captions[j] for j in range(len(texts)) if j != i] for i in range(len(texts))]
+    without: list[list[list[str]]] = [[] for _ in texts]
+    for others in (with_others, without):
         ours = order.slot_log_probs(captions, others)
         reference = torch_slot_log_probs(order, captions, others)
         assert [len(slots) for slots in ours] == [len(slots) for slots in reference]
