@@ -134,15 +134,22 @@ class OrderModel:
     ) -> list[list[tuple[int, DoubleArray]]]:
         """For each caption (its lemmas in order) and its others (their lemmas; empty: not
         given), per source slot: (source id, log P(· | slot) over `sources`)."""
+        return self._slot_log_probs(captions, [others])[0]
+
+    def _slot_log_probs(
+        self,
+        captions: Sequence[Sequence[str]],
+        variants: Sequence[Sequence[Sequence[Sequence[str]]]],
+    ) -> list[list[list[tuple[int, DoubleArray]]]]:
+        """`slot_log_probs` for several choices of the others at once: the GRU states do
+        not depend on them, so each direction runs once, and every slot row of every
+        variant goes through the output layer in one product."""
         seqs = [[START, *self.encode(c), END] for c in captions]
         fwd = self._run(seqs, "f")
         bwd = self._run([s[::-1] for s in seqs], "b")
         t = self._tables
-        rows, where = [], []
+        slots: list[tuple[int, int, DoubleArray]] = []  # (caption, source, slot input)
         for i, caption in enumerate(captions):
-            bag = [self.index[w] for o in others[i] for w in o if self.index.get(w, 0) > END]
-            bag = [w for w in bag if self.content[w]]
-            o_in = t["bag"][bag].mean(axis=0) if bag else np.zeros(HIDDEN)
             length = len(seqs[i])
             for p, word in enumerate(caption):
                 k = self.source_index.get(word)
@@ -150,16 +157,25 @@ class OrderModel:
                     continue
                 q = p + 1  # the word's place in seqs[i]
                 # forward state after the words before it; backward after the words after it
-                rows.append(fwd[i, q] @ t["slot_f"] + bwd[i, length - 1 - q] @ t["slot_b"] + o_in)
-                where.append((i, k))
-        out: list[list[tuple[int, DoubleArray]]] = [[] for _ in captions]
+                base = fwd[i, q] @ t["slot_f"] + bwd[i, length - 1 - q] @ t["slot_b"]
+                slots.append((i, k, base))
+        rows = []
+        for others in variants:
+            bags = []
+            for i in range(len(captions)):
+                bag = [self.index[w] for o in others[i] for w in o if self.index.get(w, 0) > END]
+                bag = [w for w in bag if self.content[w]]
+                bags.append(t["bag"][bag].mean(axis=0) if bag else np.zeros(HIDDEN))
+            rows += [base + bags[i] for i, _, base in slots]
+        out: list[list[list[tuple[int, DoubleArray]]]] = [[[] for _ in captions] for _ in variants]
         if rows:
             h = np.tanh(np.stack(rows) + t["slot_bias"])
             logits = h @ t["out"] + t["out_bias"]
             logits -= logits.max(axis=1, keepdims=True)
             logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
-            for (i, k), row in zip(where, logp, strict=True):
-                out[i].append((k, row))
+            for v in range(len(variants)):
+                for (i, k, _), row in zip(slots, logp[v * len(slots) :], strict=False):
+                    out[v][i].append((k, row))
         return out
 
     def clip_features(self, captions: Sequence[Sequence[str]]) -> list[list[float]]:
@@ -167,9 +183,9 @@ class OrderModel:
         the clip's other captions: one GRU pass per direction for the clip, two slot rows
         (own caption only; with the others) per source slot."""
         n = len(captions)
-        both = self.slot_log_probs(captions, [[captions[j] for j in range(n) if j != i]
-                                              for i in range(n)])  # fmt: skip
-        alone = self.slot_log_probs(captions, [[] for _ in captions])
+        clip_others = [[captions[j] for j in range(n) if j != i] for i in range(n)]
+        none: list[list[Sequence[str]]] = [[] for _ in captions]
+        both, alone = self._slot_log_probs(captions, [clip_others, none])
         prior = self._tables["prior"]
         worst: list[tuple[float, ...] | None] = []
         for slots_both, slots_alone in zip(both, alone, strict=True):
