@@ -1,9 +1,9 @@
 """The meaning model behind the disagreement flags: no Django; scoring is NumPy only
-(PyTorch trains two of its parts at build time).
+(PyTorch trains three of its parts at build time).
 
 Five people describe one clip with different words ("a dog barks" / "a canine yelps while
 traffic passes"), so shared n-grams (CIDEr-D) say little about shared meaning. This model
-gives the flags four pieces of meaning, all learned from captions by `flag_model_learn`:
+gives the flags five pieces of meaning, all learned from captions by `flag_model_learn`:
 
 - word vectors: positive pointwise mutual information of lemmas that occur in the same
   caption, reduced by a truncated SVD (Levy & Goldberg's PPMI-SVD). Words people use for the
@@ -16,6 +16,10 @@ gives the flags four pieces of meaning, all learned from captions by `flag_model
 - a context model (active/flagcontext.py): which words a caption's own other words and the
   clip's other captions lead one to expect ("car" does not fit "barks", nor captions that
   say "dog"), a small masked-word predictor trained on the build captions.
+- an order model (active/flagorder.py): which sound source fits its slot in the caption
+  read in order ("a dog passes while a car barks": the bag of words is the same as the
+  right caption's), a small bidirectional GRU trained on the build captions' source slots;
+  its features feed the source network only, and only where the corpus has enough slots.
 
 On top, a detector: two small networks over features of a caption relative to the clip's
 other captions (its similarity to them against their agreement among themselves, its sound
@@ -57,10 +61,12 @@ from active.flagcontext import (
     net_fit,
     one_blas_thread,
 )
+from active.flagorder import MIN_SLOTS as ORDER_MIN_SLOTS
+from active.flagorder import NO_ORDER, ORDER_FEATURES, OrderModel, order_learn, slot_count
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
-VERSION = 4
+VERSION = 5
 DIM = 96  # vector size: enough for a caption vocabulary of a few thousand lemmas
 MIN_COUNT = 3  # lemmas seen fewer times get no vector (they still match themselves exactly)
 MAX_VOCAB = 12_000
@@ -185,6 +191,7 @@ class FlagModel:
     captions: int  # captions the model learned from
     detector: Detector | None = None  # fitted by flag_model_learn; None: not fitted yet
     context: ContextModel | None = None  # which words fit a caption's context
+    order: OrderModel | None = None  # which source fits its slot, the caption read in order
     version: int = VERSION
     index: dict[str, int] = field(init=False, repr=False)
 
@@ -214,6 +221,16 @@ class FlagModel:
             base = self.lemma(word)
             if base and base not in self.stop:
                 out.append(base)
+        return out
+
+    def sequence(self, text: str) -> list[str]:
+        """Every word's lemma, in order, function words included ("A dog is barking." ->
+        a, dog, be, bark): what the order model reads."""
+        out = []
+        for word in tokens(text):
+            word = word.strip("'-")
+            if word and re.search(r"[a-z]", word):
+                out.append(self.lemma(word))
         return out
 
     def same_source(self, a: str, b: str) -> bool:
@@ -267,6 +284,7 @@ class FlagModel:
             vectors=self.vectors.astype(np.float16),
             idf=self.idf.astype(np.float32),
             **(self.context.arrays() if self.context else {}),  # type: ignore[arg-type]
+            **(self.order.arrays() if self.order else {}),  # type: ignore[arg-type]
         )
         tmp.replace(path)  # readers never see half a file
 
@@ -290,6 +308,7 @@ class FlagModel:
                 captions=int(header["captions"]),
                 detector=Detector.from_dict(header["detector"]) if header.get("detector") else None,
                 context=ContextModel.from_arrays(data) if "ctx_prior" in data else None,
+                order=OrderModel.from_arrays(data) if "ord_header" in data else None,
             )
 
 
@@ -303,6 +322,7 @@ class Caption:
     vectors: FloatArray  # zero rows for lemmas without a vector
     sources: list[str]  # content lemmas that name a sound source
     ids: list[int]  # the lemmas' places in the model's vocabulary (those it has)
+    sequence: list[str]  # every word's lemma in order (FlagModel.sequence)
 
     @classmethod
     def of(cls, model: FlagModel, text: str) -> Caption:
@@ -315,7 +335,7 @@ class Caption:
         weights = np.array([model.weight(w) for w in lemmas], dtype=np.float32)
         sources = [w for w in lemmas if w in model.sources]
         ids = [model.index[w] for w in lemmas if w in model.index]
-        return cls(text, lemmas, weights, vectors, sources, ids)
+        return cls(text, lemmas, weights, vectors, sources, ids, model.sequence(text))
 
 
 def _match(a: Caption, b: Caption) -> DoubleArray:
@@ -509,6 +529,7 @@ FEATURES = (
     "fit",  # how well its least backed source fits its own other words ("a dog barks")
     "misfit_source",  # unsupported_source x (1 - fit): a source the others and its verb reject
     *CONTEXT_FEATURES,  # which words the context model expects (active/flagcontext.py)
+    *ORDER_FEATURES,  # which source fits its slot, read in order (active/flagorder.py)
 )
 # CONTEXT_FEATURES' values for a model without a context model: no evidence either way
 _NO_CONTEXT = [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0]
@@ -587,8 +608,13 @@ def caption_features(
         notes["unsupported_source"] = unsupported_word
     if missing_word:
         notes["missing_source"] = missing_word
+    order = (
+        model.order.features_in_clip(caption.sequence, [o.sequence for o in others])
+        if model.order is not None
+        else list(NO_ORDER)
+    )
     if model.context is None:
-        return values + _NO_CONTEXT, notes
+        return values + _NO_CONTEXT + order, notes
     context, misfit = (model.context.features if reference else model.context.features_in_clip)(
         caption.ids, [o.ids for o in others]
     )
@@ -599,13 +625,14 @@ def caption_features(
         context_words = [w for w in caption.lemmas if w != word and w not in model.sources]
         if context_words:
             notes["misfit_with"] = max(context_words, key=model.weight)
-    return values + context, notes
+    return values + context + order, notes
 
 
 @dataclass
 class Net:
     """A one-hidden-layer network over FEATURES (standardised) for the log-odds that a
-    caption is bad, and the logit above which it flags it."""
+    caption is bad, and the logit above which it flags it. It reads the first len(mean)
+    features: the general network leaves out the order block at the end."""
 
     mean: list[float]
     scale: list[float]
@@ -623,6 +650,7 @@ class Net:
 
     def logits(self, rows: NDArray[np.float64]) -> NDArray[np.float64]:
         mean, scale, hidden, hidden_bias, weights = self._arrays
+        rows = rows[:, : len(mean)]
         out: NDArray[np.float64] = np.tanh(((rows - mean) / scale) @ hidden + hidden_bias) @ weights
         return out + self.bias
 
@@ -897,9 +925,10 @@ def corrupt_clips(
 
 def _fit_net(rows: NDArray[np.float64], labels: NDArray[np.float64], fit_on: NDArray[np.bool_],
              held: NDArray[np.bool_], false_alarms: float, seed: int) -> Net:  # fmt: skip
-    """A network fitted on the rows `fit_on`, its threshold letting through `false_alarms`
-    of the untouched captions of the `held` rows (clips it was not fitted on: a threshold
-    set on its own rows lets through more on new captions, the more so the fewer clips)."""
+    """A network fitted on the rows `fit_on` (all their columns), its threshold letting
+    through `false_alarms` of the untouched captions of the `held` rows (clips it was not
+    fitted on: a threshold set on its own rows lets through more on new captions, the more
+    so the fewer clips)."""
     model = Net(*net_fit(rows[fit_on & ~held], labels[fit_on & ~held], seed=seed), threshold=0.0)
     clean = model.logits(rows[held & (labels == 0)])
     model.threshold = float(np.quantile(clean, 1.0 - false_alarms))
@@ -935,11 +964,17 @@ def _fit_detector(
     rows = np.asarray(caps_rows, dtype=np.float64)
     kinds_seen = np.asarray(kind_of)
     held = np.asarray(clip_of) >= round((1.0 - THRESHOLD_SHARE) * len(bad))
-    general = _fit_net(rows, (kinds_seen != "").astype(np.float64),
+    # the general network leaves out the order block: it tells a swapped source only, and
+    # the off-topic and generic recall of the tuning sets fell with it
+    general = _fit_net(rows[:, : len(FEATURES) - len(ORDER_FEATURES)],
+                       (kinds_seen != "").astype(np.float64),
                        np.isin(kinds_seen, ["", "off-topic", "generic"]), held,
                        FALSE_ALARMS * GENERAL_SHARE, seed)  # fmt: skip
     swapped = (kinds_seen == "wrong-source").astype(np.float64)
-    source = _fit_net(rows, swapped, np.isin(kinds_seen, ["", "wrong-source"]), held,
+    # without an order model its block is constants: left out, so the source network is
+    # fitted as before it (a fit on a few hundred captions moves with the extra inputs)
+    inputs = len(FEATURES) - (0 if model.order is not None else len(ORDER_FEATURES))
+    source = _fit_net(rows[:, :inputs], swapped, np.isin(kinds_seen, ["", "wrong-source"]), held,
                       FALSE_ALARMS * (1 - GENERAL_SHARE), seed)  # fmt: skip
     return Detector(general=general, source=source)
 
@@ -1031,6 +1066,11 @@ def flag_model_learn(
         weight=idf.tolist(),
         seed=seed,
     )
+    # the order model too, where there are enough source slots to learn it from (without
+    # it the order features are constants and the source network does without them)
+    sequences = [[model.caption(t).sequence for t in clip] for clip in learn_from]
+    if slot_count(sequences, list(sources), stop) >= ORDER_MIN_SLOTS:
+        model.order = order_learn(clips=sequences, sources=list(sources), stop=stop, seed=seed)
     model.detector = _fit_detector(model, [clips[k] for k in sorted(held)], swaps, seed)
     return model
 
