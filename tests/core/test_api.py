@@ -17,8 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import ApiToken, Job, Project
-from core.services import api_token_create, api_token_revoke, job_create
-from core.services import api_tokens
+from core.services import api_token_create, api_token_revoke, api_tokens, job_create
 from core.services.api_tokens import api_token_lookups_forget
 from tests.conftest import login
 
