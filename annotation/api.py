@@ -28,7 +28,7 @@ from ninja.errors import HttpError
 from ninja.responses import Status
 
 from annotation import rules, services
-from annotation.models import Assignment, Batch, Caption, HitClip
+from annotation.models import Assignment, Batch, Caption, ClipAudioServed, HitClip
 from annotation.presets import BATCH_PRESETS, batch_preset
 from core import throttling
 from core.access import project_for_api, signed_in_user
@@ -280,21 +280,30 @@ def _mine(request: HttpRequest, pk: int) -> Assignment:
     return assignment
 
 
-def _clip_of_mine(request: HttpRequest, pk: int, clip_id: int) -> tuple[Clip, str] | None:
+def _clip_of_mine(request: HttpRequest, pk: int, clip_id: int) -> tuple[Clip, str, bool] | None:
     """The clip, when it is part of the HIT of the worker's assignment `pk`, with the
-    assignment's state; None otherwise. One query in SQL: every clip a worker plays
+    assignment's state and whether the clip's audio was already served whole for it
+    (nothing left to record); None otherwise. One query in SQL: every clip a worker plays
     comes here (the assignment, then its HIT's clip, were two ORM queries)."""
     assignments, hit_clips = Assignment._meta.db_table, HitClip._meta.db_table
     found = Clip.objects.raw(
-        f"SELECT c.*, a.state AS assignment_state FROM {assignments} a "
+        f"SELECT c.*, a.state AS assignment_state, "
+        "(s.whole_at IS NOT NULL) AS served_whole "
+        f"FROM {assignments} a "
         f"JOIN {hit_clips} hc ON hc.hit_id = a.hit_id "
         f"JOIN {Clip._meta.db_table} c ON c.id = hc.clip_id "
+        f"LEFT JOIN {ClipAudioServed._meta.db_table} s "
+        "ON s.assignment_id = a.id AND s.clip_id = c.id "
         "WHERE a.id = %s AND a.worker_id = %s AND hc.clip_id = %s",
         [pk, signed_in_user(request).pk, clip_id],
     )
     clip = next(iter(found), None)
-    # a raw query's extra column is a plain instance attribute, undeclared on Clip
-    return None if clip is None else (clip, str(vars(clip)["assignment_state"]))
+    if clip is None:
+        return None
+    # a raw query's extra columns are plain instance attributes, undeclared on Clip; SQLite
+    # answers 0/1 for the boolean
+    extra = vars(clip)
+    return clip, str(extra["assignment_state"]), bool(extra["served_whole"])
 
 
 def _seconds(delta: timedelta) -> int:
@@ -720,10 +729,12 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
     if found is None:
         _mine(request, assignment_id)  # 404 when the assignment is not the worker's
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
-    clip, state = found
+    clip, state, served_whole = found
 
     def served(part: ByteRange) -> None:
-        if state == Assignment.State.ACCEPTED:
+        # once served whole, the record stays as it is: a replay or a player's range
+        # requests write nothing (nor read the row again)
+        if state == Assignment.State.ACCEPTED and not served_whole:
             # a submit's captions are refused until the clip could have played through
             services.clip_audio_served(
                 assignment=Assignment(pk=assignment_id), clip=clip, part=part

@@ -239,6 +239,10 @@ LOGIN_FAILURE_LIMIT_PER_USERNAME = env_int("LOGIN_FAILURE_LIMIT_PER_USERNAME", 5
 API_RATE_PER_USER = env_rate("API_RATE_PER_USER", "1200/min")
 API_RATE_BAD_TOKENS = env_rate("API_RATE_BAD_TOKENS", "30/hour")
 API_RATE_WORK = env_rate("API_RATE_WORK", "60/min")
+# seconds a process reuses an API token's lookup (core.services.api_tokens): a revoked or
+# expired token, or a deactivated user's, is refused at once by the process that made the
+# change and by the others within this many seconds; 0 looks every request's token up
+API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0)
 
 # I18n --------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

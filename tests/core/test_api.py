@@ -10,12 +10,15 @@ from typing import Any, TypedDict
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from core.models import ApiToken, Job, Project
-from core.services import api_token_create, api_token_revoke, job_create
+from core.services import api_token_create, api_token_revoke, api_tokens, job_create
+from core.services.api_tokens import api_token_lookups_forget
 from tests.conftest import login
 
 
@@ -91,6 +94,7 @@ def test_it_records_a_tokens_use_at_most_once_a_minute(project: Project, alice: 
     token.refresh_from_db()
     assert token.last_used_at == recent
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=recent - timedelta(minutes=1))
+    api_token_lookups_forget()  # API_TOKEN_CACHE_SECONDS later: the token is looked up again
     assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
     token.refresh_from_db()
     assert token.last_used_at > recent
@@ -137,6 +141,76 @@ def test_an_expired_token_is_refused(project: Project, alice: Any) -> None:
     )
     assert token.is_expired()
     assert Client().get("/api/projects/", **_bearer(raw)).status_code == 401
+
+
+# A process reuses a token's lookup for API_TOKEN_CACHE_SECONDS -------------------------
+
+
+def _token_lookups(raw: str) -> int:
+    """Queries of the token table by key a bearer request with `raw` makes."""
+    with CaptureQueriesContext(connection) as queries:
+        assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    return sum("key_hash" in q["sql"] for q in queries.captured_queries)
+
+
+def test_a_token_is_looked_up_once_within_the_cache_seconds(
+    project: Project, alice: Any, monkeypatch: Any
+) -> None:
+    raw = _token(alice)
+    clock = [1000.0]
+    monkeypatch.setattr(api_tokens.time, "monotonic", lambda: clock[0])
+    assert [_token_lookups(raw), _token_lookups(raw)] == [1, 0]
+    clock[0] += 4.9
+    assert _token_lookups(raw) == 0
+    clock[0] += 0.2
+    assert [_token_lookups(raw), _token_lookups(raw)] == [1, 0]
+
+
+def test_a_used_token_is_refused_once_revoked(project: Project, alice: Any) -> None:
+    token, raw = api_token_create(user=alice, name="script")
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    api_token_revoke(token=token)
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 401
+
+
+def test_a_used_token_is_refused_once_its_user_is_deactivated(project: Project, alice: Any) -> None:
+    raw = _token(alice)
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    alice.is_active = False
+    alice.save()
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 401
+
+
+def test_a_token_revoked_by_another_process_is_refused_within_the_cache_seconds(
+    project: Project, alice: Any, monkeypatch: Any
+) -> None:
+    token, raw = api_token_create(user=alice, name="script")
+    clock = [1000.0]
+    monkeypatch.setattr(api_tokens.time, "monotonic", lambda: clock[0])
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    # another process revokes it: a row update that sends no signal here
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    clock[0] += 5.01
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 401
+
+
+def test_a_token_expiring_within_the_cache_seconds_is_not_kept(
+    project: Project, alice: Any, monkeypatch: Any
+) -> None:
+    _, raw = api_token_create(
+        user=alice, name="script", expires_at=timezone.now() + timedelta(seconds=3)
+    )
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    assert hashlib.sha256(raw.encode()).hexdigest() not in api_tokens._LOOKUPS
+
+
+def test_no_token_is_kept_with_no_cache_seconds(
+    project: Project, alice: Any, settings: Any
+) -> None:
+    settings.API_TOKEN_CACHE_SECONDS = 0
+    raw = _token(alice)
+    assert Client().get("/api/projects/", **_bearer(raw)).status_code == 200
+    assert hashlib.sha256(raw.encode()).hexdigest() not in api_tokens._LOOKUPS
 
 
 def test_a_token_cannot_expire_before_it_is_created(alice: Any) -> None:
