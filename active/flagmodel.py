@@ -51,10 +51,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from active.flagcontext import CONTEXT_FEATURES, ContextModel, context_learn, net_fit
+from active.flagsentence import NO_SENTENCE, SENTENCE_FEATURES, SentenceModel, sentence_learn
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
-VERSION = 4
+VERSION = 5
 DIM = 96  # vector size: enough for a caption vocabulary of a few thousand lemmas
 MIN_COUNT = 3  # lemmas seen fewer times get no vector (they still match themselves exactly)
 MAX_VOCAB = 12_000
@@ -178,6 +179,7 @@ class FlagModel:
     captions: int  # captions the model learned from
     detector: Detector | None = None  # fitted by flag_model_learn; None: not fitted yet
     context: ContextModel | None = None  # which words fit a caption's context
+    sentence: SentenceModel | None = None  # which captions describe the same clip
     version: int = VERSION
     index: dict[str, int] = field(init=False, repr=False)
 
@@ -253,6 +255,7 @@ class FlagModel:
             vectors=self.vectors.astype(np.float16),
             idf=self.idf.astype(np.float32),
             **(self.context.arrays() if self.context else {}),  # type: ignore[arg-type]
+            **(self.sentence.arrays() if self.sentence else {}),  # type: ignore[arg-type]
         )
         tmp.replace(path)  # readers never see half a file
 
@@ -276,6 +279,7 @@ class FlagModel:
                 captions=int(header["captions"]),
                 detector=Detector.from_dict(header["detector"]) if header.get("detector") else None,
                 context=ContextModel.from_arrays(data) if "ctx_prior" in data else None,
+                sentence=SentenceModel.from_arrays(data) if "sent_embed" in data else None,
             )
 
 
@@ -360,6 +364,7 @@ FEATURES = (
     "fit",  # how well its least backed source fits its own other words ("a dog barks")
     "misfit_source",  # unsupported_source x (1 - fit): a source the others and its verb reject
     *CONTEXT_FEATURES,  # which words the context model expects (active/flagcontext.py)
+    *SENTENCE_FEATURES,  # the caption as an outlier among the clip's (active/flagsentence.py)
 )
 # CONTEXT_FEATURES' values for a model without a context model: no evidence either way
 _NO_CONTEXT = [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0]
@@ -432,8 +437,12 @@ def caption_features(
         notes["unsupported_source"] = unsupported_word
     if missing_word:
         notes["missing_source"] = missing_word
+    if model.sentence is None:
+        sentence = list(NO_SENTENCE)
+    else:
+        sentence = model.sentence.features_in_clip(caption.ids, [o.ids for o in others])
     if model.context is None:
-        return values + _NO_CONTEXT, notes
+        return values + _NO_CONTEXT + sentence, notes
     context, misfit = model.context.features_in_clip(caption.ids, [o.ids for o in others])
     if misfit is not None:
         word = model.words[misfit]
@@ -442,7 +451,7 @@ def caption_features(
         context_words = [w for w in caption.lemmas if w != word and w not in model.sources]
         if context_words:
             notes["misfit_with"] = max(context_words, key=model.weight)
-    return values + context, notes
+    return values + context + sentence, notes
 
 
 @dataclass
@@ -871,6 +880,13 @@ def flag_model_learn(
         vectors=vectors,
         counts=[counts[w] for w in words],
         is_source=[w in sources for w in words],
+        weight=idf.tolist(),
+        seed=seed,
+    )
+    # the sentence encoder learns from the same clips (the detector's are never seen)
+    model.sentence = sentence_learn(
+        bags=[[model.caption(t).ids for t in clip] for clip in learn_from],
+        vectors=vectors,
         weight=idf.tolist(),
         seed=seed,
     )
