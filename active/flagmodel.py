@@ -16,6 +16,9 @@ gives the flags four pieces of meaning, all learned from captions by `flag_model
 - a context model (active/flagcontext.py): which words a caption's own other words and the
   clip's other captions lead one to expect ("car" does not fit "barks", nor captions that
   say "dog"), a small masked-word predictor trained on the build captions.
+- a sentence encoder (active/flagsentence.py): captions of one clip close, other clips'
+  captions apart, trained contrastively on the build corpus's clips; a caption far from
+  the other captions' centroid, against how well each of them fits the rest, is an outlier.
 
 On top, a detector: two small networks over features of a caption relative to the clip's
 other captions (its similarity to them against their agreement among themselves, its sound

@@ -100,7 +100,7 @@ def test_a_clips_batch_gives_each_captions_reference_features(
 def test_the_flag_probabilities_of_the_batched_path_are_the_references(
     model: FlagModel,
 ) -> None:
-    from active.flagmodel import Calibration, caption_features
+    from active.flagmodel import FEATURES, Calibration, caption_features
 
     assert model.detector is not None
     assert model.context is not None
@@ -110,7 +110,10 @@ def test_the_flag_probabilities_of_the_batched_path_are_the_references(
             others = [model.caption(t) for t in texts[:i] + texts[i + 1 :]]
             fast, _ = caption_features(model.caption(text), others, model)
             reference, _ = model.context.features(ids[i], [o.ids for o in others])
-            slow = fast[: -len(CONTEXT_FEATURES)] + reference
+            # the context block sits inside FEATURES (the sentence block follows it)
+            start = FEATURES.index(CONTEXT_FEATURES[0])
+            end = start + len(CONTEXT_FEATURES)
+            slow = fast[:start] + reference + fast[end:]
             assert Calibration().probability(model.detector.score(fast)) == pytest.approx(
                 Calibration().probability(model.detector.score(slow)), rel=0, abs=1e-9
             )

@@ -68,15 +68,20 @@ def test_numpy_scoring_equals_the_torch_forward(model: FlagModel, sentence: Sent
     assert np.allclose(sentence.encode(bags), torch_encode(sentence, bags), atol=1e-9)
 
 
-def test_an_off_topic_caption_is_the_clips_outlier(
+def test_an_off_topic_caption_is_mostly_the_clips_outlier(
     model: FlagModel, sentence: SentenceModel
 ) -> None:
-    clip = [c for c in HELD_OUT if len(c) == 5][3]
-    other = [c for c in HELD_OUT if len(c) == 5][20][0]
-    rows = sentence.clip_features(_bags(model, [*clip[:4], other]))
-    named = [dict(zip(SENTENCE_FEATURES, r, strict=True)) for r in rows]
-    assert named[4]["sent_margin"] < min(r["sent_margin"] for r in named[:4])
-    assert named[4]["sent_lowest"] == 1.0
+    """Another clip's caption among four of a held-out clip has a lower margin than the mean
+    of the clip's own captions' margins, and is most often the worst-fitting one."""
+    clips = [c for c in HELD_OUT if len(c) == 5][:60]
+    lower = lowest = 0
+    for k, clip in enumerate(clips):
+        rows = sentence.clip_features(_bags(model, [*clip[:4], clips[(k + 7) % len(clips)][0]]))
+        named = [dict(zip(SENTENCE_FEATURES, r, strict=True)) for r in rows]
+        lower += bool(named[4]["sent_margin"] < np.mean([r["sent_margin"] for r in named[:4]]))
+        lowest += named[4]["sent_lowest"] == 1.0
+    assert lower / len(clips) >= 0.8
+    assert lowest / len(clips) >= 0.5
 
 
 def test_the_sentence_features_reach_the_detector(model: FlagModel) -> None:
