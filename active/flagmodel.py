@@ -20,6 +20,9 @@ gives the flags five pieces of meaning, all learned from captions by `flag_model
   read in order ("a dog passes while a car barks": the bag of words is the same as the
   right caption's), a small bidirectional GRU trained on the build captions' source slots;
   its features feed the source network only, and only where the corpus has enough slots.
+- a sentence encoder (active/flagsentence.py): captions of one clip close, other clips'
+  captions apart, trained contrastively on the build corpus's clips; a caption far from
+  the other captions' centroid, against how well each of them fits the rest, is an outlier.
 
 On top, a detector: two small networks over features of a caption relative to the clip's
 other captions (its similarity to them against their agreement among themselves, its sound
@@ -63,6 +66,7 @@ from active.flagcontext import (
 )
 from active.flagorder import MIN_SLOTS as ORDER_MIN_SLOTS
 from active.flagorder import NO_ORDER, ORDER_FEATURES, OrderModel, order_learn, slot_count
+from active.flagsentence import NO_SENTENCE, SENTENCE_FEATURES, SentenceModel, sentence_learn
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
@@ -192,6 +196,7 @@ class FlagModel:
     detector: Detector | None = None  # fitted by flag_model_learn; None: not fitted yet
     context: ContextModel | None = None  # which words fit a caption's context
     order: OrderModel | None = None  # which source fits its slot, the caption read in order
+    sentence: SentenceModel | None = None  # which captions describe the same clip
     version: int = VERSION
     index: dict[str, int] = field(init=False, repr=False)
 
@@ -285,6 +290,7 @@ class FlagModel:
             idf=self.idf.astype(np.float32),
             **(self.context.arrays() if self.context else {}),  # type: ignore[arg-type]
             **(self.order.arrays() if self.order else {}),  # type: ignore[arg-type]
+            **(self.sentence.arrays() if self.sentence else {}),  # type: ignore[arg-type]
         )
         tmp.replace(path)  # readers never see half a file
 
@@ -309,6 +315,7 @@ class FlagModel:
                 detector=Detector.from_dict(header["detector"]) if header.get("detector") else None,
                 context=ContextModel.from_arrays(data) if "ctx_prior" in data else None,
                 order=OrderModel.from_arrays(data) if "ord_header" in data else None,
+                sentence=SentenceModel.from_arrays(data) if "sent_embed" in data else None,
             )
 
 
@@ -529,7 +536,9 @@ FEATURES = (
     "fit",  # how well its least backed source fits its own other words ("a dog barks")
     "misfit_source",  # unsupported_source x (1 - fit): a source the others and its verb reject
     *CONTEXT_FEATURES,  # which words the context model expects (active/flagcontext.py)
-    *ORDER_FEATURES,  # which source fits its slot, read in order (active/flagorder.py)
+    *SENTENCE_FEATURES,  # the caption as an outlier among the clip's (active/flagsentence.py)
+    *ORDER_FEATURES,  # which source fits its slot, read in order (active/flagorder.py); last:
+    # the general network reads every feature before it
 )
 # CONTEXT_FEATURES' values for a model without a context model: no evidence either way
 _NO_CONTEXT = [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 0.0, 0.0, 0.0]
@@ -613,8 +622,13 @@ def caption_features(
         if model.order is not None
         else list(NO_ORDER)
     )
+    sentence = (
+        model.sentence.features_in_clip(caption.ids, [o.ids for o in others])
+        if model.sentence is not None
+        else list(NO_SENTENCE)
+    )
     if model.context is None:
-        return values + _NO_CONTEXT + order, notes
+        return values + _NO_CONTEXT + sentence + order, notes
     context, misfit = (model.context.features if reference else model.context.features_in_clip)(
         caption.ids, [o.ids for o in others]
     )
@@ -625,7 +639,7 @@ def caption_features(
         context_words = [w for w in caption.lemmas if w != word and w not in model.sources]
         if context_words:
             notes["misfit_with"] = max(context_words, key=model.weight)
-    return values + context + order, notes
+    return values + context + sentence + order, notes
 
 
 @dataclass
@@ -1071,6 +1085,13 @@ def flag_model_learn(
     sequences = [[model.caption(t).sequence for t in clip] for clip in learn_from]
     if slot_count(sequences, list(sources), stop) >= ORDER_MIN_SLOTS:
         model.order = order_learn(clips=sequences, sources=list(sources), stop=stop, seed=seed)
+    # the sentence encoder learns from the same clips (the detector's are never seen)
+    model.sentence = sentence_learn(
+        bags=[[model.caption(t).ids for t in clip] for clip in learn_from],
+        vectors=vectors,
+        weight=idf.tolist(),
+        seed=seed,
+    )
     model.detector = _fit_detector(model, [clips[k] for k in sorted(held)], swaps, seed)
     return model
 

@@ -110,8 +110,10 @@ def test_the_flag_probabilities_of_the_batched_path_are_the_references(
             others = [model.caption(t) for t in texts[:i] + texts[i + 1 :]]
             fast, _ = caption_features(model.caption(text), others, model)
             reference, _ = model.context.features(ids[i], [o.ids for o in others])
-            start = FEATURES.index(CONTEXT_FEATURES[0])  # the order block follows it
-            slow = fast[:start] + reference + fast[start + len(CONTEXT_FEATURES) :]
+            # the context block sits inside FEATURES (the sentence and order blocks follow it)
+            start = FEATURES.index(CONTEXT_FEATURES[0])
+            end = start + len(CONTEXT_FEATURES)
+            slow = fast[:start] + reference + fast[end:]
             assert Calibration().probability(model.detector.score(fast)) == pytest.approx(
                 Calibration().probability(model.detector.score(slow)), rel=0, abs=1e-9
             )
