@@ -39,7 +39,7 @@ from crowd.models import Qualification
 from crowd.queries import blocked_everywhere, blocks_of, requirements_refusals
 from crowd.records import Requirements
 from curation.models import Clip, Label, Split, Subset, WordLabel
-from curation.services import ClipMediaBroken, clip_audio_check
+from curation.services import ClipMediaBroken, audio_check_key, clip_audio_check
 from curation.serving import NO_AUDIO_YET
 
 if TYPE_CHECKING:
@@ -280,30 +280,48 @@ def _mine(request: HttpRequest, pk: int) -> Assignment:
     return assignment
 
 
-def _clip_of_mine(request: HttpRequest, pk: int, clip_id: int) -> tuple[Clip, str, bool] | None:
+class _Served(TypedDict):
+    """The clip's served record as read with it (audio_served_holds): none yet reads as
+    whole False, file_bytes and ranges None."""
+
+    whole: bool
+    file_bytes: int | None
+    ranges: list[list[int]] | None
+
+
+def _clip_of_mine(request: HttpRequest, pk: int, clip_id: int) -> tuple[Clip, str, _Served] | None:
     """The clip, when it is part of the HIT of the worker's assignment `pk`, with the
-    assignment's state and whether the clip's audio was already served whole for it
-    (nothing left to record); None otherwise. One query in SQL: every clip a worker plays
-    comes here (the assignment, then its HIT's clip, were two ORM queries)."""
+    assignment's state and what its served record holds; None otherwise. One query in SQL:
+    every clip a worker plays comes here (the assignment, then its HIT's clip, were two ORM
+    queries; the served record is read with them so that a replay or a range already
+    served writes nothing)."""
     assignments, hit_clips = Assignment._meta.db_table, HitClip._meta.db_table
+    served = ClipAudioServed._meta.db_table
     found = Clip.objects.raw(
-        f"SELECT c.*, a.state AS assignment_state, "
-        "(s.whole_at IS NOT NULL) AS served_whole "
-        f"FROM {assignments} a "
+        f"SELECT c.*, a.state AS assignment_state, s.whole_at IS NOT NULL AS served_whole, "
+        f"s.file_bytes AS served_bytes, s.ranges AS served_ranges FROM {assignments} a "
         f"JOIN {hit_clips} hc ON hc.hit_id = a.hit_id "
         f"JOIN {Clip._meta.db_table} c ON c.id = hc.clip_id "
-        f"LEFT JOIN {ClipAudioServed._meta.db_table} s "
-        "ON s.assignment_id = a.id AND s.clip_id = c.id "
+        f"LEFT JOIN {served} s ON s.assignment_id = a.id AND s.clip_id = c.id "
         "WHERE a.id = %s AND a.worker_id = %s AND hc.clip_id = %s",
         [pk, signed_in_user(request).pk, clip_id],
     )
     clip = next(iter(found), None)
     if clip is None:
         return None
-    # a raw query's extra columns are plain instance attributes, undeclared on Clip; SQLite
-    # answers 0/1 for the boolean
+    # a raw query's extra columns are plain instance attributes, undeclared on Clip; the
+    # JSON column comes as text (PostgreSQL's jsonb as Django reads it, SQLite's text)
     extra = vars(clip)
-    return clip, str(extra["assignment_state"]), bool(extra["served_whole"])
+    ranges = extra["served_ranges"]
+    return (
+        clip,
+        str(extra["assignment_state"]),
+        {
+            "whole": bool(extra["served_whole"]),
+            "file_bytes": extra["served_bytes"],
+            "ranges": json.loads(ranges) if isinstance(ranges, str) else ranges,
+        },
+    )
 
 
 def _seconds(delta: timedelta) -> int:
@@ -715,10 +733,22 @@ def work_assignment(request: HttpRequest, assignment_id: int) -> Any:
     return _work_out(_mine(request, assignment_id))
 
 
+def _audio_checked_key(request: HttpRequest) -> list[str]:
+    match = request.resolver_match
+    clip_id = str(match.kwargs.get("clip_id", "")) if match is not None else ""
+    return [audio_check_key(int(clip_id))] if clip_id.isdigit() else []
+
+
+# The API's rate per user (throttling.PER_USER), which also reads whether the clip's file
+# passed its header check (curation.services.clip_media): one cache round trip a GET.
+AUDIO_RATES = throttling.Rates(("API_RATE_PER_USER", "user"), prefetch=_audio_checked_key)
+
+
 @router.get(
     "/work/assignments/{assignment_id}/clips/{clip_id}/audio",
     response={200: None, 404: ErrorOut},
     url_name="work_clip_audio",
+    throttle=[AUDIO_RATES],
 )
 def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> HttpResponseBase:
     """The clip's audio (Range requests answered with 206), for the assignment's worker
@@ -729,19 +759,21 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
     if found is None:
         _mine(request, assignment_id)  # 404 when the assignment is not the worker's
         raise HttpError(404, f"Clip {clip_id} is not part of assignment #{assignment_id}.")
-    clip, state, served_whole = found
+    clip, state, held = found
 
     def served(part: ByteRange) -> None:
-        # once served whole, the record stays as it is: a replay or a player's range
-        # requests write nothing (nor read the row again)
-        if state == Assignment.State.ACCEPTED and not served_whole:
-            # a submit's captions are refused until the clip could have played through
+        # a submit's captions are refused until the clip could have played through; the
+        # record is written until it holds the whole file, and never again after
+        if state == Assignment.State.ACCEPTED and not services.audio_served_holds(
+            **held, part=part
+        ):
             services.clip_audio_served(
                 assignment=Assignment(pk=assignment_id), clip=clip, part=part
             )
 
     try:
-        clip_audio_check(clip=clip)
+        # the throttle read whether the file's header passed, in its own round trip
+        clip_audio_check(clip=clip, cached=throttling.prefetched(request))
         return media_response(request, clip.audio, missing=NO_AUDIO_YET, on_served=served)
     except (ClipMediaBroken, Http404) as exc:
         raise HttpError(404, str(exc)) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -60,8 +61,13 @@ class Rates(BaseThrottle):
     before the answer, in the same round trip): a client that keeps calling stays
     refused until it slows down."""
 
-    def __init__(self, *rates: tuple[str, str]) -> None:
+    def __init__(
+        self, *rates: tuple[str, str], prefetch: Callable[[HttpRequest], list[str]] | None = None
+    ) -> None:
+        """`prefetch`: the cache keys an operation's view will read (from the request's
+        path), read in the same round trip and handed to it by `prefetched`."""
         self.rates = rates
+        self.prefetch = prefetch
         self._wait: float | None = None
 
     def allow_request(self, request: HttpRequest) -> bool:
@@ -79,7 +85,9 @@ class Rates(BaseThrottle):
             bump[f"{key}_{window}"] = 2 * seconds  # read as the previous window next time
             read.append(f"{key}_{window - 1}")
             windows.append((count, seconds, window))
-        counts, values = counts_bump(bump=bump, read=read)
+        extra = self.prefetch(request) if self.prefetch is not None else []
+        counts, values = counts_bump(bump=bump, read=[*read, *extra])
+        vars(request)[_PREFETCHED] = {key: values[key] for key in extra if key in values}
         self._wait = None
         for (count, seconds, window), current, previous in zip(
             windows, counts, (values.get(key) for key in read), strict=False
@@ -93,6 +101,17 @@ class Rates(BaseThrottle):
 
     def wait(self) -> float | None:
         return self._wait
+
+
+_PREFETCHED = "_throttle_prefetched"
+
+
+def prefetched(request: HttpRequest) -> dict[str, Any] | None:
+    """The values of the keys the request's throttle read for its view (`Rates`'s
+    `prefetch`; missing keys left out), or None when no throttle read them: the view then
+    asks the cache itself."""
+    found: dict[str, Any] | None = vars(request).get(_PREFETCHED)
+    return found
 
 
 def counts_bump(*, bump: dict[str, int], read: list[str]) -> tuple[list[int], dict[str, Any]]:

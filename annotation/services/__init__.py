@@ -39,6 +39,7 @@ from annotation.services.batches import (
 )
 from annotation.services.hit_page import (
     HEARD_SHARE,
+    audio_served_holds,
     clip_audio_served,
     clip_heard,
     clip_report,
@@ -64,6 +65,7 @@ __all__ = [
     "assignment_review",
     "assignment_submit",
     "assignments_expire",
+    "audio_served_holds",
     "batch_move",
     "batch_progress",
     "batch_publish",

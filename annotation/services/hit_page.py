@@ -100,6 +100,23 @@ def clip_audio_served(
         served.save(update_fields=["ranges", "file_bytes", "whole_at", "earliest_heard_at"])
 
 
+def audio_served_holds(
+    *, whole: bool, file_bytes: int | None, ranges: list[list[int]] | None, part: ByteRange
+) -> bool:
+    """Whether a clip's served record, as read with the assignment (`whole`: its whole_at
+    is set; else its merged `ranges` of a file of `file_bytes` bytes; all None/False when
+    there is none), already holds every byte of `part`: clip_audio_served would then write
+    nothing, and a replay or a player's range request need not call it. A record never
+    loses what it holds (whole_at, once set, stays; ranges only grow for one file), so
+    the answer cannot turn wrong before a later write; a record read as missing or short
+    is written by clip_audio_served, whose statements settle two concurrent first GETs."""
+    if whole:
+        return True
+    if not ranges or file_bytes != part.size:
+        return False
+    return any(first <= part.first and part.last <= last for first, last in ranges)
+
+
 def _served_whole(
     assignment: Assignment, clip: Clip, size: int, now: datetime, playing: timedelta
 ) -> None:

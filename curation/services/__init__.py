@@ -12,6 +12,7 @@ from __future__ import annotations
 from curation.services.clip_media import (
     AUDIO_CHECK_TTL_SECONDS,
     ClipMediaBroken,
+    audio_check_key,
     clip_audio_check,
     clip_audio_problem,
     clip_mark_broken,
@@ -82,6 +83,7 @@ __all__ = [
     "ClipMediaBroken",
     "FetchTicket",
     "archive_upload_store",
+    "audio_check_key",
     "clip_audio_check",
     "clip_audio_problem",
     "clip_fetch",

@@ -47,19 +47,28 @@ def _stored_size(storage: Any, name: str) -> int | None:
         raise
 
 
-def clip_audio_problem(clip: Clip) -> str | None:
+def audio_check_key(clip_id: int) -> str:
+    """The cache key saying which file of the clip passed the check (its name and size,
+    f"{name}:{size}"): one key a clip, so a request that knows only the clip's id (the
+    work API's audio GET, whose throttle reads it in its own round trip) can read it."""
+    return f"clip-audio-ok:{clip_id}"
+
+
+def clip_audio_problem(clip: Clip, *, cached: dict[str, Any] | None = None) -> str | None:
     """Why the clip's stored audio cannot be played ("its audio file … is empty"), or
     None: also None for a clip with no audio yet (not fetched), which is not broken.
     Reads the file's size and, unless this file passed within AUDIO_CHECK_TTL_SECONDS, its
-    header (curation.media.stored_audio_problem); never decodes the samples."""
+    header (curation.media.stored_audio_problem); never decodes the samples. `cached`: the
+    values a caller already read from the cache (audio_check_key's among them when set),
+    where the check would otherwise ask the cache itself."""
     if not clip.audio:
         return None
     storage, name = clip.audio.storage, clip.audio.name
     size = _stored_size(storage, name)
     if size is None:
         return f"its audio file {name} is missing from storage"
-    checked = f"clip-audio-ok:{clip.pk}:{name}:{size}"
-    if cache.get(checked):
+    key, passed = audio_check_key(clip.pk), f"{name}:{size}"
+    if (cache.get(key) if cached is None else cached.get(key)) == passed:
         return None
     try:
         with storage.open(name, "rb") as handle:
@@ -70,7 +79,7 @@ def clip_audio_problem(clip: Clip) -> str | None:
         return f"its audio file {name} is missing from storage"
     if problem is not None:
         return f"its audio file {name} {problem}"
-    cache.set(checked, True, AUDIO_CHECK_TTL_SECONDS)
+    cache.set(key, passed, AUDIO_CHECK_TTL_SECONDS)
     return None
 
 
@@ -98,10 +107,11 @@ def clip_mark_broken(*, clip: Clip, reason: str) -> Clip:
     return locked
 
 
-def clip_audio_check(*, clip: Clip) -> None:
+def clip_audio_check(*, clip: Clip, cached: dict[str, Any] | None = None) -> None:
     """Passes when the clip's stored audio can be played (or it has none yet); otherwise
-    marks the clip failed (clip_mark_broken) and raises ClipMediaBroken saying why."""
-    problem = clip_audio_problem(clip)
+    marks the clip failed (clip_mark_broken) and raises ClipMediaBroken saying why.
+    `cached` as for clip_audio_problem."""
+    problem = clip_audio_problem(clip, cached=cached)
     if problem is None:
         return
     clip_mark_broken(clip=clip, reason=problem)

@@ -20,32 +20,36 @@ from django.core.cache import caches
 from django.core.files.base import ContentFile
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Assignment, Batch, ClipAudioServed
 from core import throttling
 from core.services import api_token_create, api_tokens
+from curation.models import Clip
 from curation.services import clip_audio_check
 from tests.annotation.factories import CAPTION, listened
 from tests.conftest import wav_bytes
 
 CACHE_METHODS = ("get", "set", "add", "delete", "incr", "decr", "get_many", "set_many", "touch")
 
-# (queries, cache round trips) of each call. Cache: the request's rates and its token's
-# bad-token count in one round trip (throttling.Rates); the audio also asks whether its
-# file's header passed the check within the hour (curation.services.clip_media).
-# Queries: none for the token, which the process looked up for the fixture's first call
-# (API_TOKEN_CACHE_SECONDS; its clock held still here), then —
+# (queries, cache round trips) of each call. Cache: the request's rates in one round trip
+# (throttling.Rates; a valid token costs no bad-token read); the audio's throttle reads in
+# it too whether the file's header passed the check within the hour
+# (curation.services.clip_media), which costs one more only when it has not (the pass is
+# stored). Queries: none for the token, which the process looked up for the fixture's
+# first call (API_TOKEN_CACHE_SECONDS; its clock held still here), then —
 BUDGETS = {
     # PostgreSQL: the whole claim in one statement (held? pick … SKIP LOCKED, INSERT …
     # ON CONFLICT, slot UPDATE, with its HIT and batch back); the answer's clips with
     # their labels
     "claim": (2, 1),
-    # the assignment with the HIT's clip and whether it was served whole, the served
-    # record's one INSERT … ON CONFLICT
-    "audio": (2, 2),
-    # the same clip again (a replay, a player's range requests): served whole already,
-    # nothing written
-    "audio again": (1, 2),
+    # the clip's first GET: the assignment with the HIT's clip and its served record (none
+    # yet), the served record's one INSERT … ON CONFLICT
+    "audio": (2, 1),
+    # a replay, or a range, once the record holds the whole file: the same read, no write
+    "audio_again": (1, 1),
+    # the first GET of a file whose header was not checked within the hour: its pass stored
+    "audio_unchecked": (2, 2),
     # PostgreSQL: the assignment with its HIT, batch, the worker's block and the clips with
     # whether each was heard; then the state UPDATE and captions INSERT in one statement
     "submit": (2, 1),
@@ -152,19 +156,87 @@ def test_a_claim_keeps_its_budget(batch: Batch, worker_client: Client, within: A
         _claim(worker_client)
 
 
-def test_an_audio_fetch_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
-    work = _claim(worker_client)
+def _audio_url(client: Client) -> str:
+    work = _claim(client)
     _with_audio(work)
-    clip = Assignment.objects.get(pk=work["id"]).hit.hit_clips.first().clip  # type: ignore[union-attr]
-    clip_audio_check(clip=clip)  # the file's header checked once, then trusted for the hour
-    url = next(c["audio_url"] for c in work["clips"] if c["id"] == clip.pk)
+    return str(work["clips"][0]["audio_url"])
+
+
+def _header_checked(url: str) -> None:
+    """The clip's file passed its header check (as another worker's GET leaves it)."""
+    clip_id = int(url.rstrip("/").split("/")[-2])
+    clip_audio_check(clip=Clip.objects.get(pk=clip_id))
+
+
+def test_an_audio_fetch_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
+    url = _audio_url(worker_client)
+    _header_checked(url)
     with within("audio"):
         assert worker_client.get(url).status_code == 200
-    assert ClipAudioServed.objects.get(clip=clip).whole_at is not None
-    with within("audio again"):
+    assert ClipAudioServed.objects.get().whole_at is not None
+
+
+def test_an_audio_fetch_of_an_unchecked_file_keeps_its_budget(
+    batch: Batch, worker_client: Client, within: Any
+) -> None:
+    url = _audio_url(worker_client)
+    with within("audio_unchecked"):
         assert worker_client.get(url).status_code == 200
-    with within("audio again"):
-        assert worker_client.get(url, HTTP_RANGE="bytes=0-9").status_code == 206
+
+
+def test_audio_fetched_again_keeps_its_budget(
+    batch: Batch, worker_client: Client, within: Any
+) -> None:
+    url = _audio_url(worker_client)
+    assert worker_client.get(url).status_code == 200
+    with within("audio_again"):
+        assert worker_client.get(url).status_code == 200
+    with within("audio_again"):
+        assert worker_client.get(url, HTTP_RANGE="bytes=10-99").status_code == 206
+
+
+def _served_writes(queries: list[dict[str, Any]]) -> list[str]:
+    table = ClipAudioServed._meta.db_table
+    return [
+        q["sql"]
+        for q in queries
+        if table in q["sql"] and not q["sql"].lstrip().upper().startswith("SELECT")
+    ]
+
+
+def test_audio_served_whole_is_written_once(batch: Batch, worker_client: Client) -> None:
+    """The served record is written by the clip's first GET, and by no replay or range
+    request after it (each wrote an INSERT … ON CONFLICT that changed nothing)."""
+    url = _audio_url(worker_client)
+    with CaptureQueriesContext(connection) as first:
+        assert worker_client.get(url).status_code == 200
+    assert len(_served_writes(first.captured_queries)) == 1
+    for headers in ({}, {"HTTP_RANGE": "bytes=0-"}, {"HTTP_RANGE": "bytes=5-20"}):
+        with CaptureQueriesContext(connection) as again:
+            assert worker_client.get(url, **headers).status_code in (200, 206)
+        assert _served_writes(again.captured_queries) == [], headers
+
+
+def test_audio_ranges_are_written_until_they_hold_the_file(
+    batch: Batch, worker_client: Client
+) -> None:
+    """A player fetching ranges: each new range is written, one already held is not, and
+    the ranges that add up to the file make the record whole (then nothing is written)."""
+    url = _audio_url(worker_client)
+    size = len(wav_bytes())
+
+    def get(first: int, last: int) -> list[str]:
+        with CaptureQueriesContext(connection) as seen:
+            response = worker_client.get(url, HTTP_RANGE=f"bytes={first}-{last}")
+            assert response.status_code == 206
+        return _served_writes(seen.captured_queries)
+
+    assert get(0, 99)
+    assert get(10, 50) == []  # held already
+    assert ClipAudioServed.objects.get().whole_at is None
+    assert get(100, size - 1)
+    assert ClipAudioServed.objects.get().whole_at is not None
+    assert get(0, 99) == []
 
 
 def test_a_submit_keeps_its_budget(batch: Batch, worker_client: Client, within: Any) -> None:
