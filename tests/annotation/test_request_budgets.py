@@ -211,10 +211,11 @@ def test_audio_served_whole_is_written_once(batch: Batch, worker_client: Client)
     with CaptureQueriesContext(connection) as first:
         assert worker_client.get(url).status_code == 200
     assert len(_served_writes(first.captured_queries)) == 1
-    for headers in ({}, {"HTTP_RANGE": "bytes=0-"}, {"HTTP_RANGE": "bytes=5-20"}):
+    for byte_range in (None, "bytes=0-", "bytes=5-20"):
+        headers = {"Range": byte_range} if byte_range else {}
         with CaptureQueriesContext(connection) as again:
-            assert worker_client.get(url, **headers).status_code in (200, 206)
-        assert _served_writes(again.captured_queries) == [], headers
+            assert worker_client.get(url, headers=headers).status_code in (200, 206)
+        assert _served_writes(again.captured_queries) == [], byte_range
 
 
 def test_audio_ranges_are_written_until_they_hold_the_file(
