@@ -276,3 +276,17 @@ def test_a_return_keeps_its_budget(batch: Batch, worker_client: Client, within: 
     work = _claim(worker_client)
     with within("return"):
         assert worker_client.post(f"/api/work/assignments/{work['id']}/return").status_code == 200
+
+
+def test_audio_gets_count_against_the_users_rate(
+    batch: Batch, worker_client: Client, settings: Any
+) -> None:
+    """The audio GET's own throttle (it reads the header check in its round trip) still
+    counts every GET, replays and ranges included, against the API's rate per user."""
+    url = _audio_url(worker_client)
+    settings.API_RATE_PER_USER = "3/min"
+    caches["default"].clear()  # the claim's and the summary's counts
+    statuses = [worker_client.get(url).status_code for _ in range(2)]
+    statuses.append(worker_client.get(url, headers={"Range": "bytes=0-9"}).status_code)
+    statuses.append(worker_client.get(url).status_code)
+    assert statuses == [200, 200, 206, 429]

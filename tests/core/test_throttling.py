@@ -236,3 +236,35 @@ def test_a_requests_rates_take_one_round_trip_to_redis(
     assert (first, again) == ([1, 1], [2, 2])
     assert list(values) == ["throttle_bad_token_ip-198.51.100.7"]  # as Django stored it
     backend.delete_many(["a", "b", "throttle_bad_token_ip-198.51.100.7"])
+
+
+@pytest.mark.parametrize("on_redis", [False, True])
+def test_a_rates_prefetch_is_read_in_its_round_trip_and_handed_to_the_view(
+    monkeypatch: pytest.MonkeyPatch, on_redis: bool, alice: Any
+) -> None:
+    """Rates(prefetch=…) reads the keys a view will need in the throttle's own round trip
+    (the audio GET's header check, annotation.api); a key not stored is left out."""
+    if on_redis:
+        backend = _redis_cache()
+        monkeypatch.setattr(throttling, "cache", backend)
+    else:
+        from django.core.cache import cache as backend
+    backend.set("prefetched-here", "clip.wav:204", 60)
+    rates = throttling.Rates(
+        ("API_RATE_PER_USER", "user"), prefetch=lambda r: ["prefetched-here", "not-stored"]
+    )
+    trips: list[int] = []
+    bump = throttling.counts_bump
+
+    def counted(**kw: Any) -> Any:
+        trips.append(1)
+        return bump(**kw)
+
+    monkeypatch.setattr(throttling, "counts_bump", counted)
+    request = RequestFactory().get("/api/work/assignments/1/clips/2/audio")
+    assert throttling.prefetched(request) is None  # no throttle read anything
+    request.auth = alice  # type: ignore[attr-defined]
+    assert rates.allow_request(request)
+    assert trips == [1]
+    assert throttling.prefetched(request) == {"prefetched-here": "clip.wav:204"}
+    backend.delete("prefetched-here")
