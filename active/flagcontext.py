@@ -23,12 +23,12 @@ import ctypes
 import math
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,6 +41,33 @@ MAX_OUT = 6000  # lemmas the model predicts (the most frequent ones)
 MIN_OUT = 5  # … seen at least this often
 EPOCHS = 4
 BATCH = 512
+
+
+_Found = TypeVar("_Found")
+
+
+class ClipMemo(Generic[_Found]):
+    """What a flag part computed for a whole clip, kept for the clip's other captions: the
+    flag job and the benchmark check a clip's captions one after another, and each part
+    scores the clip at once. Keyed by the clip's captions in a fixed order, so which
+    caption asks does not matter; forgets everything past `size` clips (they are not asked
+    about again)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._found: dict[Hashable, _Found] = {}
+
+    def get(self, key: Hashable, compute: Callable[[], _Found]) -> _Found:
+        found = self._found.get(key)
+        if found is None:
+            found = compute()
+            if len(self._found) >= self.size:
+                self._found.clear()
+            self._found[key] = found
+        return found
+
+    def clear(self) -> None:
+        self._found.clear()
 
 
 @dataclass
@@ -238,19 +265,15 @@ class ContextModel:
         and the benchmark check a clip's captions one after another. Which caption is
         which does not matter: the clip is keyed by its captions in a fixed order."""
         clip = sorted([tuple(own), *(tuple(o) for o in others)])
-        key = tuple(clip)
-        found = self._clip_cache.get(key)
-        if found is None:
-            found = dict(zip(clip, self.clip_features(clip), strict=True))
-            if len(self._clip_cache) >= 64:
-                self._clip_cache.clear()
-            self._clip_cache[key] = found
+        found = self._clip_memo.get(
+            tuple(clip), lambda: dict(zip(clip, self.clip_features(clip), strict=True))
+        )
         values, worst = found[tuple(own)]
         return list(values), worst
 
     @cached_property
-    def _clip_cache(self) -> dict[tuple[tuple[int, ...], ...], dict[Any, Any]]:
-        return {}
+    def _clip_memo(self) -> ClipMemo[dict[Any, Any]]:
+        return ClipMemo()
 
     def _sources(self, own: Sequence[int]) -> list[int]:
         is_source = self.is_source if self.is_source is not None else np.zeros(self.n_out, bool)
@@ -478,12 +501,12 @@ def context_learn(
     counts). A clip with one caption teaches the own-context question only."""
     import torch  # build time only
 
-    with _one_thread(torch):
+    with one_torch_thread(torch):
         return _context_learn(torch, bags, vectors, counts, is_source, weight, seed, epochs)
 
 
 @contextmanager
-def _one_thread(torch: Any) -> Iterator[None]:
+def one_torch_thread(torch: Any) -> Iterator[None]:
     """Trains on one thread: small matrices gain little from two, and on a busy machine
     OpenMP's threads wait at every barrier for a descheduled sibling (ten times slower)."""
     before = torch.get_num_threads()
@@ -604,7 +627,7 @@ def net_fit(
     hidden), hidden biases, output weights, output bias) over standardised features."""
     import torch
 
-    with _one_thread(torch):
+    with one_torch_thread(torch):
         return _net_fit(torch, x, y, hidden, seed)
 
 

@@ -59,6 +59,7 @@ from numpy.typing import NDArray
 
 from active.flagcontext import (
     CONTEXT_FEATURES,
+    ClipMemo,
     ContextModel,
     context_learn,
     net_fit,
@@ -209,7 +210,7 @@ class FlagModel:
         self.unseen_idf = float(math.log(max(2.0, float(self.captions))))
         self._cache: dict[str, Caption] = {}
         self._same: dict[tuple[str, str], bool] = {}
-        self._clips: dict[tuple[str, ...], _ClipWords] = {}
+        self._clips: ClipMemo[_ClipWords] = ClipMemo()
 
     # text --------------------------------------------------------------------------------
 
@@ -504,12 +505,7 @@ def _relations(caption: Caption, others: Sequence[Caption], model: FlagModel) ->
     check a clip's captions one after another)."""
     clip = sorted([caption, *others], key=lambda c: c.text)
     key = tuple(c.text for c in clip)
-    found = model._clips.get(key)
-    if found is None:
-        found = _ClipWords.of(clip)
-        if len(model._clips) >= 64:
-            model._clips.clear()
-        model._clips[key] = found
+    found = model._clips.get(key, lambda: _ClipWords.of(clip))
     free: dict[str, list[int]] = {}
     for place, text in enumerate(key):
         free.setdefault(text, []).append(place)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from active.flagcontext import _one_thread, clamp
+from active.flagcontext import ClipMemo, clamp, one_torch_thread
 
 FloatArray = NDArray[np.float32]
 DoubleArray = NDArray[np.float64]
@@ -82,7 +82,7 @@ class OrderModel:
     def __post_init__(self) -> None:
         self.index = {w: i for i, w in enumerate(self.words)}
         self.source_index = {w: k for k, w in enumerate(self.sources)}
-        self._clips: dict[tuple[tuple[str, ...], ...], dict[tuple[str, ...], Any]] = {}
+        self._clips: ClipMemo[dict[tuple[str, ...], Any]] = ClipMemo()
 
     # scoring -----------------------------------------------------------------------------
 
@@ -210,13 +210,9 @@ class OrderModel:
         """`clip_features` of the clip (own and others, as lemma lists), computed once for
         the clip's first caption asked about and kept for the others."""
         clip = sorted([tuple(own), *(tuple(o) for o in others)])
-        key = tuple(clip)
-        found = self._clips.get(key)
-        if found is None:
-            found = dict(zip(clip, self.clip_features(clip), strict=True))
-            if len(self._clips) >= 64:
-                self._clips.clear()
-            self._clips[key] = found
+        found = self._clips.get(
+            tuple(clip), lambda: dict(zip(clip, self.clip_features(clip), strict=True))
+        )
         return list(found[tuple(own)])
 
     # persistence -------------------------------------------------------------------------
@@ -385,7 +381,7 @@ def order_learn(
     own-caption question only."""
     import torch  # build time only
 
-    with _one_thread(torch):
+    with one_torch_thread(torch):
         return _order_learn(torch, clips, frozenset(sources), stop, seed, epochs or EPOCHS)
 
 

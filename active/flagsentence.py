@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from active.flagcontext import ClipMemo, one_torch_thread
+
 FloatArray = NDArray[np.float32]
 DoubleArray = NDArray[np.float64]
 
@@ -64,9 +66,7 @@ class SentenceModel:
     hidden: FloatArray  # (DIM, HIDDEN)
     hidden_bias: FloatArray  # (HIDDEN,)
     out: FloatArray  # (HIDDEN, OUT)
-    _cache: dict[tuple[tuple[int, ...], ...], list[list[float]]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    _clips: ClipMemo[list[list[float]]] = field(default_factory=ClipMemo, init=False, repr=False)
 
     @cached_property
     def _tables(self) -> tuple[DoubleArray, ...]:
@@ -129,13 +129,7 @@ class SentenceModel:
         """`clip_features` of the caption `own` among `others`, computed once per clip and
         kept for its other captions (the flag job checks a clip's captions in turn)."""
         clip = sorted([tuple(own), *(tuple(o) for o in others)])
-        key = tuple(clip)
-        found = self._cache.get(key)
-        if found is None:
-            found = self.clip_features(clip)
-            if len(self._cache) >= 64:
-                self._cache.clear()
-            self._cache[key] = found
+        found = self._clips.get(tuple(clip), lambda: self.clip_features(clip))
         return list(found[clip.index(tuple(own))])
 
     def arrays(self) -> dict[str, NDArray[Any]]:
@@ -187,9 +181,7 @@ def sentence_learn(
         return None
     import torch  # build time only
 
-    from active.flagcontext import _one_thread
-
-    with _one_thread(torch):
+    with one_torch_thread(torch):
         return _sentence_learn(torch, clips, vectors, weight, seed, steps)
 
 
