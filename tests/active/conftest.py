@@ -4,11 +4,13 @@ come from tests/conftest.py; runs are rows, training is tested in tests/modeling
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from active.flagmodel import FlagModel
 from annotation.models import Assignment, Batch
 from annotation.services import hit_claim
 from core.models import Project
@@ -57,6 +59,12 @@ def suggest(
         hypotheses=hypotheses,
         beam_size=max(1, len(hypotheses)),
     )
+
+
+@pytest.fixture(scope="module")
+def model(flag_model_file: Path) -> FlagModel:
+    """The test flag model (tests/conftest.py builds it once a run), loaded once a module."""
+    return FlagModel.load(flag_model_file)
 
 
 @pytest.fixture

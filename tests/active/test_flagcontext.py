@@ -20,11 +20,6 @@ CLIP = [
 
 
 @pytest.fixture(scope="module")
-def model(flag_model_file: Path) -> FlagModel:
-    return FlagModel.load(flag_model_file)
-
-
-@pytest.fixture(scope="module")
 def context(model: FlagModel) -> ContextModel:
     assert model.context is not None
     return model.context

@@ -21,11 +21,6 @@ HELD_OUT = flagmodel.read_caption_csv(FLAG_FIXTURES / "clotho_validation_head.cs
 THRESHOLDS = scoring.FlagThresholds()
 
 
-@pytest.fixture(scope="module")
-def model(flag_model_file: Path) -> FlagModel:
-    return FlagModel.load(flag_model_file)
-
-
 def _flagged(clip: list[str], model: FlagModel) -> list[bool]:
     cider = scoring.CiderD([clip])
     out = []

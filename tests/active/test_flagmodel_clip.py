@@ -5,7 +5,6 @@ probability the one-caption-at-a-time reference computation gives, on fixture cl
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +14,6 @@ from active.flagmodel import Calibration, FlagModel, caption_features
 from tests.conftest import FLAG_FIXTURES
 
 HELD_OUT = flagmodel.read_caption_csv(FLAG_FIXTURES / "clotho_validation_head.csv")
-
-
-@pytest.fixture(scope="module")
-def model(flag_model_file: Path) -> FlagModel:
-    return FlagModel.load(flag_model_file)
 
 
 def _both(

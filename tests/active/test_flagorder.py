@@ -27,11 +27,6 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")
-def model(flag_model_file: Path) -> FlagModel:
-    return FlagModel.load(flag_model_file)
-
-
-@pytest.fixture(scope="module")
 def order(model: FlagModel) -> OrderModel:
     """An order model learned from the fixture slices, as flag_model_learn would from a
     corpus with enough source slots (the fixture has fewer than MIN_SLOTS: its flag model

@@ -18,11 +18,6 @@ HELD_OUT = flagmodel.read_caption_csv(FLAG_FIXTURES / "clotho_validation_head.cs
 
 
 @pytest.fixture(scope="module")
-def model(flag_model_file: Path) -> FlagModel:
-    return FlagModel.load(flag_model_file)
-
-
-@pytest.fixture(scope="module")
 def sentence(model: FlagModel) -> SentenceModel:
     assert model.sentence is not None
     return model.sentence
