@@ -21,9 +21,8 @@ gives the flags five pieces of meaning, all learned from captions by `flag_model
   right caption's), a small bidirectional GRU trained on the build captions' source slots;
   its features feed the source network only, and only where the corpus has enough slots.
 - a sentence encoder (active/flagsentence.py): captions of one clip close, other clips'
-  captions apart, layers over the PPMI-SVD vectors (kept fixed) trained contrastively on
-  the build corpus's clips; a caption far from the other captions' centroid, against how
-  well each of them fits the rest, is an outlier.
+  captions apart, trained contrastively on the build corpus's clips; a caption far from
+  the other captions' centroid, against how well each of them fits the rest, is an outlier.
 
 On top, a detector: two small networks over features of a caption relative to the clip's
 other captions (its similarity to them against their agreement among themselves, its sound
@@ -71,7 +70,7 @@ from active.flagsentence import NO_SENTENCE, SENTENCE_FEATURES, SentenceModel, s
 from active.scoring import CiderD, Finding, FlagThresholds, caption_findings, tokens
 from active.scoring import lemma as light_lemma
 
-VERSION = 6  # 6: the sentence encoder keeps the word vectors fixed
+VERSION = 5
 DIM = 96  # vector size: enough for a caption vocabulary of a few thousand lemmas
 MIN_COUNT = 3  # lemmas seen fewer times get no vector (they still match themselves exactly)
 MAX_VOCAB = 12_000
@@ -711,9 +710,7 @@ class Detector:
 
 
 FALSE_ALARMS = 0.015  # share of untouched held-out captions the thresholds let through
-THRESHOLD_FOLDS = 5  # the thresholds are set on every detector clip, each scored by a
-# network fitted without it (a 30 % hold-out set them on ~1,700 untouched captions: the
-# 0.9 % quantile then moved enough that new sets saw 0.4-0.7 % flagged by the general one)
+THRESHOLD_SHARE = 0.3  # of the detector's clips: held out of its fit, to set the thresholds
 GENERAL_SHARE = 0.6  # … of which the general network's threshold spends this share
 
 
@@ -941,20 +938,14 @@ def corrupt_clips(
 
 
 def _fit_net(rows: NDArray[np.float64], labels: NDArray[np.float64], fit_on: NDArray[np.bool_],
-             folds: NDArray[np.int_], false_alarms: float, seed: int) -> Net:  # fmt: skip
+             held: NDArray[np.bool_], false_alarms: float, seed: int) -> Net:  # fmt: skip
     """A network fitted on the rows `fit_on` (all their columns), its threshold letting
-    through `false_alarms` of the untouched captions, each scored by a network fitted
-    without its fold (clips: `folds` numbers each row's). Its own rows would let through
-    fewer than new captions; one held-out share sets it on few captions, and a quantile
-    far in the tail moves with them."""
-    model = Net(*net_fit(rows[fit_on], labels[fit_on], seed=seed), threshold=0.0)
-    unseen = np.zeros(len(rows))
-    for fold in np.unique(folds):
-        out = folds == fold
-        if (fit_on & ~out).any():
-            fold_net = Net(*net_fit(rows[fit_on & ~out], labels[fit_on & ~out], seed=seed), 0.0)
-            unseen[out] = fold_net.logits(rows[out])
-    model.threshold = float(np.quantile(unseen[labels == 0], 1.0 - false_alarms))
+    through `false_alarms` of the untouched captions of the `held` rows (clips it was not
+    fitted on: a threshold set on its own rows lets through more on new captions, the more
+    so the fewer clips)."""
+    model = Net(*net_fit(rows[fit_on & ~held], labels[fit_on & ~held], seed=seed), threshold=0.0)
+    clean = model.logits(rows[held & (labels == 0)])
+    model.threshold = float(np.quantile(clean, 1.0 - false_alarms))
     return model
 
 
@@ -986,18 +977,18 @@ def _fit_detector(
             clip_of.append(c)
     rows = np.asarray(caps_rows, dtype=np.float64)
     kinds_seen = np.asarray(kind_of)
-    folds = np.asarray(clip_of) * THRESHOLD_FOLDS // len(bad)
+    held = np.asarray(clip_of) >= round((1.0 - THRESHOLD_SHARE) * len(bad))
     # the general network leaves out the order block: it tells a swapped source only, and
     # the off-topic and generic recall of the tuning sets fell with it
     general = _fit_net(rows[:, : len(FEATURES) - len(ORDER_FEATURES)],
                        (kinds_seen != "").astype(np.float64),
-                       np.isin(kinds_seen, ["", "off-topic", "generic"]), folds,
+                       np.isin(kinds_seen, ["", "off-topic", "generic"]), held,
                        FALSE_ALARMS * GENERAL_SHARE, seed)  # fmt: skip
     swapped = (kinds_seen == "wrong-source").astype(np.float64)
     # without an order model its block is constants: left out, so the source network is
     # fitted as before it (a fit on a few hundred captions moves with the extra inputs)
     inputs = len(FEATURES) - (0 if model.order is not None else len(ORDER_FEATURES))
-    source = _fit_net(rows[:, :inputs], swapped, np.isin(kinds_seen, ["", "wrong-source"]), folds,
+    source = _fit_net(rows[:, :inputs], swapped, np.isin(kinds_seen, ["", "wrong-source"]), held,
                       FALSE_ALARMS * (1 - GENERAL_SHARE), seed)  # fmt: skip
     return Detector(general=general, source=source)
 

@@ -7,11 +7,8 @@ traffic, footsteps), so another clip's caption often shares as many words with a
 captions as they share among themselves. This encoder learns, from the build corpus's own
 clips, what makes captions of one clip alike and captions of different clips apart:
 
-- a caption is the idf-weighted mean of its lemmas' vectors (the flag model's PPMI-SVD
-  vectors, kept as they are: they come from every build caption's co-occurrences, while
-  the clips that teach the encoder are a few thousand; letting it move them too made it
-  learn those clips' words by heart: off-topic recall at 2 % false alarms on Clotho clips
-  it never saw 0.64 trained, 0.77 kept), sent through a small residual tanh layer and
+- a caption is the idf-weighted mean of its lemmas' embeddings (started from the flag
+  model's PPMI-SVD vectors and learned), sent through a small residual tanh layer and
   normalised;
 - trained contrastively (supervised InfoNCE): the captions of one clip are positives, the
   other clips' captions in the batch negatives, so clips of the same scene in one batch
@@ -207,8 +204,7 @@ def _sentence_learn(
     torch.manual_seed(seed)
     rng = random.Random(seed)
     dim = vectors.shape[1]
-    # the word vectors stay as given (see the module docstring): only the layers learn
-    embed = torch.tensor(vectors, dtype=torch.float32)
+    embed = torch.nn.Parameter(torch.tensor(vectors, dtype=torch.float32))
     idf = torch.tensor(np.asarray(weight, dtype=np.float32))
     skip = torch.nn.Linear(dim, OUT, bias=False)
     first = torch.nn.Linear(dim, HIDDEN)
@@ -218,7 +214,7 @@ def _sentence_learn(
         eye[: min(dim, OUT), : min(dim, OUT)] = torch.eye(min(dim, OUT))
         skip.weight.copy_(eye.T)
         last.weight.mul_(0.1)
-    params = [*skip.parameters(), *first.parameters(), *last.parameters()]
+    params = [embed, *skip.parameters(), *first.parameters(), *last.parameters()]
     optimiser = torch.optim.AdamW(params, lr=2e-3, weight_decay=1e-4)
     batch = min(BATCH_CLIPS, len(clips))
     order = list(range(len(clips)))
@@ -265,7 +261,7 @@ def _sentence_learn(
         optimiser.step()
     with torch.no_grad():
         return SentenceModel(
-            embed=embed.numpy().astype(np.float32),
+            embed=embed.detach().numpy().astype(np.float32),
             weight=np.asarray(weight, dtype=np.float32),
             skip=skip.weight.detach().numpy().T.copy(),
             hidden=first.weight.detach().numpy().T.copy(),
