@@ -280,16 +280,9 @@ def _mine(request: HttpRequest, pk: int) -> Assignment:
     return assignment
 
 
-class _Served(TypedDict):
-    """The clip's served record as read with it (audio_served_holds): none yet reads as
-    whole False, file_bytes and ranges None."""
-
-    whole: bool
-    file_bytes: int | None
-    ranges: list[list[int]] | None
-
-
-def _clip_of_mine(request: HttpRequest, pk: int, clip_id: int) -> tuple[Clip, str, _Served] | None:
+def _clip_of_mine(
+    request: HttpRequest, pk: int, clip_id: int
+) -> tuple[Clip, str, services.AudioHeld] | None:
     """The clip, when it is part of the HIT of the worker's assignment `pk`, with the
     assignment's state and what its served record holds; None otherwise. One query in SQL:
     every clip a worker plays comes here (the assignment, then its HIT's clip, were two ORM
@@ -764,11 +757,9 @@ def work_clip_audio(request: HttpRequest, assignment_id: int, clip_id: int) -> H
     def served(part: ByteRange) -> None:
         # a submit's captions are refused until the clip could have played through; the
         # record is written until it holds the whole file, and never again after
-        if state == Assignment.State.ACCEPTED and not services.audio_served_holds(
-            **held, part=part
-        ):
-            services.clip_audio_served(
-                assignment=Assignment(pk=assignment_id), clip=clip, part=part
+        if state == Assignment.State.ACCEPTED:
+            services.clip_audio_served_unless_held(
+                assignment=Assignment(pk=assignment_id), clip=clip, held=held, part=part
             )
 
     try:

@@ -218,13 +218,16 @@ def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     """A clip's audio for the worker whose HIT holds it: workers hear their HIT's clips
     and nothing else of the project."""
     assignment = _assignment_for(request, pk)
-    hit_clip = get_object_or_404(
-        HitClip.objects.select_related("clip"), hit=assignment.hit_id, clip_id=clip_id
-    )
+    # the clip with what its served record holds: a replay or a range already served
+    # writes nothing (the rule of every audio view, services.clip_audio_served_unless_held)
+    hit_clip = get_object_or_404(services.hit_clips_served(assignment=assignment), clip_id=clip_id)
+    held = services.audio_held(hit_clip)
 
     def served(part: ByteRange) -> None:
         if assignment.state == Assignment.State.ACCEPTED:
-            services.clip_audio_served(assignment=assignment, clip=hit_clip.clip, part=part)
+            services.clip_audio_served_unless_held(
+                assignment=assignment, clip=hit_clip.clip, held=held, part=part
+            )
 
     return clip_audio_response(request, hit_clip.clip, on_served=served)
 

@@ -3,11 +3,14 @@ clips reported as broken. Each checks the clip belongs to the worker's open assi
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from typing import TypedDict
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connections, router, transaction
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from annotation import rules
@@ -115,6 +118,54 @@ def audio_served_holds(
     if not ranges or file_bytes != part.size:
         return False
     return any(first <= part.first and part.last <= last for first, last in ranges)
+
+
+class AudioHeld(TypedDict):
+    """A clip's served record as read with the clip (audio_served_holds): none yet reads
+    as whole False, file_bytes and ranges None."""
+
+    whole: bool
+    file_bytes: int | None
+    ranges: list[list[int]] | None
+
+
+def clip_audio_served_unless_held(
+    *, assignment: Assignment, clip: Clip, held: AudioHeld, part: ByteRange
+) -> None:
+    """clip_audio_served for the bytes an answer carried, unless the record as read with
+    the clip (`held`) already holds them: the rule of every audio view (the HIT page's,
+    the API's, the MTurk and Prolific pages'), so that a replay, or a player's range
+    request inside what was served, writes nothing."""
+    if not audio_served_holds(**held, part=part):
+        clip_audio_served(assignment=assignment, clip=clip, part=part)
+
+
+def hit_clips_served(*, assignment: Assignment) -> QuerySet[HitClip]:
+    """The clips of the assignment's HIT (with their Clip), each with what the
+    assignment's served record of it holds (audio_held), read in the one query that
+    finds the clip: the pages' audio views then pass it to clip_audio_served_unless_held
+    (a LEFT JOIN cannot reach the record from HitClip, so three subqueries on its unique
+    (assignment, clip) index)."""
+    served = ClipAudioServed.objects.filter(assignment=assignment.pk, clip=OuterRef("clip_id"))
+    return (
+        HitClip.objects.filter(hit=assignment.hit_id)
+        .select_related("clip")
+        .annotate(
+            served_whole_at=Subquery(served.values("whole_at")),
+            served_bytes=Subquery(served.values("file_bytes")),
+            served_ranges=Subquery(served.values("ranges")),
+        )
+    )
+
+
+def audio_held(hit_clip: HitClip) -> AudioHeld:
+    """What the served record held, as hit_clips_served read it with the clip."""
+    ranges = getattr(hit_clip, "served_ranges", None)
+    return {
+        "whole": getattr(hit_clip, "served_whole_at", None) is not None,
+        "file_bytes": getattr(hit_clip, "served_bytes", None),
+        "ranges": json.loads(ranges) if isinstance(ranges, str) else ranges,
+    }
 
 
 def _served_whole(

@@ -10,6 +10,9 @@ from decimal import Decimal
 from itertools import count
 from typing import Any
 
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.models import Assignment, Batch, ClipAudioServed
@@ -83,6 +86,28 @@ def listened(assignment: Assignment, *, now: datetime | None = None) -> Assignme
         ignore_conflicts=True,
     )
     return assignment
+
+
+def served_writes(queries: list[dict[str, Any]]) -> list[str]:
+    """The statements among `queries` (a CaptureQueriesContext's) that write a clip's
+    served record: every one naming its table but a SELECT. An audio GET whose bytes the
+    record already holds has none (annotation.services.clip_audio_served_unless_held)."""
+    table = ClipAudioServed._meta.db_table
+    return [
+        q["sql"]
+        for q in queries
+        if table in q["sql"] and not q["sql"].lstrip().upper().startswith("SELECT")
+    ]
+
+
+def audio_get_served_writes(client: Client, url: str, byte_range: str | None = None) -> list[str]:
+    """GETs a clip's audio at `url` (the whole file, or `byte_range` as a Range header,
+    answered 206) and returns the statements that wrote its served record."""
+    headers = {"Range": byte_range} if byte_range else {}
+    with CaptureQueriesContext(connection) as seen:
+        response = client.get(url, headers=headers)
+    assert response.status_code == (206 if byte_range else 200), response
+    return served_writes(seen.captured_queries)
 
 
 MakeBatch = Callable[..., Batch]

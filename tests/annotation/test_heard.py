@@ -21,7 +21,7 @@ from django.utils import timezone
 from annotation.models import Assignment, Batch, Caption, ClipAudioServed, ClipListen
 from annotation.services import HEARD_SHARE, assignment_submit, hit_claim
 from curation.models import Clip
-from tests.annotation.factories import CAPTION, MakeBatch, captions_for
+from tests.annotation.factories import CAPTION, MakeBatch, audio_get_served_writes, captions_for
 from tests.conftest import login, wav_bytes
 
 SECONDS = 10  # the test clips' section: 30 s to 40 s
@@ -241,3 +241,28 @@ def test_a_replay_of_a_clip_served_whole_writes_nothing(assignment: Assignment, 
     client.get(_api_audio(assignment))
     client.get(_api_audio(assignment), headers={"Range": "bytes=5-9"})
     assert ClipAudioServed.objects.values().get() == before
+
+
+# The HIT page's audio writes the record for what it serves, not again for what it holds --
+
+
+def test_the_hit_pages_first_get_records_the_clip_served_whole(
+    assignment: Assignment, ann: Any
+) -> None:
+    assert len(audio_get_served_writes(login(ann), _audio_url(assignment))) == 1
+    assert ClipAudioServed.objects.get().whole_at is not None
+
+
+def test_a_replay_on_the_hit_page_writes_no_served_record(assignment: Assignment, ann: Any) -> None:
+    client = login(ann)
+    audio_get_served_writes(client, _audio_url(assignment))
+    assert audio_get_served_writes(client, _audio_url(assignment)) == []
+
+
+def test_a_range_inside_one_served_on_the_hit_page_writes_nothing(
+    assignment: Assignment, ann: Any
+) -> None:
+    client = login(ann)
+    assert audio_get_served_writes(client, _audio_url(assignment), "bytes=0-99")
+    assert audio_get_served_writes(client, _audio_url(assignment), "bytes=10-50") == []
+    assert ClipAudioServed.objects.get().ranges == [[0, 99]]

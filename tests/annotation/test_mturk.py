@@ -22,7 +22,15 @@ from django.test import Client
 from django.utils import timezone
 
 from annotation import rules
-from annotation.models import Assignment, Batch, Caption, Hit, MTurkWorker, PlatformRef
+from annotation.models import (
+    Assignment,
+    Batch,
+    Caption,
+    ClipAudioServed,
+    Hit,
+    MTurkWorker,
+    PlatformRef,
+)
 from annotation.platforms import platform_get
 from annotation.platforms.mturk import (
     PREVIEW,
@@ -56,7 +64,14 @@ from crowd.services import (
 )
 from crowd.services.review import assignments_auto_approve
 from tests.annotation.conftest import SITE
-from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
+from tests.annotation.factories import (
+    CAPTION,
+    MakeBatch,
+    audio_get_served_writes,
+    listened,
+    make_clips,
+    make_subset,
+)
 from tests.annotation.mturk_fake import FakeMTurk, FakeWorker, NotQualified
 from tests.conftest import make_user, streamed, wav_bytes
 
@@ -639,6 +654,39 @@ def test_the_page_plays_its_clips_to_the_token_holder_only(
     assert streamed(response) == wav_bytes()
     assert client.get(url).status_code == 404
     assert client.get(url, {"t": token[:-2]}).status_code == 404
+
+
+@pytest.fixture
+def clip_audio(
+    on_mturk: Batch, mturk: FakeMTurk, settings: Any, tmp_path: Path
+) -> tuple[Client, str]:
+    """The worker's page open, with the address of its clip's audio, not played yet."""
+    settings.MEDIA_ROOT = tmp_path
+    hit = _hit(on_mturk)
+    hit_clip = hit.hit_clips.order_by("position").first()
+    assert hit_clip is not None
+    hit_clip.clip.audio.save("clip.wav", ContentFile(wav_bytes()))
+    client, token = _accept(mturk, hit)
+    ClipAudioServed.objects.all().delete()  # _accept records every clip as heard
+    return client, f"/mturk/hits/{hit.pk}/{hit_clip.clip_id}/audio?{urlencode({'t': token})}"
+
+
+def test_the_pages_first_get_records_the_clip_served_whole(clip_audio: tuple[Client, str]) -> None:
+    assert len(audio_get_served_writes(*clip_audio)) == 1
+    assert ClipAudioServed.objects.get().whole_at is not None
+
+
+def test_a_replay_on_the_page_writes_no_served_record(clip_audio: tuple[Client, str]) -> None:
+    audio_get_served_writes(*clip_audio)
+    assert audio_get_served_writes(*clip_audio) == []
+
+
+def test_a_range_inside_one_served_on_the_page_writes_nothing(
+    clip_audio: tuple[Client, str],
+) -> None:
+    assert audio_get_served_writes(*clip_audio, "bytes=0-99")
+    assert audio_get_served_writes(*clip_audio, "bytes=10-50") == []
+    assert ClipAudioServed.objects.get().ranges == [[0, 99]]
 
 
 # What MTurk confirms ---------------------------------------------------------------------------

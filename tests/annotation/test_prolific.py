@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Assignment, Batch, Caption, Platform, PlatformRef
+from annotation.models import Assignment, Batch, Caption, ClipAudioServed, Platform, PlatformRef
 from annotation.platforms import platform_get
 from annotation.platforms.prolific.blocks import blocklist_group
 from annotation.platforms.prolific.check import prolific_check
@@ -35,7 +35,14 @@ from crowd.services import (
     worker_block,
 )
 from tests.annotation.conftest import prolific_ready as _ready
-from tests.annotation.factories import CAPTION, MakeBatch, listened, make_clips, make_subset
+from tests.annotation.factories import (
+    CAPTION,
+    MakeBatch,
+    audio_get_served_writes,
+    listened,
+    make_clips,
+    make_subset,
+)
 from tests.annotation.prolific_fake import (
     COMPLETE,
     SITE,
@@ -338,6 +345,45 @@ def test_the_page_plays_its_clips_to_the_token_holder_only(
     assert streamed(response) == wav_bytes()
     assert client.get(url).status_code == 404
     assert client.get(url, {"t": token[:-2]}).status_code == 404
+
+
+@pytest.fixture
+def clip_audio(
+    on_prolific: Batch, prolific: FakeProlific, settings: Any, tmp_path: Path
+) -> tuple[Client, str]:
+    """The participant's page open, with the address of its clip's audio, not played yet."""
+    settings.MEDIA_ROOT = tmp_path
+    client, session, token = _arrive(prolific, on_prolific, "PARTICIPANT1")
+    hit_clip = _assignment(session).hit.hit_clips.get()
+    hit_clip.clip.audio.save("clip.wav", ContentFile(wav_bytes()))
+    ClipAudioServed.objects.all().delete()  # _arrive records every clip as heard
+    url = f"/prolific/batches/{on_prolific.pk}/{hit_clip.clip_id}/audio"
+    return client, f"{url}?{urlencode({'t': token})}"
+
+
+def test_the_pages_first_get_records_the_clip_served_whole(clip_audio: tuple[Client, str]) -> None:
+    assert len(audio_get_served_writes(*clip_audio)) == 1
+    assert ClipAudioServed.objects.get().whole_at is not None
+
+
+def test_a_range_of_the_clip_records_only_its_bytes(clip_audio: tuple[Client, str]) -> None:
+    """Heard to the end counts bytes here as on the HIT page: one range is not the clip."""
+    assert audio_get_served_writes(*clip_audio, "bytes=0-99")
+    served = ClipAudioServed.objects.get()
+    assert (served.ranges, served.whole_at) == ([[0, 99]], None)
+
+
+def test_a_replay_on_the_page_writes_no_served_record(clip_audio: tuple[Client, str]) -> None:
+    audio_get_served_writes(*clip_audio)
+    assert audio_get_served_writes(*clip_audio) == []
+
+
+def test_a_range_inside_one_served_on_the_page_writes_nothing(
+    clip_audio: tuple[Client, str],
+) -> None:
+    assert audio_get_served_writes(*clip_audio, "bytes=0-99")
+    assert audio_get_served_writes(*clip_audio, "bytes=10-50") == []
+    assert ClipAudioServed.objects.get().ranges == [[0, 99]]
 
 
 # The periodic job -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from core import throttling
 from core.services import api_token_create, api_tokens
 from curation.models import Clip
 from curation.services import clip_audio_check
-from tests.annotation.factories import CAPTION, listened
+from tests.annotation.factories import CAPTION, listened, served_writes
 from tests.conftest import wav_bytes
 
 CACHE_METHODS = ("get", "set", "add", "delete", "incr", "decr", "get_many", "set_many", "touch")
@@ -195,27 +195,18 @@ def test_audio_fetched_again_keeps_its_budget(
         assert worker_client.get(url, HTTP_RANGE="bytes=10-99").status_code == 206
 
 
-def _served_writes(queries: list[dict[str, Any]]) -> list[str]:
-    table = ClipAudioServed._meta.db_table
-    return [
-        q["sql"]
-        for q in queries
-        if table in q["sql"] and not q["sql"].lstrip().upper().startswith("SELECT")
-    ]
-
-
 def test_audio_served_whole_is_written_once(batch: Batch, worker_client: Client) -> None:
     """The served record is written by the clip's first GET, and by no replay or range
     request after it (each wrote an INSERT … ON CONFLICT that changed nothing)."""
     url = _audio_url(worker_client)
     with CaptureQueriesContext(connection) as first:
         assert worker_client.get(url).status_code == 200
-    assert len(_served_writes(first.captured_queries)) == 1
+    assert len(served_writes(first.captured_queries)) == 1
     for byte_range in (None, "bytes=0-", "bytes=5-20"):
         headers = {"Range": byte_range} if byte_range else {}
         with CaptureQueriesContext(connection) as again:
             assert worker_client.get(url, headers=headers).status_code in (200, 206)
-        assert _served_writes(again.captured_queries) == [], byte_range
+        assert served_writes(again.captured_queries) == [], byte_range
 
 
 def test_audio_ranges_are_written_until_they_hold_the_file(
@@ -230,7 +221,7 @@ def test_audio_ranges_are_written_until_they_hold_the_file(
         with CaptureQueriesContext(connection) as seen:
             response = worker_client.get(url, HTTP_RANGE=f"bytes={first}-{last}")
             assert response.status_code == 206
-        return _served_writes(seen.captured_queries)
+        return served_writes(seen.captured_queries)
 
     assert get(0, 99)
     assert get(10, 50) == []  # held already

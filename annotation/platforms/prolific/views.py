@@ -18,7 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation import rules, services
-from annotation.models import Assignment, Batch, HitClip, Platform
+from annotation.models import Assignment, Batch, Platform
 from annotation.platforms.prolific import page as prolific
 from annotation.platforms.prolific.client import ProlificUnconfirmed
 from annotation.platforms.prolific.platform import ProlificPlatform
@@ -149,11 +149,15 @@ def prolific_clip_audio(request: HttpRequest, batch_id: int, clip_id: int) -> Ht
         raise Http404(" ".join(exc.messages)) from None
     if assignment.hit.batch_id != batch.pk or assignment.state != Assignment.State.ACCEPTED:
         raise Http404("No such clip for this assignment.")
-    hit_clip = get_object_or_404(
-        HitClip.objects.select_related("clip"), hit_id=assignment.hit_id, clip_id=clip_id
+    hit_clip = get_object_or_404(services.hit_clips_served(assignment=assignment), clip_id=clip_id)
+    held = services.audio_held(hit_clip)
+    # the submit refuses captions of clips that cannot have played through yet: the bytes
+    # each answer carried are recorded (a range is not the whole clip), and a replay or a
+    # range already served writes nothing
+    return clip_audio_response(
+        request,
+        hit_clip.clip,
+        on_served=lambda part: services.clip_audio_served_unless_held(
+            assignment=assignment, clip=hit_clip.clip, held=held, part=part
+        ),
     )
-    response = clip_audio_response(request, hit_clip.clip)
-    # the submit refuses captions of clips that cannot have played through yet
-    if response.status_code < 300:
-        services.clip_audio_served(assignment=assignment, clip=hit_clip.clip)
-    return response
