@@ -39,7 +39,7 @@ from _deployment import (
     server_environment,
     start_gunicorn,
 )
-from load_claim_submit import Meter, _run_level
+from load_claim_submit import Level, Meter, _run_level, earmark_loop
 
 # (category, substrings of a frame "function (file:line)"), first match from the innermost
 # frame outwards wins; the order puts the specific (a query inside the cache code) first
@@ -110,6 +110,14 @@ def report(raw: Path, cpu_ms_per_loop: float) -> None:
     print(f"| **all** | {cpu_ms_per_loop:.2f} | 100 % | " + " | ".join(row) + " |")
 
 
+def _loop_level(
+    base_url: str, tokens: list[str], workers: int, duration: float, meter: Meter
+) -> Level:
+    """`workers` simulated workers running load_claim_submit.py's Earmark loop for
+    `duration` seconds, metered as that script meters it."""
+    return asyncio.run(_run_level(base_url, earmark_loop(tokens), workers, duration, meter))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--py-spy", required=True, help="path of the py-spy binary")
@@ -145,14 +153,14 @@ def main() -> None:
     base_url = f"http://127.0.0.1:{args.port}"
     try:
         # every process warmed (URL patterns compiled, connections open) before sampling
-        asyncio.run(_run_level(base_url, tokens, args.workers, 5.0, meter))
+        _loop_level(base_url, tokens, args.workers, 5.0, meter)
         spy = subprocess.Popen(
             [args.py_spy, "record", "--pid", str(server.pid), "--subprocesses", "--nonblocking",
              "--rate", str(args.rate), "--format", "raw", "--output", str(raw)],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
         time.sleep(2)  # py-spy attaches to every process
-        level = asyncio.run(_run_level(base_url, tokens, args.workers, args.duration, meter))
+        level = _loop_level(base_url, tokens, args.workers, args.duration, meter)
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=60)
     finally:
