@@ -101,7 +101,7 @@ def env_cache(name: str, default: str = "locmem://") -> dict[str, dict[str, obje
         return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     if scheme in {"redis", "rediss"}:
         return {
-            "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw}
+            "default": {"BACKEND": "core.cache.RedisCache", "LOCATION": raw}
         }
     raise ImproperlyConfigured(
         f"{name}={raw!r}: unsupported cache scheme {scheme!r}; use locmem:// or redis://host:6379/1"

@@ -267,10 +267,12 @@ def test_it_reads_the_proxy_ssl_header_as_django_names_it(monkeypatch: pytest.Mo
     assert env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER") == ("HTTP_X_FORWARDED_PROTO", "https")
 
 
-def test_a_redis_cache_url_gives_djangos_redis_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_redis_cache_url_gives_the_shared_client_redis_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("CACHE_URL", "redis://cache.internal:6379/1")
     assert env_cache("CACHE_URL")["default"] == {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "core.cache.RedisCache",
         "LOCATION": "redis://cache.internal:6379/1",
     }
 
