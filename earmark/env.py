@@ -100,9 +100,7 @@ def env_cache(name: str, default: str = "locmem://") -> dict[str, dict[str, obje
     if scheme == "locmem":
         return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     if scheme in {"redis", "rediss"}:
-        return {
-            "default": {"BACKEND": "core.cache.RedisCache", "LOCATION": raw}
-        }
+        return {"default": {"BACKEND": "core.cache.RedisCache", "LOCATION": raw}}
     raise ImproperlyConfigured(
         f"{name}={raw!r}: unsupported cache scheme {scheme!r}; use locmem:// or redis://host:6379/1"
     )
