@@ -469,11 +469,11 @@ class ClipListen(models.Model):
 
 
 class ClipAudioServed(models.Model):
-    """The clip's audio was served for this assignment (the HIT page's player, the API or
-    the MTurk page): first at `served_at`, and every byte of it by `whole_at`. Nobody can
-    have heard the clip through before the whole file was served nor before
-    `earliest_heard_at`, the first serving plus the clip's playing time (and never before
-    `whole_at`), so the server refuses a caption for it (and the HIT page's "heard"
+    """The clip's audio was served for this assignment (the HIT page's player, the API, the
+    MTurk page or the Prolific page): first at `served_at`, and every byte of it by
+    `whole_at`. Nobody can have heard the clip through before the whole file was served nor
+    before `earliest_heard_at`, the first serving plus the clip's playing time (and never
+    before `whole_at`), so the server refuses a caption for it (and the HIT page's "heard"
     report) until then: the server's own record, not the browser's word. One row per
     assignment and clip, written when the audio is first served and, for a player that
     fetches it in ranges, as the ranges add up, until they cover the file."""

@@ -1,7 +1,8 @@
 """ "Heard to the end" is the server's to check: a caption is refused for a clip whose audio
 was not served to the assignment long enough ago to have played through (the HIT page's
-player, the API and the MTurk page record the first serving), and the HIT page's "heard"
-report is refused before then too. The browser's lock is a convenience, not the check."""
+player, the API, the MTurk page and the Prolific page record the first serving), and the
+HIT page's "heard" report is refused before then too. The browser's lock is a
+convenience, not the check."""
 
 from __future__ import annotations
 
