@@ -215,7 +215,18 @@ class FlagModel:
     # text --------------------------------------------------------------------------------
 
     def lemma(self, word: str) -> str:
-        return self.lemmas.get(word) or light_lemma(word)
+        """spaCy's lemma of a word form it read at build time; an unseen form that is a
+        plural of a read one ("rustlings", "glasss": a plural -s on a gerund or a word ending
+        in s) gets that form's lemma (rustle, glass), since the light lemmatiser leaves them
+        unknown words without a vector (rustling, glasss); anything else the light one."""
+        found = self.lemmas.get(word)
+        if found:
+            return found
+        if word.endswith("s"):
+            found = self.lemmas.get(word[:-1])
+            if found:
+                return found
+        return light_lemma(word)
 
     def content(self, text: str) -> list[str]:
         """The caption's content lemmas, in order ("Dogs are barking." -> dog, bark)."""

@@ -194,3 +194,26 @@ def test_a_wrong_source_reason_names_the_word_and_what_it_does_not_fit() -> None
     assert flagmodel.reason_words("wrong-source", notes, 4) == (
         "Likely wrong source: 'car' does not fit 'bark' nor the other four captions (they say dog)"
     )
+
+
+def test_an_unseen_plural_of_a_word_form_it_read_gets_that_forms_lemma() -> None:
+    """A plural -s on a gerund or on a word ending in s ("rustlings", "glasss") is a form
+    spaCy never read at build time: the light lemmatiser left it an unknown word without a
+    vector or a source, so a caption saying it named nothing the others could contradict."""
+    model = FlagModel(
+        words=["glass", "rustle", "whistle"],
+        vectors=np.eye(3, flagmodel.DIM, dtype=np.float32),
+        idf=np.ones(3, dtype=np.float32),
+        lemmas={"rustling": "rustle", "glass": "glass", "whistling": "whistle", "news": "news"},
+        stop=frozenset({"a", "the"}),
+        sources={"glass": ["/m/glass"], "whistle": ["/m/whistle"]},
+        broader={},
+        captions=100,
+    )
+    assert model.lemma("rustlings") == "rustle"
+    assert model.lemma("glasss") == "glass"
+    assert model.lemma("news") == "news"  # a form it read keeps its own lemma
+    assert model.lemma("barks") == "bark"  # no form it read: the light lemmatiser
+    caption = model.caption("Whistlings chirp as the glasss clink.")
+    assert caption.sources == ["whistle", "glass"]
+    assert caption.ids == [2, 0]
