@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,12 @@ def test_each_level_runs_the_earmark_loop_of_the_seeded_tokens(
 
     monkeypatch.setattr(profile_loop, "_run_level", run_level)
 
-    level = profile_loop._loop_level("http://127.0.0.1:1", ["token-a"], 1, 2.0, meter=None)
+    # in a thread of its own, as tests/benchmarks/asyncrun.py runs coroutines: the browser
+    # tests' Playwright can leave an event loop running in the main thread
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        level = pool.submit(
+            profile_loop._loop_level, "http://127.0.0.1:1", ["token-a"], 1, 2.0, None
+        ).result()
 
     assert level.workers == 1
     [loop] = seen
