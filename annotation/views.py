@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import rules, services
+from annotation.audio import assignment_clip_audio_response
 from annotation.forms import BatchForm, BatchStateForm, ClipReportForm, PresetForm
 from annotation.models import Assignment, Batch, Caption, ClipReport, HitClip, VideoHintView
 from annotation.platforms import PLATFORMS
@@ -22,11 +23,10 @@ from annotation.prefill import starting_texts
 from annotation.presets import BATCH_PRESETS
 from core.access import project_for_page, signed_in_user
 from core.flash import job_queued
-from core.media import ByteRange, media_response
+from core.media import media_response
 from core.models import Membership, Role
 from crowd.queries import blocked_everywhere, requirements_refusals
 from curation.models import Clip, Label
-from curation.serving import clip_audio_response
 
 
 def _assignment_for(request: HttpRequest, pk: int) -> Assignment:
@@ -218,18 +218,13 @@ def assignment_clip_audio(request: HttpRequest, pk: int, clip_id: int) -> HttpRe
     """A clip's audio for the worker whose HIT holds it: workers hear their HIT's clips
     and nothing else of the project."""
     assignment = _assignment_for(request, pk)
-    # the clip with what its served record holds: a replay or a range already served
-    # writes nothing (the rule of every audio view, services.clip_audio_served_unless_held)
-    hit_clip = get_object_or_404(services.hit_clips_served(assignment=assignment), clip_id=clip_id)
-    held = services.audio_held(hit_clip)
-
-    def served(part: ByteRange) -> None:
-        if assignment.state == Assignment.State.ACCEPTED:
-            services.clip_audio_served_unless_held(
-                assignment=assignment, clip=hit_clip.clip, held=held, part=part
-            )
-
-    return clip_audio_response(request, hit_clip.clip, on_served=served)
+    # only an open assignment's plays count toward "heard to the end"
+    return assignment_clip_audio_response(
+        request,
+        assignment=assignment,
+        clip_id=clip_id,
+        record=assignment.state == Assignment.State.ACCEPTED,
+    )
 
 
 def _hit_clip_for(assignment: Assignment, clip_id: int) -> HitClip:

@@ -25,6 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation import rules, services
+from annotation.audio import assignment_clip_audio_response
 from annotation.models import Assignment, Hit, Platform
 from annotation.platforms import refs
 from annotation.platforms.mturk import page as mturk
@@ -205,18 +206,7 @@ def mturk_clip_audio(request: HttpRequest, hit_id: int, clip_id: int) -> HttpRes
         raise Http404(" ".join(exc.messages)) from None
     if assignment.hit_id != hit.pk or assignment.state != Assignment.State.ACCEPTED:
         raise Http404("No such clip for this assignment.")
-    # the HIT's clip (assignment.hit_id is hit's) with what its served record holds
-    hit_clip = get_object_or_404(services.hit_clips_served(assignment=assignment), clip_id=clip_id)
-    held = services.audio_held(hit_clip)
-    # the submit refuses captions of clips that cannot have played through yet; a replay or
-    # a range already served writes nothing
-    return clip_audio_response(
-        request,
-        hit_clip.clip,
-        on_served=lambda part: services.clip_audio_served_unless_held(
-            assignment=assignment, clip=hit_clip.clip, held=held, part=part
-        ),
-    )
+    return assignment_clip_audio_response(request, assignment=assignment, clip_id=clip_id)
 
 
 @require_GET

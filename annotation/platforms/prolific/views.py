@@ -18,12 +18,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation import rules, services
+from annotation.audio import assignment_clip_audio_response
 from annotation.models import Assignment, Batch, Platform
 from annotation.platforms.prolific import page as prolific
 from annotation.platforms.prolific.client import ProlificUnconfirmed
 from annotation.platforms.prolific.platform import ProlificPlatform
 from core.throttling import client_ip
-from curation.serving import clip_audio_response
 
 # a page's token outlives any time allotted; the assignment's own deadline still applies
 TOKEN_MAX_AGE = 24 * 3600
@@ -149,15 +149,4 @@ def prolific_clip_audio(request: HttpRequest, batch_id: int, clip_id: int) -> Ht
         raise Http404(" ".join(exc.messages)) from None
     if assignment.hit.batch_id != batch.pk or assignment.state != Assignment.State.ACCEPTED:
         raise Http404("No such clip for this assignment.")
-    hit_clip = get_object_or_404(services.hit_clips_served(assignment=assignment), clip_id=clip_id)
-    held = services.audio_held(hit_clip)
-    # the submit refuses captions of clips that cannot have played through yet: the bytes
-    # each answer carried are recorded (a range is not the whole clip), and a replay or a
-    # range already served writes nothing
-    return clip_audio_response(
-        request,
-        hit_clip.clip,
-        on_served=lambda part: services.clip_audio_served_unless_held(
-            assignment=assignment, clip=hit_clip.clip, held=held, part=part
-        ),
-    )
+    return assignment_clip_audio_response(request, assignment=assignment, clip_id=clip_id)
